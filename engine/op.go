@@ -1,0 +1,56 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/wagent/wagent/hostabi"
+)
+
+// Operation is a behaviour the engine consults at the hooks it declares.
+// Native Go operations implement it directly; the wasm runtime adapts each
+// module to it, so both run in the same pipeline.
+//
+// An Operation keeps no state between calls that matters: whatever it must
+// remember goes into note effects, which the engine logs and hands back
+// through the Reader. The engine may discard and rebuild operations at any
+// time.
+type Operation interface {
+	// Manifest describes the op. It must not change during the op's life.
+	Manifest() *hostabi.Manifest
+
+	// Handle answers one hook. Nil or empty effects mean skip. An error is a
+	// fault: the engine records it as op/fault, appends nothing else the op
+	// asked for, and treats the op as having skipped (a guard op's calls are
+	// denied instead). Return a *Fault to name the kind of fault.
+	Handle(ctx context.Context, view *hostabi.View, r Reader) ([]hostabi.Effect, error)
+}
+
+// Reader gives an op what its view does not carry, on demand. Its cost does
+// not grow with the conversation. It is valid only during the Handle call it
+// was passed to.
+type Reader interface {
+	// Message returns conversation message i (0 is the oldest).
+	Message(i int) (hostabi.Message, bool)
+	// Note returns the calling op's note under key.
+	Note(key string) (string, bool)
+}
+
+// Fault kinds recorded in op/fault events.
+const (
+	FaultTrap          = "trap"
+	FaultTimeout       = "timeout"
+	FaultMemory        = "memory"
+	FaultABI           = "abi"
+	FaultLimit         = "limit"
+	FaultInvalidEffect = "invalid-effect"
+	FaultError         = "error"
+)
+
+// Fault is an op failure with a kind, as recorded in op/fault.
+type Fault struct {
+	Kind    string
+	Message string
+}
+
+func (f *Fault) Error() string { return fmt.Sprintf("%s: %s", f.Kind, f.Message) }

@@ -1,0 +1,3 @@
+module github.com/wagent/wagent
+
+go 1.25.0

@@ -1,0 +1,283 @@
+package hostabi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Kind names an effect. Unknown kinds are refused, never dropped.
+type Kind string
+
+// Effect kinds of ABI v1.
+const (
+	// Any hook.
+	KindNote Kind = "note" // Key, Value: the op's durable memory
+	KindLog  Kind = "log"  // Level, Text: a live log line, not durable
+
+	// prompt
+	KindAdmit   Kind = "admit"   // let the batch in unchanged
+	KindRewrite Kind = "rewrite" // Messages: the batch with new content (same ids)
+	KindReject  Kind = "reject"  // Text: why; the turn ends "blocked"
+
+	// contribute
+	KindTool       Kind = "tool"        // Tool: a tool the op owns, offered to the model
+	KindPromptPart Kind = "prompt_part" // Text: a part of the system prompt
+	KindTopOfMind  Kind = "top_of_mind" // Text: a line placed where the model sees it last
+	KindEndTurn    Kind = "end_turn"    // Text: why; the turn ends "limit" before the request
+
+	// tool
+	KindApprovalRequest Kind = "approval_request" // CallIDs, Text: ask a person; the session yields
+	KindDecision        Kind = "decision"         // CallID, Allow, Scope, Text: decide a call
+	KindResult          Kind = "result"           // CallID, Content, IsError, Code, ConcludesTurn
+
+	// request-error
+	KindRetry Kind = "retry" // DelayMS: request again after the delay, same step
+
+	// turn-stopping
+	KindSteer Kind = "steer" // Text: a next-step message; the turn goes on
+
+	// command
+	KindReply Kind = "reply" // Text: the command's answer
+)
+
+// Effect is one thing an op asks for. Which fields apply depends on Kind;
+// the others must be empty.
+type Effect struct {
+	Kind Kind `json:"kind"`
+
+	Key   string `json:"key,omitempty"`
+	Value string `json:"value,omitempty"`
+	Level string `json:"level,omitempty"`
+	Text  string `json:"text,omitempty"`
+
+	Messages []InputMessage `json:"messages,omitempty"`
+	Tool     *ToolSpec      `json:"tool,omitempty"`
+
+	CallID        string   `json:"call_id,omitempty"`
+	CallIDs       []string `json:"call_ids,omitempty"`
+	Allow         bool     `json:"allow,omitempty"`
+	Scope         string   `json:"scope,omitempty"`
+	Content       string   `json:"content,omitempty"`
+	IsError       bool     `json:"is_error,omitempty"`
+	Code          string   `json:"code,omitempty"`
+	ConcludesTurn bool     `json:"concludes_turn,omitempty"`
+
+	DelayMS int64 `json:"delay_ms,omitempty"`
+}
+
+// Decision scopes.
+const (
+	ScopeOnce   = "once"
+	ScopeAlways = "always"
+)
+
+// Tool result codes the host writes.
+const (
+	CodeOutcomeUnknown = "TOOL_OUTCOME_UNKNOWN"
+	CodeNotStarted     = "TOOL_NOT_STARTED"
+	CodeDenied         = "TOOL_DENIED"
+	CodeUnavailable    = "TOOL_UNAVAILABLE"
+	CodeUnknownTool    = "TOOL_UNKNOWN"
+)
+
+// Limits on effects that hold for every op, whatever its pipeline limits.
+const (
+	MaxKeyLen    = 256
+	MaxTextBytes = 1 << 20
+)
+
+var allowed = map[Kind][]Hook{
+	KindNote:            Hooks,
+	KindLog:             Hooks,
+	KindAdmit:           {HookPrompt},
+	KindRewrite:         {HookPrompt},
+	KindReject:          {HookPrompt},
+	KindTool:            {HookContribute},
+	KindPromptPart:      {HookContribute},
+	KindTopOfMind:       {HookContribute},
+	KindEndTurn:         {HookContribute},
+	KindApprovalRequest: {HookTool},
+	KindDecision:        {HookTool},
+	KindResult:          {HookTool},
+	KindRetry:           {HookRequestError},
+	KindSteer:           {HookTurnStopping},
+	KindReply:           {HookCommand},
+}
+
+// ErrEffect is wrapped by every error Check returns.
+var ErrEffect = errors.New("invalid effect")
+
+// Check validates an effect on its own (its kind is known and allowed at
+// hook, its required fields are set, no field of another kind is set).
+// Checks that need the session's state (does this call exist, does the op
+// own it) are the engine's.
+func (e *Effect) Check(hook Hook) error {
+	hooks, ok := allowed[e.Kind]
+	if !ok {
+		return fmt.Errorf("%w: unknown kind %q", ErrEffect, e.Kind)
+	}
+	ok = false
+	for _, h := range hooks {
+		if h == hook {
+			ok = true
+		}
+	}
+	if !ok {
+		return fmt.Errorf("%w: kind %q is not allowed at hook %q", ErrEffect, e.Kind, hook)
+	}
+	if len(e.Text) > MaxTextBytes || len(e.Content) > MaxTextBytes || len(e.Value) > MaxTextBytes {
+		return fmt.Errorf("%w: %s: text over %d bytes", ErrEffect, e.Kind, MaxTextBytes)
+	}
+	var set fields
+	if e.Key != "" {
+		set |= fKey
+	}
+	if e.Value != "" {
+		set |= fValue
+	}
+	if e.Level != "" {
+		set |= fLevel
+	}
+	if e.Text != "" {
+		set |= fText
+	}
+	if e.Messages != nil {
+		set |= fMessages
+	}
+	if e.Tool != nil {
+		set |= fTool
+	}
+	if e.CallID != "" {
+		set |= fCallID
+	}
+	if e.CallIDs != nil {
+		set |= fCallIDs
+	}
+	if e.Allow {
+		set |= fAllow
+	}
+	if e.Scope != "" {
+		set |= fScope
+	}
+	if e.Content != "" {
+		set |= fContent
+	}
+	if e.IsError {
+		set |= fIsError
+	}
+	if e.Code != "" {
+		set |= fCode
+	}
+	if e.ConcludesTurn {
+		set |= fConcludes
+	}
+	if e.DelayMS != 0 {
+		set |= fDelay
+	}
+	var may, must fields
+	switch e.Kind {
+	case KindNote:
+		may, must = fKey|fValue, fKey
+		if len(e.Key) > MaxKeyLen {
+			return fmt.Errorf("%w: note key over %d bytes", ErrEffect, MaxKeyLen)
+		}
+	case KindLog:
+		may, must = fLevel|fText, fText
+	case KindAdmit:
+	case KindRewrite:
+		may, must = fMessages, fMessages
+	case KindReject, KindEndTurn:
+		may = fText
+	case KindTool:
+		may, must = fTool, fTool
+		if e.Tool != nil && e.Tool.Name == "" {
+			return fmt.Errorf("%w: tool without a name", ErrEffect)
+		}
+		if e.Tool != nil && len(e.Tool.Parameters) > 0 && !json.Valid(e.Tool.Parameters) {
+			return fmt.Errorf("%w: tool %q parameters are not JSON", ErrEffect, e.Tool.Name)
+		}
+	case KindPromptPart, KindTopOfMind, KindSteer:
+		may, must = fText, fText
+	case KindApprovalRequest:
+		may, must = fCallIDs|fText, fCallIDs
+		if len(e.CallIDs) == 0 {
+			return fmt.Errorf("%w: approval_request without call ids", ErrEffect)
+		}
+	case KindDecision:
+		may, must = fCallID|fAllow|fScope|fText, fCallID
+		if e.Scope != "" && e.Scope != ScopeOnce && e.Scope != ScopeAlways {
+			return fmt.Errorf("%w: decision scope %q is neither %q nor %q", ErrEffect, e.Scope, ScopeOnce, ScopeAlways)
+		}
+	case KindResult:
+		may, must = fCallID|fContent|fIsError|fCode|fConcludes, fCallID
+	case KindRetry:
+		may = fDelay
+		if e.DelayMS < 0 {
+			return fmt.Errorf("%w: retry delay %d ms is negative", ErrEffect, e.DelayMS)
+		}
+	case KindReply:
+		may = fText
+	}
+	if extra := set &^ may; extra != 0 {
+		return fmt.Errorf("%w: %s does not take field %s", ErrEffect, e.Kind, extra.first())
+	}
+	if missing := must &^ set; missing != 0 {
+		return fmt.Errorf("%w: %s needs field %s", ErrEffect, e.Kind, missing.first())
+	}
+	return nil
+}
+
+type fields uint32
+
+const (
+	fKey fields = 1 << iota
+	fValue
+	fLevel
+	fText
+	fMessages
+	fTool
+	fCallID
+	fCallIDs
+	fAllow
+	fScope
+	fContent
+	fIsError
+	fCode
+	fConcludes
+	fDelay
+)
+
+var fieldNames = []string{"key", "value", "level", "text", "messages", "tool", "call_id", "call_ids", "allow", "scope", "content", "is_error", "code", "concludes_turn", "delay_ms"}
+
+func (f fields) first() string {
+	for i, n := range fieldNames {
+		if f&(1<<i) != 0 {
+			return n
+		}
+	}
+	return "?"
+}
+
+// DecodeEffects parses a guest's output: a JSON array of effects. Unknown
+// fields and trailing data are errors. It does not Check the effects.
+func DecodeEffects(b []byte) ([]Effect, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var out []Effect
+	if err := dec.Decode(&out); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrEffect, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: data after the effect list", ErrEffect)
+	}
+	if _, err := dec.Token(); err == nil {
+		return nil, fmt.Errorf("%w: data after the effect list", ErrEffect)
+	}
+	return out, nil
+}
