@@ -1,0 +1,235 @@
+package engine
+
+import (
+	"encoding/json"
+
+	"github.com/wagent/wagent/hostabi"
+)
+
+// Log event types (DESIGN.md §3). Extend, never repurpose.
+const (
+	EvSessionCreated   = "session/created"
+	EvInboxSpliced     = "inbox/spliced"
+	EvTurnStart        = "turn/start"
+	EvTurnEnd          = "turn/end"
+	EvStepStart        = "step/start"
+	EvStepEnd          = "step/end"
+	EvUserMessage      = "user/message"
+	EvRequestHeader    = "request/header"
+	EvAssistantMessage = "assistant/message"
+	EvAssistantAttempt = "assistant/attempt"
+	EvApprovalRequest  = "approval/request"
+	EvApprovalDecision = "approval/decision"
+	EvToolCall         = "tool/call"
+	EvToolResult       = "tool/result"
+	EvOpNote           = "op/note"
+	EvOpFault          = "op/fault"
+	EvRetryScheduled   = "retry/scheduled"
+	EvCommandReply     = "command/reply"
+	EvSessionRecovered = "session/recovered"
+)
+
+// Inbox list names.
+const (
+	ListNextTurn = "next-turn"
+	ListNextStep = "next-step"
+)
+
+// Splice outcomes for removals.
+const (
+	OutcomeClaimed  = "claimed"
+	OutcomeCanceled = "canceled"
+)
+
+// Turn end reasons.
+const (
+	ReasonCompleted   = "completed"
+	ReasonMaxTokens   = "max-tokens"
+	ReasonAborted     = "aborted"
+	ReasonBlocked     = "blocked"
+	ReasonError       = "error"
+	ReasonInterrupted = "interrupted"
+	ReasonLimit       = "limit"
+)
+
+// SessionCreated is the data of session/created.
+type SessionCreated struct {
+	Pipeline  string `json:"pipeline,omitempty"` // digest of the pipeline
+	Model     string `json:"model,omitempty"`
+	CreatedBy string `json:"created_by,omitempty"`
+}
+
+// InboxSpliced is the data of inbox/spliced: like a splice on one list,
+// remove Removed items at Start and insert Inserted there.
+type InboxSpliced struct {
+	List     string                 `json:"list"`
+	Start    int                    `json:"start"`
+	Removed  int                    `json:"removed,omitempty"`
+	Inserted []hostabi.InputMessage `json:"inserted,omitempty"`
+	// Outcome says what became of removed items: claimed into the turn, or
+	// canceled.
+	Outcome string `json:"outcome,omitempty"`
+}
+
+// TurnStart is the data of turn/start.
+type TurnStart struct {
+	Turn int `json:"turn"`
+}
+
+// Cause says who or what ended a turn early.
+type Cause struct {
+	Kind   string `json:"kind"` // user, parent, hook, disposed
+	Hook   string `json:"hook,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// TurnEnd is the data of turn/end.
+type TurnEnd struct {
+	Turn    int    `json:"turn"`
+	Reason  string `json:"reason"`
+	Cause   *Cause `json:"cause,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// StepStart is the data of step/start.
+type StepStart struct {
+	Turn int `json:"turn"`
+	Step int `json:"step"`
+}
+
+// StepEnd is the data of step/end.
+type StepEnd struct {
+	Turn    int    `json:"turn"`
+	Step    int    `json:"step"`
+	Outcome string `json:"outcome"`
+}
+
+// UserMessage is the data of user/message.
+type UserMessage struct {
+	ID      string `json:"id"`
+	Content string `json:"content"`
+	// Command names the slash command this message invoked; such messages
+	// are not sent to the model.
+	Command string `json:"command,omitempty"`
+}
+
+// HeaderTool is a tool offered in a step, with the op that owns it.
+type HeaderTool struct {
+	hostabi.ToolSpec
+	Owner      string `json:"owner"`
+	Idempotent bool   `json:"idempotent,omitempty"`
+}
+
+// Contribution is a prompt part or top-of-mind line, with its op.
+type Contribution struct {
+	Op   string `json:"op"`
+	Text string `json:"text"`
+}
+
+// RequestHeader is the data of request/header: the frozen request config of
+// a step. Every attempt of the step uses it.
+type RequestHeader struct {
+	Model       string         `json:"model,omitempty"`
+	MaxTokens   int            `json:"max_tokens,omitempty"`
+	Tools       []HeaderTool   `json:"tools,omitempty"`
+	PromptParts []Contribution `json:"prompt_parts,omitempty"`
+	TopOfMind   []Contribution `json:"top_of_mind,omitempty"`
+}
+
+// AssistantMessage is the data of assistant/message.
+type AssistantMessage struct {
+	Content      string             `json:"content"`
+	ToolCalls    []hostabi.ToolCall `json:"tool_calls,omitempty"`
+	FinishReason string             `json:"finish_reason,omitempty"`
+	Usage        *Usage             `json:"usage,omitempty"`
+	Interrupted  bool               `json:"interrupted,omitempty"`
+}
+
+// Usage counts tokens of one answer.
+type Usage struct {
+	InputTokens  int `json:"input_tokens,omitempty"`
+	OutputTokens int `json:"output_tokens,omitempty"`
+}
+
+// AssistantAttempt is the data of assistant/attempt: a failed request.
+type AssistantAttempt struct {
+	Attempt int             `json:"attempt"`
+	Failure hostabi.Failure `json:"failure"`
+}
+
+// ApprovalRequest is the data of approval/request.
+type ApprovalRequest struct {
+	Op      string   `json:"op"`
+	CallIDs []string `json:"call_ids"`
+	Reason  string   `json:"reason,omitempty"`
+}
+
+// ApprovalDecision is the data of approval/decision.
+type ApprovalDecision struct {
+	CallID string `json:"call_id"`
+	Allow  bool   `json:"allow"`
+	Scope  string `json:"scope,omitempty"`
+	// Who decided: "op:NAME" for an op, or whoever the caller names.
+	Who  string `json:"who"`
+	Note string `json:"note,omitempty"`
+}
+
+// ToolCallEvent is the data of tool/call: the intent to run a call,
+// written before it runs.
+type ToolCallEvent struct {
+	CallID     string          `json:"call_id"`
+	Name       string          `json:"name"`
+	Arguments  json.RawMessage `json:"arguments"`
+	Op         string          `json:"op"`
+	Idempotent bool            `json:"idempotent,omitempty"`
+}
+
+// ToolResult is the data of tool/result.
+type ToolResult struct {
+	CallID        string `json:"call_id"`
+	Name          string `json:"name,omitempty"`
+	Content       string `json:"content"`
+	IsError       bool   `json:"is_error,omitempty"`
+	Code          string `json:"code,omitempty"`
+	ConcludesTurn bool   `json:"concludes_turn,omitempty"`
+	Op            string `json:"op,omitempty"`
+}
+
+// OpNote is the data of op/note.
+type OpNote struct {
+	Op    string `json:"op"`
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// OpFault is the data of op/fault.
+type OpFault struct {
+	Op      string `json:"op"`
+	Hook    string `json:"hook"`
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+// RetryScheduled is the data of retry/scheduled.
+type RetryScheduled struct {
+	Op      string          `json:"op"`
+	Attempt int             `json:"attempt"`
+	DelayMS int64           `json:"delay_ms"`
+	Failure hostabi.Failure `json:"failure"`
+}
+
+// CommandReply is the data of command/reply.
+type CommandReply struct {
+	Op      string `json:"op"`
+	Command string `json:"command"`
+	Text    string `json:"text"`
+}
+
+// SessionRecovered is the data of session/recovered: a process found the
+// session's last turn left open by another that died, and closed it.
+type SessionRecovered struct {
+	Turn int `json:"turn"`
+	// Requeued counts claimed input put back in the inbox.
+	Requeued int `json:"requeued,omitempty"`
+}
