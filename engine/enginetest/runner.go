@@ -17,11 +17,11 @@ import (
 
 // Reply is one scripted provider answer: a response or a failure.
 type Reply struct {
-	Text      string
-	Calls     []hostabi.ToolCall
-	Finish    string
-	Fail      *hostabi.Failure
-	Chunks    int // stream Text in this many deltas (default 1)
+	Text   string
+	Calls  []hostabi.ToolCall
+	Finish string
+	Fail   *hostabi.Failure
+	Chunks int // stream Text in this many deltas (default 1)
 }
 
 // Call makes a tool call for a Reply.
