@@ -129,21 +129,27 @@ func (m *Machine) checkToolEffects(man *hostabi.Manifest, pending []*CallState, 
 		}
 		return nil
 	}
+	ids := func(e hostabi.Effect) []string {
+		if e.CallID != "" {
+			return []string{e.CallID}
+		}
+		return e.CallIDs
+	}
 	touched := map[string]bool{}
 	for j, e := range eff {
-		ids := e.CallIDs
-		if e.CallID != "" {
-			ids = []string{e.CallID}
-		}
-		for _, id := range ids {
-			c := find(id)
-			if c == nil {
+		for _, id := range ids(e) {
+			if find(id) == nil {
 				return fmt.Errorf("effect %d (%s): call %q is not pending in this step", j, e.Kind, id)
 			}
 			if touched[id] {
 				return fmt.Errorf("effect %d (%s): call %q is named twice", j, e.Kind, id)
 			}
 			touched[id] = true
+		}
+	}
+	for j, e := range eff {
+		for _, id := range ids(e) {
+			c := find(id)
 			switch e.Kind {
 			case hostabi.KindApprovalRequest, hostabi.KindDecision:
 				if c.Decision != "" || c.Started {

@@ -1,0 +1,66 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/store"
+)
+
+// A session with the calculator op: the model calls calc_add, the op runs
+// it and remembers the total in a note, the model answers.
+func Example() {
+	ctx := context.Background()
+	log := store.NewMemory()
+	if err := engine.Create(ctx, log, "demo", engine.SessionCreated{CreatedBy: "example"}, enginetest.Epoch); err != nil {
+		panic(err)
+	}
+	model := provider.Func(func(ctx context.Context, req *provider.Request, onDelta func(provider.Delta)) (*provider.Response, error) {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == "tool" {
+			return &provider.Response{Content: "The total is " + last.Content + ".", FinishReason: "stop"}, nil
+		}
+		return &provider.Response{ToolCalls: []hostabi.ToolCall{enginetest.Call("c1", "calc_add", `{"value": 40}`)}}, nil
+	})
+	pipeline, err := engine.NewPipeline(enginetest.Calculator())
+	if err != nil {
+		panic(err)
+	}
+	m, err := engine.Open(ctx, engine.Config{
+		Log: log, Session: "demo", Pipeline: pipeline, Provider: model,
+		Observer: func(l engine.Live) {
+			if l.Kind == "event" {
+				fmt.Println(l.Event.Seq, l.Event.Type)
+			}
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{Content: "add 40"}); err != nil {
+		panic(err)
+	}
+	outcome, err := m.Run(ctx)
+	fmt.Println(outcome, err, m.State().Notes["calc"]["total"])
+	// Output:
+	// 2 inbox/spliced
+	// 3 turn/start
+	// 4 inbox/spliced
+	// 5 user/message
+	// 6 step/start
+	// 7 request/header
+	// 8 assistant/message
+	// 9 tool/call
+	// 10 op/note
+	// 11 tool/result
+	// 12 step/end
+	// 13 step/start
+	// 14 request/header
+	// 15 assistant/message
+	// 16 step/end
+	// 17 turn/end
+	// idle <nil> 40
+}
