@@ -40,7 +40,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
 demo:
-	$(GO) run ./cmd/wagent demo
+	$(GO) run ./examples/embed
 
 clean:
 	rm -rf $(BIN)

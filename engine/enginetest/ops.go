@@ -30,6 +30,14 @@ func (o *OpFunc) Handle(ctx context.Context, v *hostabi.View, r engine.Reader) (
 
 var calcTools = []string{"calc_add", "calc_subtract", "calc_multiply", "calc_divide", "calc_total"}
 
+var calcDescriptions = map[string]string{
+	"calc_add":      "Add value to the running total; returns the new total.",
+	"calc_subtract": "Subtract value from the running total; returns the new total.",
+	"calc_multiply": "Multiply the running total by value; returns the new total.",
+	"calc_divide":   "Divide the running total by value; returns the new total.",
+	"calc_total":    "Return the running total.",
+}
+
 // Calculator is a stateful calculator op: tools calc_add, calc_subtract,
 // calc_multiply, calc_divide (each {"value": number}, applied to a running
 // total that starts at 0) and calc_total ({}), each answering the new total.
@@ -45,11 +53,10 @@ func calculate(ctx context.Context, v *hostabi.View, r engine.Reader) ([]hostabi
 		var out []hostabi.Effect
 		for _, name := range calcTools {
 			params := `{"type":"object","properties":{"value":{"type":"number"}},"required":["value"]}`
-			desc := fmt.Sprintf("%s the value to the running total and return the new total", strings.TrimPrefix(name, "calc_"))
 			if name == "calc_total" {
-				params, desc = `{"type":"object","properties":{}}`, "return the running total"
+				params = `{"type":"object","properties":{}}`
 			}
-			out = append(out, hostabi.Effect{Kind: hostabi.KindTool, Tool: &hostabi.ToolSpec{Name: name, Description: desc, Parameters: json.RawMessage(params)}})
+			out = append(out, hostabi.Effect{Kind: hostabi.KindTool, Tool: &hostabi.ToolSpec{Name: name, Description: calcDescriptions[name], Parameters: json.RawMessage(params)}})
 		}
 		return out, nil
 	case hostabi.HookTool:
