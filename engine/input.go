@@ -180,17 +180,33 @@ func (m *Machine) parked() bool {
 // inbox is discarded (with canceled splices) and claimed input is dropped;
 // with it, claimed input goes back to the front of its list.
 func (m *Machine) Abort(ctx context.Context, cause Cause, keepInbox bool) error {
+	discard := -1
+	if keepInbox {
+		discard = 0
+	}
+	return m.abort(ctx, cause, discard, discard)
+}
+
+// abort is Abort discarding the first n items of each list (-1: all), so
+// that input sent after a cancellation is not discarded with it.
+func (m *Machine) abort(ctx context.Context, cause Cause, nTurn, nStep int) error {
+	keepInbox := nTurn == 0 && nStep == 0
 	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
 		s := m.st
 		if s.TurnOpen {
 			m.closeTurn(mv, ReasonAborted, &cause, keepInbox, "")
 		}
-		if !keepInbox {
-			if n := len(s.NextStep); n > 0 {
-				mv.add(EvInboxSpliced, InboxSpliced{List: ListNextStep, Start: 0, Removed: n, Outcome: OutcomeCanceled})
+		for _, l := range []struct {
+			name string
+			n    int
+			have int
+		}{{ListNextStep, nStep, len(s.NextStep)}, {ListNextTurn, nTurn, len(s.NextTurn)}} {
+			n := l.n
+			if n < 0 || n > l.have {
+				n = l.have
 			}
-			if n := len(s.NextTurn); n > 0 {
-				mv.add(EvInboxSpliced, InboxSpliced{List: ListNextTurn, Start: 0, Removed: n, Outcome: OutcomeCanceled})
+			if n > 0 {
+				mv.add(EvInboxSpliced, InboxSpliced{List: l.name, Start: 0, Removed: n, Outcome: OutcomeCanceled})
 			}
 		}
 		mv.sync = true

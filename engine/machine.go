@@ -240,6 +240,10 @@ type move struct {
 	turn, step int
 	now        time.Time
 	sync       bool
+	// detached moves are appended even if the transition's context was
+	// cancelled meanwhile: a tool that started finishes and its result is
+	// recorded.
+	detached bool
 }
 
 func (m *Machine) newMove() *move {
@@ -317,6 +321,9 @@ func (f fingerprint) sameStep(g fingerprint) bool {
 // move was decided on is unchanged (other writers only added input or
 // notes), appends it again; otherwise it returns errStale.
 func (m *Machine) commit(ctx context.Context, mv *move) error {
+	if mv.detached {
+		ctx = context.WithoutCancel(ctx)
+	}
 	for {
 		// Nothing is appended after a cancelled async phase.
 		if err := ctx.Err(); err != nil {

@@ -437,9 +437,9 @@ func (s *State) splice(seq uint64, d *InboxSpliced) error {
 	default:
 		return s.corrupt(seq, "inbox list %q is neither %s nor %s", d.List, ListNextTurn, ListNextStep)
 	}
-	l := *list
-	if d.Start < 0 || d.Removed < 0 || d.Start > len(l) || d.Start+d.Removed > len(l) {
-		return s.corrupt(seq, "splice of %s at %d removing %d is out of range (length %d)", d.List, d.Start, d.Removed, len(l))
+	next, removed, err := spliceList(*list, d)
+	if err != nil {
+		return s.corrupt(seq, "%v", err)
 	}
 	var requeued []int
 	for _, m := range d.Inserted {
@@ -455,7 +455,6 @@ func (s *State) splice(seq uint64, d *InboxSpliced) error {
 			requeued = append(requeued, i)
 		}
 	}
-	removed := l[d.Start : d.Start+d.Removed]
 	if d.Removed > 0 && d.Outcome == OutcomeClaimed {
 		if !s.TurnOpen {
 			return s.corrupt(seq, "input claimed outside a turn")
@@ -464,10 +463,6 @@ func (s *State) splice(seq uint64, d *InboxSpliced) error {
 			s.Claimed = append(s.Claimed, ClaimedMessage{InputMessage: m, List: d.List})
 		}
 	}
-	next := make([]hostabi.InputMessage, 0, len(l)-d.Removed+len(d.Inserted))
-	next = append(next, l[:d.Start]...)
-	next = append(next, d.Inserted...)
-	next = append(next, l[d.Start+d.Removed:]...)
 	*list = next
 	if len(requeued) > 0 {
 		keep := s.Claimed[:0:0]
@@ -482,6 +477,20 @@ func (s *State) splice(seq uint64, d *InboxSpliced) error {
 		s.ids[m.ID] = struct{}{}
 	}
 	return nil
+}
+
+// spliceList applies a splice to one list and returns the new list and the
+// removed items.
+func spliceList(l []hostabi.InputMessage, d *InboxSpliced) (next, removed []hostabi.InputMessage, err error) {
+	if d.Start < 0 || d.Removed < 0 || d.Start > len(l) || d.Start+d.Removed > len(l) {
+		return nil, nil, fmt.Errorf("splice of %s at %d removing %d is out of range (length %d)", d.List, d.Start, d.Removed, len(l))
+	}
+	removed = l[d.Start : d.Start+d.Removed]
+	next = make([]hostabi.InputMessage, 0, len(l)-d.Removed+len(d.Inserted))
+	next = append(next, l[:d.Start]...)
+	next = append(next, d.Inserted...)
+	next = append(next, l[d.Start+d.Removed:]...)
+	return next, removed, nil
 }
 
 func (h *RequestHeader) tool(name string) *HeaderTool {

@@ -214,19 +214,18 @@ func (m *Machine) runCall(ctx context.Context, mv *move, c *CallState) error {
 	fail := func(code, msg string) {
 		mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, Content: msg, IsError: true, Code: code, Op: "host"})
 	}
-	op, man, ok := m.cfg.Pipeline.Lookup(c.Owner)
+	_, man, ok := m.cfg.Pipeline.Lookup(c.Owner)
 	if !ok || !man.Handles(hostabi.HookTool) {
 		fail(hostabi.CodeUnavailable, fmt.Sprintf("tool %q is unavailable: op %q is not in the pipeline", c.Name, c.Owner))
 		return nil
 	}
-	_ = op
 	i := m.cfg.Pipeline.byName[man.Name]
 	v := m.view(hostabi.HookTool, man)
 	v.Tool = m.toolView([]*CallState{c}, c.ID)
-	eff, faulted := m.ask(ctx, mv, i, v)
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+	// A started tool runs to the end and its result is recorded, even if
+	// the turn is cancelled meanwhile; the op's own limits bound it.
+	mv.detached = true
+	eff, faulted := m.ask(context.WithoutCancel(ctx), mv, i, v)
 	if faulted {
 		fail(hostabi.CodeUnavailable, fmt.Sprintf("tool %q failed: op %q faulted while running it", c.Name, c.Owner))
 		return nil

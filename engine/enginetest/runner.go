@@ -213,3 +213,59 @@ func Lines(evs []store.Event) string {
 	}
 	return b.String()
 }
+
+// Scripted answers a request from a function of the request, so it can be
+// shared by many sessions. Hold, if set, is called before answering and may
+// block (it gets the request's context).
+type Scripted struct {
+	Answer func(req *provider.Request) Reply
+	Hold   func(ctx context.Context, req *provider.Request)
+	// PartialThenWait streams this text in answer to the first request and
+	// then waits for the context to end, returning what was shown.
+	PartialThenWait string
+
+	mu    sync.Mutex
+	calls int
+}
+
+// Complete implements provider.Provider.
+func (p *Scripted) Complete(ctx context.Context, req *provider.Request, onDelta func(provider.Delta)) (*provider.Response, error) {
+	if p.Hold != nil {
+		p.Hold(ctx, req)
+	}
+	if err := Unanswered(req.Messages); err != nil {
+		return nil, &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailBadRequest, Status: 400, Message: err.Error()}}
+	}
+	p.mu.Lock()
+	p.calls++
+	first := p.calls == 1
+	p.mu.Unlock()
+	if p.PartialThenWait != "" && first {
+		onDelta(provider.Delta{Text: p.PartialThenWait})
+		<-ctx.Done()
+		return &provider.Response{Content: p.PartialThenWait}, &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailCanceled}, Err: ctx.Err()}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailCanceled}, Err: err}
+	}
+	r := p.Answer(req)
+	if r.Fail != nil {
+		return nil, &provider.Error{Failure: *r.Fail}
+	}
+	if r.Text != "" {
+		onDelta(provider.Delta{Text: r.Text})
+	}
+	finish := r.Finish
+	if finish == "" {
+		finish = "stop"
+		if len(r.Calls) > 0 {
+			finish = "tool_calls"
+		}
+	}
+	return &provider.Response{Content: r.Text, ToolCalls: r.Calls, FinishReason: finish}, nil
+}
+
+// Echo answers every request with "echo: " and the last message's content.
+func Echo(req *provider.Request) Reply {
+	return Reply{Text: "echo: " + req.Messages[len(req.Messages)-1].Content}
+}

@@ -47,6 +47,11 @@ type Request struct {
 	MaxTokens int `json:"max_tokens,omitempty"`
 	// Temperature, when non-nil, is sent as is.
 	Temperature *float64 `json:"temperature,omitempty"`
+	// Attempt is 1 for the first request of a step and one more for each
+	// retry of it, counted from the log (0: unknown, read as 1). Network
+	// providers ignore it; the scripted provider uses it to fail the first
+	// attempts of a step deterministically, even across restarts.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // Delta is a piece of a streamed answer.

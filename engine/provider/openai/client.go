@@ -1,0 +1,287 @@
+// Package openai is a provider.Provider for OpenAI-compatible Chat
+// Completions servers: OpenAI itself, vLLM, llama.cpp, Ollama, LM Studio and
+// the many proxies that speak the same wire format.
+//
+// The client always streams (server-sent events) so text reaches watchers
+// as it arrives, and asks for usage in the final chunk. Parse, the stream
+// parser, is exported so it can be used and measured on its own.
+//
+// Every failure is a *provider.Error with a normalised code: HTTP 429 is
+// rate_limit (quota_exhausted when the body says the quota or billing limit
+// is spent), 529, 503 and "overloaded" are overloaded, other 5xx server,
+// 401/403 auth, a 4xx that mentions the context length context_length,
+// other 4xx bad_request, timeouts timeout, connection failures transport,
+// and a stream that breaks or ends before [DONE] stream. Retry-After (in
+// seconds or as an HTTP date) and retry-after-ms become RetryAfter in
+// milliseconds.
+package openai
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/hostabi"
+)
+
+// DefaultBaseURL is used when Config.BaseURL is empty.
+const DefaultBaseURL = "https://api.openai.com/v1"
+
+// Config configures a Client. The zero value talks to api.openai.com
+// without a key; ConfigFromEnv fills it from the usual variables.
+type Config struct {
+	// BaseURL is the API root, up to and including /v1
+	// (http://localhost:11434/v1 for Ollama). Default DefaultBaseURL.
+	BaseURL string
+	// APIKey is sent as "Authorization: Bearer KEY". Empty sends none,
+	// which local servers accept.
+	APIKey string
+	// Model is used when the request names none.
+	Model string
+	// HTTPClient sends the requests. Default: a client without an overall
+	// timeout, since a long answer may stream for minutes; IdleTimeout
+	// bounds silence instead.
+	HTTPClient *http.Client
+	// Headers are added to every request, and may replace the defaults
+	// (Azure wants "api-key" instead of Authorization, for example).
+	Headers http.Header
+	// MaxTokens caps answers when the request sets no cap (0: the server's
+	// default).
+	MaxTokens int
+	// MaxTokensField names the cap's JSON field: "max_tokens" (default,
+	// understood by every compatible server) or "max_completion_tokens"
+	// (required by OpenAI's reasoning models).
+	MaxTokensField string
+	// IdleTimeout fails a request with code timeout when the server sends
+	// nothing (not even a keep-alive comment) for this long, waiting for
+	// the headers included. 0 means 5 minutes; negative disables it.
+	IdleTimeout time.Duration
+	// TopOfMindRole is the role of the message that carries
+	// Request.TopOfMind: "user" (default), "system" or "developer". See
+	// Client.Complete for why user is the default.
+	TopOfMindRole string
+	// OmitStreamOptions leaves out stream_options.include_usage, for old
+	// servers that refuse unknown fields. Usage is then usually zero.
+	OmitStreamOptions bool
+}
+
+// ConfigFromEnv returns a Config read from OPENAI_BASE_URL and
+// OPENAI_API_KEY; unset variables leave the defaults.
+func ConfigFromEnv() Config { return configFromEnv(os.Getenv) }
+
+func configFromEnv(getenv func(string) string) Config {
+	return Config{BaseURL: getenv("OPENAI_BASE_URL"), APIKey: getenv("OPENAI_API_KEY")}
+}
+
+// Client is an OpenAI-compatible Chat Completions provider. It is safe for
+// concurrent use and keeps no state between requests.
+type Client struct {
+	url        string
+	apiKey     string
+	model      string
+	http       *http.Client
+	headers    http.Header
+	maxTokens  int
+	maxField   string
+	idle       time.Duration
+	tomRole    string
+	noStreamOp bool
+	now        func() time.Time
+}
+
+var _ provider.Provider = (*Client)(nil)
+
+// New checks cfg and returns a client.
+func New(cfg Config) (*Client, error) {
+	base := strings.TrimRight(strings.TrimSpace(cfg.BaseURL), "/")
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("openai: base URL %q is not an http(s) URL; use one like https://api.openai.com/v1", cfg.BaseURL)
+	}
+	c := &Client{
+		url:        base + "/chat/completions",
+		apiKey:     cfg.APIKey,
+		model:      cfg.Model,
+		http:       cfg.HTTPClient,
+		headers:    cfg.Headers.Clone(),
+		maxTokens:  cfg.MaxTokens,
+		maxField:   cfg.MaxTokensField,
+		idle:       cfg.IdleTimeout,
+		tomRole:    cfg.TopOfMindRole,
+		noStreamOp: cfg.OmitStreamOptions,
+		now:        time.Now,
+	}
+	if c.http == nil {
+		c.http = &http.Client{}
+	}
+	if c.idle == 0 {
+		c.idle = 5 * time.Minute
+	}
+	switch c.maxField {
+	case "":
+		c.maxField = "max_tokens"
+	case "max_tokens", "max_completion_tokens":
+	default:
+		return nil, fmt.Errorf("openai: MaxTokensField %q is unknown; use max_tokens or max_completion_tokens", cfg.MaxTokensField)
+	}
+	switch c.tomRole {
+	case "":
+		c.tomRole = "user"
+	case "user", "system", "developer":
+	default:
+		return nil, fmt.Errorf("openai: TopOfMindRole %q is unknown; use user, system or developer", cfg.TopOfMindRole)
+	}
+	if cfg.MaxTokens < 0 {
+		return nil, fmt.Errorf("openai: MaxTokens is %d; use 0 for the server's default or a positive cap", cfg.MaxTokens)
+	}
+	return c, nil
+}
+
+// maxErrorBody bounds how much of an error response is read.
+const maxErrorBody = 1 << 20
+
+// maxJSONBody bounds a non-streamed answer.
+const maxJSONBody = 64 << 20
+
+// Complete sends req and streams the answer. See provider.Provider.
+//
+// The request carries Request.System as the first message, then the
+// conversation, then Request.TopOfMind (lines joined by newlines) as one
+// last message, by default with role user. The last message is what a
+// model weighs most, and a user message there is accepted by every
+// compatible server and chat template, while a system message after the
+// first is refused by several templates (Qwen, Mistral, Gemma). Top-of-mind
+// lines are not part of the durable conversation, so they are never merged
+// into a real message.
+//
+// Tool calls that the server sent without an id get "call_M_I", where M is
+// the number of messages in the request and I the call's position, so ids
+// stay unique within a session.
+func (c *Client) Complete(ctx context.Context, req *provider.Request, onDelta func(provider.Delta)) (*provider.Response, error) {
+	if ctx.Err() != nil {
+		return c.ctxFailure(ctx, &provider.Response{})
+	}
+	body, err := c.encode(req)
+	if err != nil {
+		return nil, &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailBadRequest, Message: err.Error()}, Err: err}
+	}
+
+	reqCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var idle *time.Timer
+	if c.idle > 0 {
+		idle = time.AfterFunc(c.idle, func() { cancel(errIdle) })
+		defer idle.Stop()
+	}
+
+	hreq, err := http.NewRequestWithContext(reqCtx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailBadRequest, Message: err.Error()}, Err: err}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	hreq.Header.Set("User-Agent", "wagent")
+	if c.apiKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	for k, vs := range c.headers {
+		hreq.Header[http.CanonicalHeaderKey(k)] = vs
+	}
+
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		return c.failed(ctx, reqCtx, &provider.Response{},
+			transportFailure(err, hostabi.FailTransport, "cannot reach "+c.url))
+	}
+	defer resp.Body.Close()
+	// Stop reading at once on cancellation, whatever the transport does.
+	stop := context.AfterFunc(reqCtx, func() { resp.Body.Close() })
+	defer stop()
+
+	var r io.Reader = resp.Body
+	if idle != nil {
+		idle.Reset(c.idle)
+		r = &idleReader{r: r, t: idle, d: c.idle}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, err := io.ReadAll(io.LimitReader(r, maxErrorBody))
+		if err != nil && ctx.Err() != nil {
+			return c.ctxFailure(ctx, &provider.Response{})
+		}
+		return nil, httpFailure(resp, b, c.now())
+	}
+
+	var out *provider.Response
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+		b, rerr := io.ReadAll(io.LimitReader(r, maxJSONBody))
+		if rerr != nil {
+			err = readFailure(rerr)
+		} else {
+			out, err = parseJSON(b, onDelta)
+		}
+	} else {
+		out, err = Parse(r, onDelta)
+	}
+	if err != nil {
+		if out == nil {
+			out = &provider.Response{}
+		}
+		return c.failed(ctx, reqCtx, out, err)
+	}
+	for i := range out.ToolCalls {
+		if out.ToolCalls[i].ID == "" {
+			out.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", len(req.Messages), i)
+		}
+	}
+	return out, nil
+}
+
+// failed settles an error: the caller's cancellation wins (with the text so
+// far), then its deadline, then our idle timeout, then err itself.
+func (c *Client) failed(ctx, reqCtx context.Context, partial *provider.Response, err error) (*provider.Response, error) {
+	if ctx.Err() != nil {
+		return c.ctxFailure(ctx, partial)
+	}
+	if errors.Is(context.Cause(reqCtx), errIdle) {
+		return nil, &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailTimeout, Message: fmt.Sprintf(
+			"the server sent nothing for %s; raise the idle timeout if the model thinks that long", c.idle)}, Err: err}
+	}
+	return nil, err
+}
+
+// ctxFailure reports the caller's context ending. Cancellation returns the
+// partial answer, as provider.Provider asks; a deadline is a timeout.
+func (c *Client) ctxFailure(ctx context.Context, partial *provider.Response) (*provider.Response, error) {
+	cause := context.Cause(ctx)
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailTimeout, Message: "the request's deadline passed: " + cause.Error()}, Err: cause}
+	}
+	return partial, &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailCanceled, Message: cause.Error()}, Err: cause}
+}
+
+// idleReader re-arms the idle timer whenever bytes arrive.
+type idleReader struct {
+	r io.Reader
+	t *time.Timer
+	d time.Duration
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.t.Reset(r.d)
+	}
+	return n, err
+}

@@ -1,0 +1,479 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/store"
+)
+
+// DriverPhase is what a session's driver is doing. Public status is only
+// idle or running: maintenance shows as idle.
+type DriverPhase string
+
+// Driver phases.
+const (
+	DriverIdle        DriverPhase = "idle"
+	DriverRunning     DriverPhase = "running"
+	DriverMaintenance DriverPhase = "maintenance"
+)
+
+// Cause kinds for Cancel.
+const (
+	CauseUser     = "user"
+	CauseParent   = "parent"
+	CauseHook     = "hook"
+	CauseDisposed = "disposed"
+)
+
+// Notification kinds a session sends to its watchers.
+const (
+	NoteCreated  = "created"
+	NoteDisposed = "disposed"
+	NoteStatus   = "status"
+	NoteEnqueue  = "inbox/enqueue"
+	NoteDequeue  = "inbox/dequeue"
+	NoteDiscard  = "inbox/discard"
+	NoteError    = "error"
+	NoteLive     = "live"
+)
+
+// Notification is sent to a session's watchers as things happen. It is not
+// durable: the log is the record.
+type Notification struct {
+	Kind    string `json:"kind"`
+	Session string `json:"session"`
+	// Status is "idle" or "running" (kind status).
+	Status string `json:"status,omitempty"`
+	// List and IDs name inbox messages (kinds inbox/…).
+	List string   `json:"list,omitempty"`
+	IDs  []string `json:"ids,omitempty"`
+	// Error describes a failure (kind error).
+	Error string `json:"error,omitempty"`
+	// Live is a machine event (kind live): log events, deltas, op logs.
+	Live *Live `json:"live,omitempty"`
+}
+
+// ErrBusy: maintenance was asked for while the session was not idle.
+var ErrBusy = errors.New("engine: session is busy")
+
+// ErrClosed: the session was closed (disposed).
+var ErrClosed = errors.New("engine: session closed")
+
+// Session drives one session's machine: input arrives through its verbs
+// while the agent works, queued prompts drain in one running period,
+// cancellation is recorded, and chores run while it is idle. All methods
+// are safe for concurrent use.
+type Session struct {
+	id string
+	m  *Machine
+	lg *sessionLog
+
+	mu        sync.Mutex
+	phase     DriverPhase
+	wake      bool // input arrived while running: the drain goes on
+	cancel    context.CancelFunc
+	cause     *Cause
+	// discardTurn and discardStep are the inbox lengths when the recorded
+	// cancellation arrived: only that input is discarded.
+	discardTurn, discardStep int
+	closed    bool
+	idle      chan struct{} // closed while the driver is idle
+	lastErr   error
+
+	// statusMu orders status changes with their notifications, so
+	// watchers see running and idle strictly alternate.
+	statusMu sync.Mutex
+
+	watchMu   sync.Mutex
+	watchers  map[int]func(Notification)
+	nextWatch int
+}
+
+// OpenSession opens a session's machine and returns its driver, idle. The
+// config's Log is wrapped so that input from the verbs and the machine's own
+// appends are serialised; its Observer, if any, still receives live events.
+// A turn left open by a process that died is closed first (Recover).
+func OpenSession(ctx context.Context, cfg Config) (*Session, error) {
+	lg := &sessionLog{Log: cfg.Log, session: cfg.Session}
+	s := &Session{id: cfg.Session, lg: lg, phase: DriverIdle, idle: make(chan struct{}), watchers: map[int]func(Notification){}}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	lg.clock = cfg.Clock
+	close(s.idle)
+	observer := cfg.Observer
+	cfg.Log = lg
+	cfg.Observer = func(l Live) {
+		if observer != nil {
+			observer(l)
+		}
+		s.notify(Notification{Kind: NoteLive, Live: &l})
+	}
+	m, err := Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.m = m
+	lg.init(m.st)
+	lg.onAppend = s.inboxNotes
+	if _, err := m.Recover(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ID returns the session id.
+func (s *Session) ID() string { return s.id }
+
+// Watch registers fn for notifications. It is called synchronously from
+// the goroutine that caused the notification; it must not block, and must
+// not call the session's verbs (hand work to another goroutine instead).
+// The returned func removes it.
+func (s *Session) Watch(fn func(Notification)) (stop func()) {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	id := s.nextWatch
+	s.nextWatch++
+	s.watchers[id] = fn
+	return func() {
+		s.watchMu.Lock()
+		delete(s.watchers, id)
+		s.watchMu.Unlock()
+	}
+}
+
+// notify calls the watchers. It must be called with s.mu not held.
+func (s *Session) notify(n Notification) {
+	n.Session = s.id
+	s.watchMu.Lock()
+	ws := make([]func(Notification), 0, len(s.watchers))
+	for _, w := range s.watchers {
+		ws = append(ws, w)
+	}
+	s.watchMu.Unlock()
+	for _, w := range ws {
+		w(n)
+	}
+}
+
+// inboxNotes turns appended inbox splices into notifications.
+func (s *Session) inboxNotes(evs []store.Event, before inboxIndex) {
+	for _, e := range evs {
+		if e.Type != EvInboxSpliced {
+			continue
+		}
+		var d InboxSpliced
+		if jsonUnmarshal(e.Data, &d) != nil {
+			continue
+		}
+		if len(d.Inserted) > 0 {
+			ids := make([]string, len(d.Inserted))
+			for i, m := range d.Inserted {
+				ids[i] = m.ID
+			}
+			s.notify(Notification{Kind: NoteEnqueue, List: d.List, IDs: ids})
+		}
+		if d.Removed > 0 {
+			kind := NoteDequeue
+			if d.Outcome == OutcomeCanceled {
+				kind = NoteDiscard
+			}
+			s.notify(Notification{Kind: kind, List: d.List, IDs: before.ids(d.List, d.Start, d.Removed)})
+		}
+		before.apply(&d)
+	}
+}
+
+// Status returns the public status: "idle" or "running".
+func (s *Session) Status() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.phase == DriverRunning {
+		return string(DriverRunning)
+	}
+	return string(DriverIdle)
+}
+
+// Phase returns the driver's phase.
+func (s *Session) Phase() DriverPhase {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.phase
+}
+
+// Send queues a prompt for its own turn and wakes the driver.
+func (s *Session) Send(ctx context.Context, text string) (string, error) {
+	return s.input(ctx, ListNextTurn, true, hostabi.InputMessage{Content: text})
+}
+
+// Followup is Send: a prompt for a later turn.
+func (s *Session) Followup(ctx context.Context, text string) (string, error) {
+	return s.Send(ctx, text)
+}
+
+// Steer queues input for the next step of the running turn (or a new turn
+// if none runs) and wakes the driver.
+func (s *Session) Steer(ctx context.Context, text string) (string, error) {
+	return s.input(ctx, ListNextStep, true, hostabi.InputMessage{Content: text})
+}
+
+// Inject queues input for the next step without waking the driver: it is
+// seen when something else makes the session run.
+func (s *Session) Inject(ctx context.Context, text string) (string, error) {
+	return s.input(ctx, ListNextStep, false, hostabi.InputMessage{Content: text})
+}
+
+// Enqueue queues messages (ids optional) on a list, waking the driver if
+// wake.
+func (s *Session) Enqueue(ctx context.Context, list string, wake bool, msgs ...hostabi.InputMessage) ([]string, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	ids, err := s.lg.enqueue(ctx, list, msgs, s.m.cfg.Durability != SyncNever)
+	if err != nil {
+		return nil, err
+	}
+	if wake {
+		s.Wake()
+	}
+	return ids, nil
+}
+
+func (s *Session) input(ctx context.Context, list string, wake bool, msg hostabi.InputMessage) (string, error) {
+	ids, err := s.Enqueue(ctx, list, wake, msg)
+	if err != nil {
+		return "", err
+	}
+	return ids[0], nil
+}
+
+func (s *Session) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Wake makes the driver run: from idle it starts a drain; while running it
+// latches, so the running drain picks the new input up before it stops;
+// during maintenance the drain starts when maintenance ends.
+func (s *Session) Wake() {
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	if s.phase != DriverIdle {
+		s.wake = true
+		s.mu.Unlock()
+		return
+	}
+	s.phase = DriverRunning
+	s.wake = false
+	s.cause = nil
+	s.idle = make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.mu.Unlock()
+	// Running is announced before the drain can announce idle.
+	s.notify(Notification{Kind: NoteStatus, Status: string(DriverRunning)})
+	go s.drain(ctx)
+}
+
+// drain runs consecutive turns until nothing applies or the session waits
+// for a person, then goes idle. Public status flips to running once when it
+// starts and to idle once when it ends.
+func (s *Session) drain(ctx context.Context) {
+	for {
+		_, err := s.m.Run(ctx)
+		s.mu.Lock()
+		cause, nTurn, nStep := s.cause, s.discardTurn, s.discardStep
+		s.mu.Unlock()
+		if cause != nil {
+			// Cancelled: record the abort (with a fresh context: the
+			// cancellation is what we record).
+			if aerr := s.m.abort(context.Background(), *cause, nTurn, nStep); aerr != nil {
+				s.fail(aerr)
+			}
+			err = nil
+		}
+		if err != nil {
+			s.fail(err)
+		}
+		s.statusMu.Lock()
+		s.mu.Lock()
+		if s.wake && !s.closed && cause == nil && err == nil {
+			s.wake = false
+			s.mu.Unlock()
+			s.statusMu.Unlock()
+			continue
+		}
+		s.phase = DriverIdle
+		s.cancel()
+		wake := s.wake && !s.closed
+		s.wake = false
+		s.cause = nil
+		idle := s.idle
+		s.mu.Unlock()
+		s.notify(Notification{Kind: NoteStatus, Status: string(DriverIdle)})
+		close(idle)
+		s.statusMu.Unlock()
+		if wake {
+			// Input that arrived with a cancellation starts a new drain.
+			s.Wake()
+		}
+		return
+	}
+}
+
+func (s *Session) fail(err error) {
+	s.mu.Lock()
+	s.lastErr = err
+	s.mu.Unlock()
+	s.notify(Notification{Kind: NoteError, Error: err.Error()})
+}
+
+// Err returns the last error a drain stopped on, if any.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastErr
+}
+
+// Cancel stops the running turn: the first cause wins, later ones are
+// ignored until the session is idle again. The turn ends "aborted" with the
+// cause as data; unless keepInbox the queued input is discarded. On an idle
+// session it ends a turn parked for a person and (unless keepInbox)
+// discards the inbox. It reports whether this call's cause was the one
+// recorded.
+func (s *Session) Cancel(ctx context.Context, cause Cause, keepInbox bool) (bool, error) {
+	s.mu.Lock()
+	if s.closed && cause.Kind != CauseDisposed {
+		s.mu.Unlock()
+		return false, ErrClosed
+	}
+	switch s.phase {
+	case DriverRunning:
+		if s.cause != nil {
+			s.mu.Unlock()
+			return false, nil
+		}
+		c := cause
+		s.cause, s.discardTurn, s.discardStep = &c, 0, 0
+		if !keepInbox {
+			nt, ns := s.lg.snapshot()
+			s.discardTurn, s.discardStep = len(nt), len(ns)
+		}
+		s.cancel()
+		s.mu.Unlock()
+		return true, nil
+	case DriverMaintenance:
+		s.mu.Unlock()
+		return false, fmt.Errorf("%w: maintenance is running; cancel it through its context", ErrBusy)
+	}
+	// Idle: the machine is not in use; hold the phase while we abort.
+	s.phase = DriverMaintenance
+	s.idle = make(chan struct{})
+	s.mu.Unlock()
+	err := s.m.Abort(ctx, cause, keepInbox)
+	s.mu.Lock()
+	s.phase = DriverIdle
+	close(s.idle)
+	wake := s.wake
+	s.wake = false
+	s.mu.Unlock()
+	if wake {
+		s.Wake()
+	}
+	return err == nil, err
+}
+
+// RunMaintenance runs job while the session is idle (compaction and similar
+// chores). It refuses with ErrBusy unless the session is idle. Public
+// status stays idle; input that arrives meanwhile is queued and starts a
+// drain when the job ends.
+func (s *Session) RunMaintenance(ctx context.Context, job func(ctx context.Context, log store.Log) error) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if s.phase != DriverIdle {
+		p := s.phase
+		s.mu.Unlock()
+		return fmt.Errorf("%w: maintenance starts only from idle, the session is %s", ErrBusy, p)
+	}
+	s.phase = DriverMaintenance
+	s.idle = make(chan struct{})
+	s.mu.Unlock()
+	err := job(ctx, s.lg)
+	s.mu.Lock()
+	s.phase = DriverIdle
+	close(s.idle)
+	wake := s.wake
+	s.wake = false
+	s.mu.Unlock()
+	if wake {
+		s.Wake()
+	}
+	return err
+}
+
+// WhenIdle waits until the driver is idle (after any drain it has started)
+// or ctx is done.
+func (s *Session) WhenIdle(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		ch := s.idle
+		s.mu.Unlock()
+		select {
+		case <-ch:
+			s.mu.Lock()
+			same := ch == s.idle
+			s.mu.Unlock()
+			if same {
+				return nil
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Close disposes of the session: a running turn is cancelled with cause
+// "disposed" (keeping the inbox), and the driver stops once idle. A turn
+// parked for a person is left parked.
+func (s *Session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	if s.phase == DriverRunning && s.cause == nil {
+		// A parked or idle session is left as it is: closing a process is
+		// not cancelling its sessions' turns.
+		s.cause, s.discardTurn, s.discardStep = &Cause{Kind: CauseDisposed}, 0, 0
+		s.cancel()
+	}
+	s.mu.Unlock()
+	if err := s.WhenIdle(ctx); err != nil {
+		return err
+	}
+	s.notify(Notification{Kind: NoteDisposed})
+	return nil
+}
+
+// Inbox returns copies of the two inbox lists as the log has them now.
+func (s *Session) Inbox() (nextTurn, nextStep []hostabi.InputMessage) {
+	return s.lg.snapshot()
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
