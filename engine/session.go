@@ -74,17 +74,17 @@ type Session struct {
 	m  *Machine
 	lg *sessionLog
 
-	mu        sync.Mutex
-	phase     DriverPhase
-	wake      bool // input arrived while running: the drain goes on
-	cancel    context.CancelFunc
-	cause     *Cause
+	mu     sync.Mutex
+	phase  DriverPhase
+	wake   bool // input arrived while running: the drain goes on
+	cancel context.CancelFunc
+	cause  *Cause
 	// discardTurn and discardStep are the inbox lengths when the recorded
 	// cancellation arrived: only that input is discarded.
 	discardTurn, discardStep int
-	closed    bool
-	idle      chan struct{} // closed while the driver is idle
-	lastErr   error
+	closed                   bool
+	idle                     chan struct{} // closed while the driver is idle
+	lastErr                  error
 
 	// statusMu orders status changes with their notifications, so
 	// watchers see running and idle strictly alternate.
