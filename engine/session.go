@@ -477,3 +477,5 @@ func (s *Session) Inbox() (nextTurn, nextStep []hostabi.InputMessage) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+var timeNow = time.Now

@@ -654,3 +654,44 @@ func TestInboxRebuiltFromLog(t *testing.T) {
 		}
 	}
 }
+
+func TestHostNotifiesCreatedAndDisposed(t *testing.T) {
+	ctx := context.Background()
+	pl, _ := engine.NewPipeline(et.Calculator())
+	h := engine.NewHost(engine.Config{Log: store.NewMemory(), Pipeline: pl, Provider: &et.Scripted{Answer: et.Echo}, Durability: engine.SyncNever})
+	var mu sync.Mutex
+	var kinds []string
+	h.Watch(func(n engine.Notification) {
+		if n.Kind == engine.NoteLive {
+			return
+		}
+		mu.Lock()
+		kinds = append(kinds, n.Session+" "+n.Kind+" "+n.Status+" "+n.List)
+		mu.Unlock()
+	})
+	a, err := h.Create(ctx, "a", engine.SessionCreated{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Send(ctx, "hi")
+	a.WhenIdle(ctx)
+	if _, err := h.Create(ctx, "a", engine.SessionCreated{}); !errors.Is(err, store.ErrExists) {
+		t.Errorf("second create: %v, want ErrExists", err)
+	}
+	if err := h.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"a created  ",
+		"a inbox/enqueue  next-turn",
+		"a status running ",
+		"a inbox/dequeue  next-turn",
+		"a status idle ",
+		"a disposed  ",
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, kinds); diff != "" {
+		t.Errorf("notifications (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+)
+
+// Host runs several sessions in one process, each with its own driver,
+// sharing one store, one pipeline (ops are stateless and safe to share) and
+// one provider. Watchers of the host hear every session's notifications,
+// including created and disposed.
+type Host struct {
+	cfg Config
+
+	mu        sync.Mutex
+	sessions  map[string]*Session
+	watchers  map[int]func(Notification)
+	nextWatch int
+	closed    bool
+}
+
+// NewHost returns a host whose sessions use cfg (its Session field is
+// ignored; each session gets its own).
+func NewHost(cfg Config) *Host {
+	return &Host{cfg: cfg, sessions: map[string]*Session{}, watchers: map[int]func(Notification){}}
+}
+
+// Watch registers fn for every session's notifications (same rules as
+// Session.Watch).
+func (h *Host) Watch(fn func(Notification)) (stop func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	id := h.nextWatch
+	h.nextWatch++
+	h.watchers[id] = fn
+	return func() {
+		h.mu.Lock()
+		delete(h.watchers, id)
+		h.mu.Unlock()
+	}
+}
+
+func (h *Host) notify(n Notification) {
+	h.mu.Lock()
+	ws := make([]func(Notification), 0, len(h.watchers))
+	for _, w := range h.watchers {
+		ws = append(ws, w)
+	}
+	h.mu.Unlock()
+	for _, w := range ws {
+		w(n)
+	}
+}
+
+// Create makes a new session and opens it.
+func (h *Host) Create(ctx context.Context, id string, info SessionCreated) (*Session, error) {
+	if info.Pipeline == "" && h.cfg.Pipeline != nil {
+		info.Pipeline = h.cfg.Pipeline.Digest()
+	}
+	if info.Model == "" {
+		info.Model = h.cfg.Model
+	}
+	clock := h.cfg.Clock
+	if clock == nil {
+		clock = timeNow
+	}
+	if err := Create(ctx, h.cfg.Log, id, info, clock()); err != nil {
+		return nil, err
+	}
+	s, err := h.Open(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	h.notify(Notification{Kind: NoteCreated, Session: id})
+	return s, nil
+}
+
+// Open returns the session's driver, opening it (and recovering a turn a
+// dead process left open) if this host has not yet.
+func (h *Host) Open(ctx context.Context, id string) (*Session, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if s, ok := h.sessions[id]; ok {
+		h.mu.Unlock()
+		return s, nil
+	}
+	h.mu.Unlock()
+	cfg := h.cfg
+	cfg.Session = id
+	s, err := OpenSession(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.Watch(h.notify)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if other, ok := h.sessions[id]; ok {
+		// Opened concurrently: keep the first.
+		return other, nil
+	}
+	h.sessions[id] = s
+	return s, nil
+}
+
+// Sessions lists the ids of the sessions this host has open, sorted.
+func (h *Host) Sessions() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ids := make([]string, 0, len(h.sessions))
+	for id := range h.sessions {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Dispose closes one session (see Session.Close) and forgets it.
+func (h *Host) Dispose(ctx context.Context, id string) error {
+	h.mu.Lock()
+	s, ok := h.sessions[id]
+	delete(h.sessions, id)
+	h.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return s.Close(ctx)
+}
+
+// Close disposes of every session.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	h.closed = true
+	ids := make([]string, 0, len(h.sessions))
+	for id := range h.sessions {
+		ids = append(ids, id)
+	}
+	h.mu.Unlock()
+	var errs []error
+	for _, id := range ids {
+		errs = append(errs, h.Dispose(ctx, id))
+	}
+	return errors.Join(errs...)
+}
