@@ -27,8 +27,10 @@ const (
 	SyncNever
 )
 
-// Config configures a Machine. Log, Session, Pipeline and Provider are
-// required; the rest have defaults.
+// Config configures a Machine. Log and Session are required. Without a
+// Pipeline no op is asked; without a Provider a step that needs the model
+// fails with a bad_request attempt saying so (enough for a machine that
+// only records input or decisions).
 type Config struct {
 	Log      store.Log
 	Session  string
@@ -112,8 +114,14 @@ func Create(ctx context.Context, log store.Log, session string, info SessionCrea
 // Open does not repair a turn left open by a process that died; call
 // Recover for that.
 func Open(ctx context.Context, cfg Config) (*Machine, error) {
-	if cfg.Log == nil || cfg.Pipeline == nil || cfg.Provider == nil {
-		return nil, errors.New("engine: config needs a Log, a Pipeline and a Provider")
+	if cfg.Log == nil {
+		return nil, errors.New("engine: config needs a Log")
+	}
+	if cfg.Pipeline == nil {
+		cfg.Pipeline, _ = NewPipeline()
+	}
+	if cfg.Provider == nil {
+		cfg.Provider = noProvider{}
 	}
 	if err := store.ValidSessionID(cfg.Session); err != nil {
 		return nil, err
@@ -876,4 +884,10 @@ func (m *Machine) turnStopping(ctx context.Context, mv *move) error {
 		m.endTurn(mv, ReasonCompleted, m.normalEnd(), nil)
 	}
 	return nil
+}
+
+type noProvider struct{}
+
+func (noProvider) Complete(ctx context.Context, req *provider.Request, onDelta func(provider.Delta)) (*provider.Response, error) {
+	return nil, &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailBadRequest, Message: "no model provider is configured for this session"}}
 }

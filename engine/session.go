@@ -85,6 +85,7 @@ type Session struct {
 	closed                   bool
 	idle                     chan struct{} // closed while the driver is idle
 	lastErr                  error
+	waiting                  []WaitingCall // calls parked for a person, as of the last drain
 
 	// statusMu orders status changes with their notifications, so
 	// watchers see running and idle strictly alternate.
@@ -125,6 +126,7 @@ func OpenSession(ctx context.Context, cfg Config) (*Session, error) {
 	if _, err := m.Recover(ctx); err != nil {
 		return nil, err
 	}
+	s.waiting = waitingCalls(m.st)
 	return s, nil
 }
 
@@ -317,6 +319,7 @@ func (s *Session) drain(ctx context.Context) {
 		}
 		s.phase = DriverIdle
 		s.cancel()
+		s.waiting = waitingCalls(s.m.st)
 		wake := s.wake && !s.closed
 		s.wake = false
 		s.cause = nil
@@ -378,20 +381,16 @@ func (s *Session) Cancel(ctx context.Context, cause Cause, keepInbox bool) (bool
 		s.mu.Unlock()
 		return false, fmt.Errorf("%w: maintenance is running; cancel it through its context", ErrBusy)
 	}
-	// Idle: the machine is not in use; hold the phase while we abort.
-	s.phase = DriverMaintenance
-	s.idle = make(chan struct{})
 	s.mu.Unlock()
-	err := s.m.Abort(ctx, cause, keepInbox)
-	s.mu.Lock()
-	s.phase = DriverIdle
-	close(s.idle)
-	wake := s.wake
-	s.wake = false
-	s.mu.Unlock()
-	if wake {
-		s.Wake()
-	}
+	// Idle: end a parked turn and discard input, with the machine to
+	// ourselves.
+	err := s.exclusive(func() error {
+		err := s.m.Abort(ctx, cause, keepInbox)
+		s.mu.Lock()
+		s.waiting = waitingCalls(s.m.st)
+		s.mu.Unlock()
+		return err
+	})
 	return err == nil, err
 }
 
@@ -400,30 +399,7 @@ func (s *Session) Cancel(ctx context.Context, cause Cause, keepInbox bool) (bool
 // status stays idle; input that arrives meanwhile is queued and starts a
 // drain when the job ends.
 func (s *Session) RunMaintenance(ctx context.Context, job func(ctx context.Context, log store.Log) error) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return ErrClosed
-	}
-	if s.phase != DriverIdle {
-		p := s.phase
-		s.mu.Unlock()
-		return fmt.Errorf("%w: maintenance starts only from idle, the session is %s", ErrBusy, p)
-	}
-	s.phase = DriverMaintenance
-	s.idle = make(chan struct{})
-	s.mu.Unlock()
-	err := job(ctx, s.lg)
-	s.mu.Lock()
-	s.phase = DriverIdle
-	close(s.idle)
-	wake := s.wake
-	s.wake = false
-	s.mu.Unlock()
-	if wake {
-		s.Wake()
-	}
-	return err
+	return s.exclusive(func() error { return job(ctx, s.lg) })
 }
 
 // WhenIdle waits until the driver is idle (after any drain it has started)
@@ -479,3 +455,79 @@ func (s *Session) Inbox() (nextTurn, nextStep []hostabi.InputMessage) {
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 var timeNow = time.Now
+
+// WaitingCall is a tool call parked for a person's decision.
+type WaitingCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+func waitingCalls(st *State) []WaitingCall {
+	var out []WaitingCall
+	for _, id := range st.Waiting() {
+		c := st.Call(id)
+		out = append(out, WaitingCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+	return out
+}
+
+// Waiting returns the calls waiting for a person's decision as of the last
+// time the driver went idle (empty while it runs).
+func (s *Session) Waiting() []WaitingCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.phase == DriverRunning {
+		return nil
+	}
+	return append([]WaitingCall(nil), s.waiting...)
+}
+
+// Decide records decisions for waiting calls (see Machine.Decide) and, if
+// none is left waiting, wakes the driver so the turn goes on. It refuses
+// with ErrBusy unless the session is idle.
+func (s *Session) Decide(ctx context.Context, ds ...Decision) error {
+	if err := s.exclusive(func() error {
+		err := s.m.Decide(ctx, ds...)
+		s.mu.Lock()
+		s.waiting = waitingCalls(s.m.st)
+		s.mu.Unlock()
+		return err
+	}); err != nil {
+		return err
+	}
+	if len(s.Waiting()) == 0 {
+		s.Wake()
+	}
+	return nil
+}
+
+// exclusive runs fn with the machine to itself while the session is idle;
+// the public status stays idle. Input that arrives meanwhile starts a drain
+// afterwards.
+func (s *Session) exclusive(fn func() error) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if s.phase != DriverIdle {
+		p := s.phase
+		s.mu.Unlock()
+		return fmt.Errorf("%w: the session is %s", ErrBusy, p)
+	}
+	s.phase = DriverMaintenance
+	s.idle = make(chan struct{})
+	s.mu.Unlock()
+	err := fn()
+	s.mu.Lock()
+	s.phase = DriverIdle
+	close(s.idle)
+	wake := s.wake
+	s.wake = false
+	s.mu.Unlock()
+	if wake {
+		s.Wake()
+	}
+	return err
+}

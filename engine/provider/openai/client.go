@@ -224,7 +224,8 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request, onDelta fu
 	}
 
 	var out *provider.Response
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt == "application/json" {
 		b, rerr := io.ReadAll(io.LimitReader(r, maxJSONBody))
 		if rerr != nil {
 			err = readFailure(rerr)
@@ -233,6 +234,10 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request, onDelta fu
 		}
 	} else {
 		out, err = Parse(r, onDelta)
+		if errors.Is(err, errNoEvents) && mt != "text/event-stream" {
+			err = &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailStream, Status: resp.StatusCode, Message: fmt.Sprintf(
+				"%s answered %d with Content-Type %q and no events; check the base URL, which should end in /v1", c.url, resp.StatusCode, mt)}, Err: err}
+		}
 	}
 	if err != nil {
 		if out == nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -406,5 +407,22 @@ func TestConfigFromEnv(t *testing.T) {
 	want := Config{BaseURL: "http://localhost:11434/v1", APIKey: "k"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestNotAnEventStream(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte("<html>welcome</html>"))
+	}))
+	defer srv.Close()
+	c, err := New(Config{BaseURL: srv.URL, Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Complete(context.Background(), userReq("x"), nil)
+	f := provider.AsFailure(err)
+	if f.Code != hostabi.FailStream || !strings.Contains(f.Message, `Content-Type "text/html" and no events; check the base URL`) {
+		t.Fatalf("Complete error = %v, want a stream failure pointing at the base URL", err)
 	}
 }

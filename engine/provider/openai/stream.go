@@ -446,9 +446,17 @@ func (a *accumulator) partial() *provider.Response {
 	return &provider.Response{Content: string(a.content), Usage: a.usage}
 }
 
+// errNoEvents marks a stream that ended without a single event, which
+// usually means the URL does not point at a Chat Completions endpoint.
+var errNoEvents = errors.New("no events")
+
 func (a *accumulator) cutShort() error {
-	return &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailStream, Message: fmt.Sprintf(
+	e := &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailStream, Message: fmt.Sprintf(
 		"the stream ended before data: [DONE] after %d events; the server or a proxy cut it short, try again", a.events)}}
+	if a.events == 0 {
+		e.Err = errNoEvents
+	}
+	return e
 }
 
 // finish checks the tool calls and builds the answer.
