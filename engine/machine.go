@@ -737,7 +737,7 @@ func (m *Machine) contribute(ctx context.Context, mv *move) error {
 // the step's header.
 func (m *Machine) Request() *provider.Request {
 	s := m.st
-	req := &provider.Request{Messages: s.Messages}
+	req := &provider.Request{Messages: s.Messages, Attempt: s.Attempts + 1}
 	if h := s.Header; h != nil {
 		req.Model, req.MaxTokens = h.Model, h.MaxTokens
 		for i, p := range h.PromptParts {
