@@ -57,6 +57,10 @@ type SessionCreated struct {
 	Pipeline  string `json:"pipeline,omitempty"` // digest of the pipeline
 	Model     string `json:"model,omitempty"`
 	CreatedBy string `json:"created_by,omitempty"`
+	// Settings are the creating host's own settings for the session (the
+	// CLI records its pipeline file and provider, so that a later resume
+	// needs no flags). Never secrets.
+	Settings json.RawMessage `json:"settings,omitempty"`
 }
 
 // InboxSpliced is the data of inbox/spliced: like a splice on one list,

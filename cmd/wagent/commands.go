@@ -1,0 +1,450 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/hostabi/wasmhost"
+	"github.com/wagent/wagent/store"
+)
+
+// openMachine opens a session's machine with no pipeline or provider: for
+// commands that only record input or decisions.
+func openMachine(ctx context.Context, log store.Log, id string) (*engine.Machine, error) {
+	if err := existing(ctx, log, id); err != nil {
+		return nil, err
+	}
+	m, err := engine.Open(ctx, engine.Config{Log: log, Session: id})
+	if err != nil {
+		return nil, fail(exitFailure, "open session %s: %v", id, err)
+	}
+	return m, nil
+}
+
+func decideCommand(env *cliEnv, verb string) *cli.Command {
+	allow := verb == "approve"
+	return &cli.Command{
+		Name:  verb,
+		Usage: map[bool]string{true: "allow tool calls a session is waiting on", false: "deny tool calls a session is waiting on"}[allow],
+		UsageText: fmt.Sprintf(`wagent %[1]s SESSION [CALL_ID...] [--all] [--always] [--note TEXT]
+
+Examples:
+   wagent %[1]s 20261130-a1b2c3 call_1
+   wagent %[1]s 20261130-a1b2c3 --all
+   wagent resume 20261130-a1b2c3     # then let the turn go on`, verb),
+		Flags: []cli.Flag{storeFlag,
+			&cli.BoolFlag{Name: "all", Usage: "decide every waiting call"},
+			&cli.BoolFlag{Name: "always", Usage: "remember the decision for this tool in this session"},
+			&cli.StringFlag{Name: "note", Usage: "a note recorded with the decision"},
+			&cli.StringFlag{Name: "who", Usage: "who decides, recorded with the decision", Value: "cli"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 1, -1, "SESSION [CALL_ID...] [--all]"); err != nil {
+				return err
+			}
+			id := c.Args().First()
+			ids := c.Args().Slice()[1:]
+			if len(ids) == 0 && !c.Bool("all") {
+				return fail(exitUsage, "name the calls to %s, or pass --all", verb)
+			}
+			ctx := context.Background()
+			log, err := openStore(c, env)
+			if err != nil {
+				return err
+			}
+			defer log.Close()
+			m, err := openMachine(ctx, log, id)
+			if err != nil {
+				return err
+			}
+			waiting := m.State().Waiting()
+			if c.Bool("all") {
+				ids = waiting
+			}
+			if len(ids) == 0 {
+				return fail(exitFailure, "session %s is not waiting for a decision", id)
+			}
+			scope := hostabi.ScopeOnce
+			if c.Bool("always") {
+				scope = hostabi.ScopeAlways
+			}
+			var ds []engine.Decision
+			for _, cid := range ids {
+				ds = append(ds, engine.Decision{CallID: cid, Allow: allow, Scope: scope, Who: c.String("who"), Note: c.String("note")})
+			}
+			if err := m.Decide(ctx, ds...); err != nil {
+				if errors.Is(err, engine.ErrRefused) {
+					return fail(exitFailure, "%v", strings.TrimPrefix(err.Error(), "engine: refused: "))
+				}
+				return fail(exitFailure, "%v", err)
+			}
+			past := map[bool]string{true: "allowed", false: "denied"}[allow]
+			for _, cid := range ids {
+				fmt.Fprintf(env.stdout, "%s %s\n", past, cid)
+			}
+			if left := m.State().Waiting(); len(left) > 0 {
+				fmt.Fprintf(env.stdout, "still waiting: %s\n", strings.Join(left, " "))
+			} else {
+				fmt.Fprintf(env.stdout, "continue with: wagent resume %s\n", id)
+			}
+			return nil
+		},
+	}
+}
+
+func inputCommand(env *cliEnv, verb string) *cli.Command {
+	list, usage := engine.ListNextTurn, "queue a prompt for its own turn (wagent resume runs it)"
+	if verb == "steer" {
+		list, usage = engine.ListNextStep, "queue steering for the next step of the running or next turn"
+	}
+	return &cli.Command{
+		Name:  verb,
+		Usage: usage,
+		UsageText: fmt.Sprintf(`wagent %[1]s SESSION TEXT
+
+Example:
+   wagent %[1]s 20261130-a1b2c3 "keep the answer under 50 words"`, verb),
+		Flags: []cli.Flag{storeFlag},
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 2, 2, "SESSION TEXT"); err != nil {
+				return err
+			}
+			ctx := context.Background()
+			log, err := openStore(c, env)
+			if err != nil {
+				return err
+			}
+			defer log.Close()
+			m, err := openMachine(ctx, log, c.Args().Get(0))
+			if err != nil {
+				return err
+			}
+			ids, err := m.Enqueue(ctx, list, hostabi.InputMessage{Content: c.Args().Get(1)})
+			if err != nil {
+				return fail(exitFailure, "%v", err)
+			}
+			fmt.Fprintf(env.stdout, "queued %s on %s\n", ids[0], list)
+			return nil
+		},
+	}
+}
+
+func cancelCommand(env *cliEnv) *cli.Command {
+	return &cli.Command{
+		Name:  "cancel",
+		Usage: "end a session's open turn (one waiting for a decision) and discard its queued input",
+		UsageText: `wagent cancel SESSION [--keep-inbox] [--reason TEXT]
+
+Example:
+   wagent cancel 20261130-a1b2c3 --reason "not needed any more"`,
+		Flags: []cli.Flag{storeFlag,
+			&cli.BoolFlag{Name: "keep-inbox", Usage: "keep queued input"},
+			&cli.StringFlag{Name: "reason", Usage: "why, recorded with the cancellation"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 1, 1, "SESSION"); err != nil {
+				return err
+			}
+			ctx := context.Background()
+			log, err := openStore(c, env)
+			if err != nil {
+				return err
+			}
+			defer log.Close()
+			m, err := openMachine(ctx, log, c.Args().First())
+			if err != nil {
+				return err
+			}
+			st := m.State()
+			wasOpen, queued := st.TurnOpen, len(st.NextTurn)+len(st.NextStep)
+			if err := m.Abort(ctx, engine.Cause{Kind: engine.CauseUser, Reason: c.String("reason")}, c.Bool("keep-inbox")); err != nil {
+				return fail(exitFailure, "%v", err)
+			}
+			switch {
+			case wasOpen:
+				fmt.Fprintf(env.stdout, "turn %d aborted\n", st.Turn)
+			default:
+				fmt.Fprintln(env.stdout, "no turn was open")
+			}
+			if !c.Bool("keep-inbox") && queued > 0 {
+				fmt.Fprintf(env.stdout, "discarded %d queued message(s)\n", queued)
+			}
+			return nil
+		},
+	}
+}
+
+func stepCommand(env *cliEnv) *cli.Command {
+	return &cli.Command{
+		Name:  "step",
+		Usage: "make one transition of a session and print the events it appended",
+		UsageText: `wagent step SESSION [--json]
+
+Example:
+   wagent step 20261130-a1b2c3`,
+		Flags: append([]cli.Flag{storeFlag}, providerFlags...),
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 1, 1, "SESSION"); err != nil {
+				return err
+			}
+			id := c.Args().First()
+			ctx, stop := signalContext()
+			defer stop()
+			log, err := openStore(c, env)
+			if err != nil {
+				return err
+			}
+			defer log.Close()
+			st, _, err := readState(ctx, log, id)
+			if errors.Is(err, store.ErrNotFound) {
+				return fail(exitFailure, "no session %q in this store (wagent sessions lists them)", id)
+			}
+			if err != nil {
+				return err
+			}
+			var recorded settings
+			if len(st.Created.Settings) > 0 {
+				jsonUnmarshal(st.Created.Settings, &recorded)
+			}
+			s, err := resolve(c, env, recorded)
+			if err != nil {
+				return err
+			}
+			prov, err := buildProvider(env, s)
+			if err != nil {
+				return err
+			}
+			loaded, rt, err := loadPipeline(ctx, env, s)
+			if err != nil {
+				return err
+			}
+			defer rt.Close(context.Background())
+			out := newPrinter(env, c.Bool("json"), id)
+			out.verbose = true
+			m, err := engine.Open(ctx, engine.Config{Log: log, Session: id, Pipeline: loaded.Pipeline, Provider: prov, Model: s.Model, Durability: engine.SyncAtBoundaries, Observer: out.live})
+			if err != nil {
+				return fail(exitFailure, "open session %s: %v", id, err)
+			}
+			o, err := m.Advance(ctx)
+			out.finish()
+			if err != nil {
+				return fail(exitFailure, "%v", err)
+			}
+			switch o {
+			case engine.Waiting:
+				out.waitingIDs(m.State())
+				return &exitError{code: exitWaiting}
+			case engine.Idle:
+				if !out.json {
+					fmt.Fprintln(env.stdout, "nothing to do: the session is idle")
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func logCommand(env *cliEnv) *cli.Command {
+	return &cli.Command{
+		Name:  "log",
+		Usage: "show a session as turns and steps, or as one log event per line",
+		UsageText: `wagent log SESSION [--json]
+
+Examples:
+   wagent log 20261130-a1b2c3
+   wagent log 20261130-a1b2c3 --json | jq .type`,
+		Flags: []cli.Flag{storeFlag, &cli.BoolFlag{Name: "json", Usage: "one log event per line"}},
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 1, 1, "SESSION"); err != nil {
+				return err
+			}
+			ctx := context.Background()
+			log, err := openStore(c, env)
+			if err != nil {
+				return err
+			}
+			defer log.Close()
+			id := c.Args().First()
+			if err := existing(ctx, log, id); err != nil {
+				return err
+			}
+			evs, err := log.Read(ctx, id, 1, 0)
+			if err != nil {
+				return fail(exitFailure, "%v", err)
+			}
+			if c.Bool("json") {
+				for _, e := range evs {
+					printJSON(env.stdout, e)
+				}
+				return nil
+			}
+			return renderLog(env, id, evs)
+		},
+	}
+}
+
+func sessionsCommand(env *cliEnv) *cli.Command {
+	return &cli.Command{
+		Name:      "sessions",
+		Usage:     "list the sessions in the store",
+		UsageText: "wagent sessions [--json]\n\nExample:\n   wagent sessions",
+		Flags:     []cli.Flag{storeFlag, &cli.BoolFlag{Name: "json", Usage: "one JSON object per session"}},
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 0, 0, ""); err != nil {
+				return err
+			}
+			ctx := context.Background()
+			log, err := openStore(c, env)
+			if err != nil {
+				return err
+			}
+			defer log.Close()
+			ids, err := log.Sessions(ctx)
+			if err != nil {
+				return fail(exitFailure, "%v", err)
+			}
+			for _, id := range ids {
+				st, _, err := readState(ctx, log, id)
+				status := "idle"
+				switch {
+				case err != nil:
+					status = "unreadable: " + oneLine(err.Error())
+				case len(st.Waiting()) > 0:
+					status = "waiting for a decision: " + strings.Join(st.Waiting(), " ")
+				case st.TurnOpen:
+					status = fmt.Sprintf("turn %d open (a process is running it, or died: wagent resume recovers)", st.Turn)
+				case len(st.NextTurn)+len(st.NextStep) > 0:
+					status = fmt.Sprintf("%d queued", len(st.NextTurn)+len(st.NextStep))
+				}
+				if c.Bool("json") {
+					row := map[string]any{"session": id, "status": status}
+					if st != nil {
+						row["turns"], row["events"] = st.Turn, st.Head
+					}
+					printJSON(env.stdout, row)
+					continue
+				}
+				turns := 0
+				if st != nil {
+					turns = st.Turn
+				}
+				fmt.Fprintf(env.stdout, "%-28s %4d turns  %s\n", id, turns, status)
+			}
+			if len(ids) == 0 && !c.Bool("json") {
+				fmt.Fprintln(env.stdout, "no sessions yet: wagent run \"…\" starts one")
+			}
+			return nil
+		},
+	}
+}
+
+func opsCommand(env *cliEnv) *cli.Command {
+	load := func(c *cli.Context) (*wasmhost.Module, *wasmhost.Runtime, []byte, error) {
+		if err := needArgs(c, 1, 1, "FILE.wasm"); err != nil {
+			return nil, nil, nil, err
+		}
+		path := c.Args().First()
+		wasm, err := os.ReadFile(path)
+		if err != nil {
+			return nil, nil, nil, fail(exitFailure, "%v", err)
+		}
+		ctx := context.Background()
+		var opts []wasmhost.Option
+		if d := env.getenv("WAGENT_CACHE_DIR"); d != "" {
+			opts = append(opts, wasmhost.WithCacheDir(d))
+		}
+		rt, err := wasmhost.NewRuntime(ctx, opts...)
+		if err != nil {
+			return nil, nil, nil, fail(exitFailure, "start the wasm runtime: %v", err)
+		}
+		m, err := rt.Load(ctx, wasm)
+		if err != nil {
+			rt.Close(ctx)
+			return nil, nil, nil, fail(exitFailure, "%s: %v", path, err)
+		}
+		return m, rt, wasm, nil
+	}
+	return &cli.Command{
+		Name:  "ops",
+		Usage: "inspect and check operation modules",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "inspect",
+				Usage:     "print a module's manifest (without running it)",
+				UsageText: "wagent ops inspect FILE.wasm [--json]\n\nExample:\n   wagent ops inspect examples/wasm-ops/calculator/calculator.wasm",
+				Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print the manifest as JSON"}},
+				Action: func(c *cli.Context) error {
+					m, rt, wasm, err := load(c)
+					if err != nil {
+						return err
+					}
+					defer rt.Close(context.Background())
+					man := m.Manifest()
+					if c.Bool("json") {
+						printJSON(env.stdout, map[string]any{"sha256": m.Digest(), "bytes": len(wasm), "manifest": man})
+						return nil
+					}
+					fmt.Fprintf(env.stdout, "name:     %s %s\n", man.Name, man.Version)
+					fmt.Fprintf(env.stdout, "abi:      %s\n", man.ABI)
+					fmt.Fprintf(env.stdout, "sha256:   %s (%d bytes)\n", m.Digest(), len(wasm))
+					fmt.Fprintf(env.stdout, "hooks:    %s\n", joinHooks(man.Hooks))
+					if len(man.Tools) > 0 {
+						fmt.Fprintf(env.stdout, "tools:    %s\n", strings.Join(man.Tools, ", "))
+					}
+					if len(man.Commands) > 0 {
+						fmt.Fprintf(env.stdout, "commands: /%s\n", strings.Join(man.Commands, ", /"))
+					}
+					if man.Guard {
+						fmt.Fprintln(env.stdout, "guard:    yes (fails closed)")
+					}
+					if len(man.Capabilities.Mounts) > 0 {
+						fmt.Fprintf(env.stdout, "mounts:   %s (read-only, if the pipeline grants them)\n", strings.Join(man.Capabilities.Mounts, ", "))
+					}
+					return nil
+				},
+			},
+			{
+				Name:      "check",
+				Usage:     "check that a module loads and starts under the default limits",
+				UsageText: "wagent ops check FILE.wasm\n\nExample:\n   wagent ops check ./ops/deny-word.wasm && echo ok",
+				Action: func(c *cli.Context) error {
+					m, rt, _, err := load(c)
+					if err != nil {
+						return err
+					}
+					defer rt.Close(context.Background())
+					op, err := rt.NewOp(m, wasmhost.Config{})
+					if err != nil {
+						return fail(exitFailure, "%s: %v", c.Args().First(), err)
+					}
+					if err := op.Warm(context.Background()); err != nil {
+						return fail(exitFailure, "%s: %v", c.Args().First(), err)
+					}
+					man := m.Manifest()
+					fmt.Fprintf(env.stdout, "ok: %s %s (abi %s, hooks %s)\n", man.Name, man.Version, man.ABI, joinHooks(man.Hooks))
+					return nil
+				},
+			},
+		},
+	}
+}
+
+func joinHooks(hs []hostabi.Hook) string {
+	var s []string
+	for _, h := range hs {
+		s = append(s, string(h))
+	}
+	sort.Strings(s)
+	return strings.Join(s, ", ")
+}
+
+var _ = hex.EncodeToString

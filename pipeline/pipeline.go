@@ -1,0 +1,361 @@
+// Package pipeline reads pipeline files and builds engine pipelines of wasm
+// operations from them.
+//
+// A pipeline file is YAML with one top-level key, ops: the operations in
+// priority order. Each entry names a module, either a built-in
+// ("builtin:NAME", embedded in the binary) or a .wasm path relative to the
+// file, with optional config (any YAML value, handed to the op as JSON),
+// limits, grants (read-only directory mounts) and a sha256 pin:
+//
+//	ops:
+//	  - use: builtin:approval
+//	    config: {mode: ask, allow: ["calc_total"]}
+//	  - use: ./ops/calculator.wasm
+//	    sha256: 9f2c…
+//	    limits: {memory_mb: 16, timeout_ms: 200}
+//	  - use: builtin:skills
+//	    grants: {mounts: ["./skills:/skills:ro"]}
+//
+// Everything is checked before a session is touched: unknown keys, missing
+// files, pin mismatches and modules the wasm host refuses are errors that
+// name the file, line and op. The host's own moves and native inference
+// are always there; an unknown-tool fallback is added at the end when the
+// file names none.
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/hostabi/wasmhost"
+)
+
+// BuiltinPrefix marks a built-in module in a pipeline file's use.
+const BuiltinPrefix = "builtin:"
+
+// Fallback is the built-in added at the end of a pipeline that names no
+// op answering unclaimed tool calls.
+const Fallback = "unknown-tool"
+
+// Spec is a parsed pipeline: the ops in order.
+type Spec struct {
+	// Path is the file it came from ("" if built in code).
+	Path string
+	// Dir resolves relative module paths and mounts.
+	Dir string
+	Ops []OpSpec
+}
+
+// OpSpec is one op of a pipeline.
+type OpSpec struct {
+	// Use is "builtin:NAME" or a path to a .wasm file (relative to Dir).
+	Use string
+	// Module, if set, is the module's bytes (embedding hosts loading a
+	// plugin from memory); Use then only names it in messages.
+	Module []byte
+	// Config is handed to the op as JSON.
+	Config json.RawMessage
+	Limits wasmhost.Limits
+	// Mounts are read-only directory grants, "HOST:GUEST[:ro]".
+	Mounts []string
+	// SHA256 pins the module's bytes (hex).
+	SHA256 string
+	// Line is the entry's line in the file, for messages.
+	Line int
+}
+
+type fileYAML struct {
+	Ops []opYAML `yaml:"ops"`
+}
+
+type opYAML struct {
+	Use    string     `yaml:"use"`
+	Config yaml.Node  `yaml:"config"`
+	Limits limitsYAML `yaml:"limits"`
+	Grants grantsYAML `yaml:"grants"`
+	SHA256 string     `yaml:"sha256"`
+}
+
+type limitsYAML struct {
+	MemoryMB       uint32 `yaml:"memory_mb"`
+	TimeoutMS      int64  `yaml:"timeout_ms"`
+	MaxEffects     int    `yaml:"max_effects"`
+	MaxOutputBytes int    `yaml:"max_output_bytes"`
+}
+
+type grantsYAML struct {
+	Mounts []string `yaml:"mounts"`
+}
+
+// ParseFile reads a pipeline file.
+func ParseFile(path string) (*Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	return Parse(data, path, filepath.Dir(abs))
+}
+
+// Parse parses a pipeline held in memory; name labels errors, dir resolves
+// relative paths.
+func Parse(data []byte, name, dir string) (*Spec, error) {
+	var f fileYAML
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("pipeline %s: %s", name, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	var doc yaml.Node
+	_ = yaml.Unmarshal(data, &doc)
+	lines := opLines(&doc)
+	s := &Spec{Path: name, Dir: dir}
+	if len(f.Ops) == 0 {
+		return nil, fmt.Errorf("pipeline %s: no ops: list them under a top-level ops: key", name)
+	}
+	for i, o := range f.Ops {
+		line := 0
+		if i < len(lines) {
+			line = lines[i]
+		}
+		at := fmt.Sprintf("pipeline %s:%d: op %d", name, line, i+1)
+		if o.Use == "" {
+			return nil, fmt.Errorf("%s: missing use: (builtin:NAME or a path to a .wasm file)", at)
+		}
+		op := OpSpec{Use: o.Use, Mounts: o.Grants.Mounts, SHA256: strings.ToLower(o.SHA256), Line: line}
+		if o.Config.Kind != 0 {
+			var v any
+			if err := o.Config.Decode(&v); err != nil {
+				return nil, fmt.Errorf("%s: config: %v", at, err)
+			}
+			b, err := json.Marshal(normalize(v))
+			if err != nil {
+				return nil, fmt.Errorf("%s: config cannot be JSON: %v", at, err)
+			}
+			op.Config = b
+		}
+		if o.Limits.TimeoutMS < 0 {
+			return nil, fmt.Errorf("%s: limits.timeout_ms must be positive", at)
+		}
+		op.Limits = wasmhost.Limits{
+			MemoryPages:    o.Limits.MemoryMB * 16, // 64 KiB pages
+			Timeout:        time.Duration(o.Limits.TimeoutMS) * time.Millisecond,
+			MaxEffects:     o.Limits.MaxEffects,
+			MaxOutputBytes: o.Limits.MaxOutputBytes,
+		}
+		if op.SHA256 != "" {
+			if _, err := hex.DecodeString(op.SHA256); err != nil || len(op.SHA256) != 64 {
+				return nil, fmt.Errorf("%s: sha256 %q is not 64 hex digits", at, o.SHA256)
+			}
+		}
+		s.Ops = append(s.Ops, op)
+	}
+	return s, nil
+}
+
+// opLines finds the line of each entry under ops:.
+func opLines(doc *yaml.Node) []int {
+	if doc == nil || len(doc.Content) == 0 {
+		return nil
+	}
+	m := doc.Content[0]
+	if m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == "ops" && m.Content[i+1].Kind == yaml.SequenceNode {
+			var out []int
+			for _, n := range m.Content[i+1].Content {
+				out = append(out, n.Line)
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+// normalize turns YAML's map[string]any trees into JSON-encodable ones.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalize(e)
+		}
+		return x
+	case map[any]any:
+		m := map[string]any{}
+		for k, e := range x {
+			m[fmt.Sprint(k)] = normalize(e)
+		}
+		return m
+	case []any:
+		for i, e := range x {
+			x[i] = normalize(e)
+		}
+		return x
+	}
+	return v
+}
+
+// Builtins is the set of modules a "builtin:NAME" can name.
+type Builtins interface {
+	// Module returns the named built-in's wasm bytes.
+	Module(name string) ([]byte, bool)
+	// Names lists the built-ins, for messages.
+	Names() []string
+}
+
+// MapBuiltins is a Builtins backed by a map.
+type MapBuiltins map[string][]byte
+
+// Module returns the named module.
+func (m MapBuiltins) Module(name string) ([]byte, bool) { b, ok := m[name]; return b, ok }
+
+// Names lists the modules, sorted.
+func (m MapBuiltins) Names() []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Options configure Build.
+type Options struct {
+	// Runtime compiles and runs the modules.
+	Runtime *wasmhost.Runtime
+	// Builtins resolves builtin:NAME (nil: none).
+	Builtins Builtins
+	// NoFallback leaves out the unknown-tool fallback.
+	NoFallback bool
+	// Progress, if set, is told before each module is loaded (compiling
+	// one on a cold cache takes a second or two).
+	Progress func(use string)
+}
+
+// Loaded is a built pipeline with what each op was loaded from.
+type Loaded struct {
+	Pipeline *engine.Pipeline
+	Ops      []*wasmhost.Op
+	Uses     []string
+}
+
+// Build loads every module of the spec, checks it and makes the pipeline.
+func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
+	if o.Runtime == nil {
+		return nil, errors.New("pipeline: Build needs a wasm Runtime")
+	}
+	ops := s.Ops
+	if !o.NoFallback && o.Builtins != nil && !s.names(BuiltinPrefix+Fallback) {
+		if _, ok := o.Builtins.Module(Fallback); ok {
+			ops = append(append([]OpSpec(nil), ops...), OpSpec{Use: BuiltinPrefix + Fallback})
+		}
+	}
+	l := &Loaded{}
+	var engineOps []engine.Operation
+	for i, spec := range ops {
+		at := fmt.Sprintf("pipeline %s: op %d (%s)", s.label(), i+1, spec.Use)
+		if spec.Line > 0 {
+			at = fmt.Sprintf("pipeline %s:%d: op %d (%s)", s.label(), spec.Line, i+1, spec.Use)
+		}
+		wasm, err := s.moduleBytes(spec, o.Builtins)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", at, err)
+		}
+		if spec.SHA256 != "" {
+			sum := sha256.Sum256(wasm)
+			if got := hex.EncodeToString(sum[:]); got != spec.SHA256 {
+				return nil, fmt.Errorf("%s: sha256 is %s, the pipeline pins %s: the module changed; check it and update the pin", at, got, spec.SHA256)
+			}
+		}
+		if o.Progress != nil {
+			o.Progress(spec.Use)
+		}
+		mod, err := o.Runtime.Load(ctx, wasm)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", at, err)
+		}
+		var grants wasmhost.Grants
+		for _, m := range spec.Mounts {
+			mt, err := wasmhost.ParseMount(s.Dir, m)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v", at, err)
+			}
+			grants.Mounts = append(grants.Mounts, mt)
+		}
+		op, err := o.Runtime.NewOp(mod, wasmhost.Config{Config: spec.Config, Limits: spec.Limits, Grants: grants})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", at, err)
+		}
+		l.Ops = append(l.Ops, op)
+		l.Uses = append(l.Uses, spec.Use)
+		engineOps = append(engineOps, op)
+	}
+	p, err := engine.NewPipeline(engineOps...)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline %s: %v", s.label(), err)
+	}
+	l.Pipeline = p
+	return l, nil
+}
+
+func (s *Spec) names(use string) bool {
+	for _, o := range s.Ops {
+		if o.Use == use {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Spec) label() string {
+	if s.Path == "" {
+		return "(built in)"
+	}
+	return s.Path
+}
+
+func (s *Spec) moduleBytes(spec OpSpec, b Builtins) ([]byte, error) {
+	if spec.Module != nil {
+		return spec.Module, nil
+	}
+	if name, ok := strings.CutPrefix(spec.Use, BuiltinPrefix); ok {
+		if b == nil {
+			return nil, fmt.Errorf("no built-in modules are available")
+		}
+		wasm, ok := b.Module(name)
+		if !ok {
+			return nil, fmt.Errorf("unknown built-in %q; the built-ins are: %s", name, strings.Join(b.Names(), ", "))
+		}
+		return wasm, nil
+	}
+	path := spec.Use
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(s.Dir, path)
+	}
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("module file %s does not exist", path)
+		}
+		return nil, err
+	}
+	return wasm, nil
+}

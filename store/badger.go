@@ -1,0 +1,620 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// BadgerOptions configures OpenBadger. The zero value is the default: a
+// memory-lean profile, appends not fsynced one by one, value-log GC every
+// ten minutes, and badger's own warnings and errors sent to slog.Default.
+type BadgerOptions struct {
+	// SyncWrites makes every Append fsync before it returns, so that each
+	// append is durable on its own. Without it an append that returned
+	// survives the process being killed but not a power cut or a kernel
+	// crash until the next Sync.
+	SyncWrites bool
+
+	// GCInterval is how often the value log is garbage collected in the
+	// background. Zero means every ten minutes; a negative value turns it off.
+	GCInterval time.Duration
+
+	// Logger receives badger's warnings and errors (its info and debug
+	// chatter is dropped). Nil means slog.Default.
+	Logger *slog.Logger
+}
+
+// defaultGCInterval is the value-log GC period when BadgerOptions leaves it
+// zero. Events are small and mostly live in the LSM tree, so GC rarely has
+// anything to do; it matters after large events are deleted.
+const defaultGCInterval = 10 * time.Minute
+
+// Badger is the embedded Log backend, on badger v4 in one directory. Open it
+// with OpenBadger; it holds the directory until Close, and a second open of
+// the same directory, in this or another process, fails with ErrLocked.
+//
+// # Durability
+//
+// With BadgerOptions.SyncWrites, every Append is fsynced before it returns:
+// once Append returns, the events survive a power cut.
+//
+// Without it (the default), Append returns once badger has written the
+// events to its write-ahead log in the operating system's page cache. Those
+// appends survive the process being killed at any moment (a crashed or
+// SIGKILLed wagent loses nothing that Append acknowledged), but a power cut
+// or kernel crash can lose the appends made since the last Sync. Either way
+// an append is never half there: after any crash a session holds a prefix of
+// its appends, each complete. Call Sync where an append must be durable
+// before the world outside the process hears of it.
+type Badger struct {
+	dir  string // absolute, for messages
+	db   *badger.DB
+	lock *dirLock
+	log  *slog.Logger
+
+	// mu is held shared by every operation and exclusively by Close, so
+	// Close waits for operations in flight and none starts after it.
+	mu     sync.RWMutex
+	closed bool
+
+	hub    hub
+	gcStop chan struct{}
+	gcDone chan struct{}
+	// gcRounds counts value-log GC rounds, so tests can see GC run.
+	gcRounds atomic.Int64
+}
+
+var _ Log = (*Badger)(nil)
+
+// deleteBatch bounds how many keys one transaction of Delete removes. A
+// variable so tests can make it small.
+var deleteBatch = 1000
+
+// conflictRetries bounds how often Create and Delete retry a transaction that
+// lost a race with another writer. They take no expected head, so a conflict
+// only means "look again".
+const conflictRetries = 16
+
+// OpenBadger opens (creating it if needed) the badger store in dir.
+//
+// If another process, or another Badger in this process, holds dir, it fails
+// at once with an error that wraps ErrLocked and names the directory.
+func OpenBadger(dir string, opts BadgerOptions) (*Badger, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("%w: open store: empty directory name", ErrInvalid)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", abs, err)
+	}
+	lock, err := lockDir(abs)
+	if err != nil {
+		return nil, err
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	db, err := badger.Open(badgerOptions(abs, opts, logger))
+	if err != nil {
+		lock.release()
+		if isBadgerLockError(err) {
+			return nil, fmt.Errorf("%w: %s is held by another process", ErrLocked, abs)
+		}
+		return nil, fmt.Errorf("open store %s: %w", abs, err)
+	}
+	if err := checkFormat(db); err != nil {
+		db.Close()
+		lock.release()
+		return nil, fmt.Errorf("open store %s: %w", abs, err)
+	}
+	b := &Badger{dir: abs, db: db, lock: lock, log: logger}
+	interval := opts.GCInterval
+	if interval == 0 {
+		interval = defaultGCInterval
+	}
+	if interval > 0 {
+		b.gcStop = make(chan struct{})
+		b.gcDone = make(chan struct{})
+		go b.runGC(interval)
+	}
+	return b, nil
+}
+
+// badgerOptions is the memory-lean profile: about 12 MiB of heap after open
+// instead of about 86 MiB with badger's defaults.
+func badgerOptions(dir string, opts BadgerOptions, logger *slog.Logger) badger.Options {
+	return badger.DefaultOptions(dir).
+		WithSyncWrites(opts.SyncWrites).
+		WithLogger(badgerLogger{logger}).
+		WithMetricsEnabled(false).
+		WithMemTableSize(8 << 20).
+		WithNumMemtables(2).
+		// One transaction may hold at most 15% of a memtable (about 1.2 MiB
+		// here), counting the values kept inline in the LSM tree. A value of
+		// valueThreshold bytes or more goes to the value log and counts as a
+		// 12-byte pointer, so a largest append (MaxAppendEvents events of
+		// up to just under valueThreshold, or a few 1 MiB events) fits.
+		WithValueThreshold(valueThreshold).
+		WithBlockCacheSize(8 << 20).
+		WithIndexCacheSize(4 << 20).
+		WithValueLogFileSize(16 << 20).
+		WithNumCompactors(2)
+}
+
+// valueThreshold: events of this many encoded bytes or more live in the value
+// log. 257 entries (a largest append plus the head) of just under 4 KiB and
+// their keys stay under the 1.2 MiB a transaction may carry.
+const valueThreshold = 4 << 10
+
+// isBadgerLockError recognises badger's report that its directory lock is
+// held. Badger formats the cause with %v, so only its text is left.
+func isBadgerLockError(err error) bool {
+	return strings.Contains(err.Error(), "Cannot acquire directory lock")
+}
+
+// checkFormat writes the layout version into a new store and refuses a store
+// written with another layout.
+func checkFormat(db *badger.DB) error {
+	return db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(versionKey))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return txn.Set([]byte(versionKey), []byte(formatVersion))
+		}
+		if err != nil {
+			return fmt.Errorf("read format version: %w", err)
+		}
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return fmt.Errorf("read format version: %w", err)
+		}
+		if string(v) != formatVersion {
+			return fmt.Errorf("%w: the store's format is %q, this build reads %q", ErrInvalid, v, formatVersion)
+		}
+		return nil
+	})
+}
+
+// begin enters an operation: it fails with ErrClosed after Close. The caller
+// must call b.mu.RUnlock when it returns nil.
+func (b *Badger) begin(op string) error {
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		return fmt.Errorf("%w: %s", ErrClosed, op)
+	}
+	return nil
+}
+
+// Create makes an empty session. See Log.
+func (b *Badger) Create(ctx context.Context, session string) error {
+	op := "create " + session
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := ValidSessionID(session); err != nil {
+		return err
+	}
+	if err := b.begin(op); err != nil {
+		return err
+	}
+	defer b.mu.RUnlock()
+	// A Delete cut short by a crash may have left events behind its removed
+	// head. purge clears them, batch by batch, and writes the new head in the
+	// transaction that finds none left.
+	return b.purge(ctx, op, session, true)
+}
+
+// Delete removes a session. The head key goes first, in the same transaction
+// as the first batch of events, so a session that is half deleted (a crash
+// between batches, or more than deleteBatch events) no longer exists for any
+// reader; Create clears what is left if the id is used again.
+func (b *Badger) Delete(ctx context.Context, session string) error {
+	op := "delete " + session
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := ValidSessionID(session); err != nil {
+		return err
+	}
+	if err := b.begin(op); err != nil {
+		return err
+	}
+	defer b.mu.RUnlock()
+	more := false
+	err := b.retry(op, func(txn *badger.Txn) error {
+		if _, err := getHead(txn, op, session); err != nil {
+			return err
+		}
+		if err := txn.Delete(headKey(session)); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		var err error
+		more, err = deleteEvents(txn, session)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b.hub.reset(session)
+	if more {
+		return b.purge(ctx, op, session, false)
+	}
+	return nil
+}
+
+// purge deletes session's events in batches while the session does not
+// exist. With create, it then writes head 0 in the transaction that found no
+// event left, or fails with ErrExists if the session exists; without, it
+// stops quietly if the session was created meanwhile (that Create purges).
+// Every batch reads the head key, so it conflicts with a concurrent Create.
+func (b *Badger) purge(ctx context.Context, op, session string, create bool) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		done := false
+		err := b.retry(op, func(txn *badger.Txn) error {
+			_, err := txn.Get(headKey(session))
+			switch {
+			case err == nil && create:
+				return fmt.Errorf("%w: %s", ErrExists, op)
+			case err == nil:
+				done = true
+				return nil
+			case !errors.Is(err, badger.ErrKeyNotFound):
+				return fmt.Errorf("%s: %w", op, err)
+			}
+			more, err := deleteEvents(txn, session)
+			if err != nil {
+				return fmt.Errorf("%s: %w", op, err)
+			}
+			if more {
+				return nil
+			}
+			done = true
+			if create {
+				return txn.Set(headKey(session), encodeHead(0))
+			}
+			return nil
+		})
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// deleteEvents deletes up to deleteBatch of session's event keys in txn and
+// reports whether any are left.
+func deleteEvents(txn *badger.Txn, session string) (more bool, err error) {
+	prefix := eventPrefix(session)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	n := 0
+	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+		if n == deleteBatch {
+			return true, nil
+		}
+		if err := txn.Delete(it.Item().KeyCopy(nil)); err != nil {
+			return false, err
+		}
+		n++
+	}
+	return false, nil
+}
+
+// retry runs fn in a read-write transaction, again while it loses a race with
+// another writer, up to conflictRetries times.
+func (b *Badger) retry(op string, fn func(txn *badger.Txn) error) error {
+	for range conflictRetries {
+		err := b.db.Update(fn)
+		if !errors.Is(err, badger.ErrConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %s: lost %d races in a row", ErrConflict, op, conflictRetries)
+}
+
+// Append adds events after expectedHead atomically. See Log. The head key is
+// read in the same transaction that writes the events and the new head, so
+// of two appenders with the same expected head exactly one commits.
+func (b *Badger) Append(ctx context.Context, session string, expectedHead uint64, events ...Event) (uint64, error) {
+	op := "append to " + session
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	enc, err := CheckAppend(session, expectedHead, events)
+	if err != nil {
+		return 0, err
+	}
+	if err := b.begin(op); err != nil {
+		return 0, err
+	}
+	defer b.mu.RUnlock()
+	newHead := expectedHead + uint64(len(enc))
+	err = b.db.Update(func(txn *badger.Txn) error {
+		head, err := getHead(txn, op, session)
+		if err != nil {
+			return err
+		}
+		if head != expectedHead {
+			return fmt.Errorf("%w: %s: head is %d, expected %d", ErrConflict, op, head, expectedHead)
+		}
+		for i, v := range enc {
+			if err := txn.Set(eventKey(session, expectedHead+uint64(i)+1), v); err != nil {
+				return fmt.Errorf("%s: %w", op, err)
+			}
+		}
+		if err := txn.Set(headKey(session), encodeHead(newHead)); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		// The last moment a cancelled caller can still stop the append.
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		return nil
+	})
+	if errors.Is(err, badger.ErrConflict) {
+		return 0, fmt.Errorf("%w: %s at head %d: another writer committed first", ErrConflict, op, expectedHead)
+	}
+	if err != nil {
+		return 0, err
+	}
+	b.hub.notify(session, newHead)
+	return newHead, nil
+}
+
+// getHead reads session's head key in txn for op; ErrNotFound if it is
+// absent.
+func getHead(txn *badger.Txn, op, session string) (uint64, error) {
+	item, err := txn.Get(headKey(session))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, fmt.Errorf("%w: %s", ErrNotFound, op)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	var head uint64
+	err = item.Value(func(v []byte) error {
+		head, err = decodeHead(session, v)
+		return err
+	})
+	return head, err
+}
+
+// Read returns events by range. See Log. It reads the head and the events
+// in one transaction and returns no event past that head.
+func (b *Badger) Read(ctx context.Context, session string, from uint64, limit int) ([]Event, error) {
+	op := "read " + session
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := ValidSessionID(session); err != nil {
+		return nil, err
+	}
+	if err := b.begin(op); err != nil {
+		return nil, err
+	}
+	defer b.mu.RUnlock()
+	var out []Event
+	err := b.db.View(func(txn *badger.Txn) error {
+		head, err := getHead(txn, op, session)
+		if err != nil {
+			return err
+		}
+		first, last, ok := readRange(from, limit, head)
+		if !ok {
+			return nil
+		}
+		n := last - first + 1
+		out = make([]Event, 0, min(n, 1<<14))
+		prefix := eventPrefix(session)
+		// No value prefetching: events below valueThreshold sit in the LSM
+		// tree beside their keys, and prefetching starts a goroutine per
+		// event, which costs more than it saves.
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		want := first
+		for it.Seek(eventKey(session, first)); it.ValidForPrefix(prefix) && want <= last; it.Next() {
+			item := it.Item()
+			seq, ok := seqOfEventKey(item.Key(), len(prefix))
+			if !ok || seq != want {
+				break // reported below as the missing seq
+			}
+			var e Event
+			err := item.Value(func(v []byte) error {
+				var err error
+				e, err = DecodeEvent(session, seq, v)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			out = append(out, e)
+			want++
+			if want&1023 == 0 {
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("%s: %w", op, err)
+				}
+			}
+		}
+		if want <= last {
+			return fmt.Errorf("%w: session %s seq %d: missing below head %d", ErrCorrupt, session, want, head)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Head returns the seq of the session's last event. See Log.
+func (b *Badger) Head(ctx context.Context, session string) (uint64, error) {
+	op := "head of " + session
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := ValidSessionID(session); err != nil {
+		return 0, err
+	}
+	if err := b.begin(op); err != nil {
+		return 0, err
+	}
+	defer b.mu.RUnlock()
+	var head uint64
+	err := b.db.View(func(txn *badger.Txn) error {
+		var err error
+		head, err = getHead(txn, op, session)
+		return err
+	})
+	return head, err
+}
+
+// Sessions lists every session id, sorted. See Log.
+func (b *Badger) Sessions(ctx context.Context) ([]string, error) {
+	op := "list sessions"
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := b.begin(op); err != nil {
+		return nil, err
+	}
+	defer b.mu.RUnlock()
+	var ids []string
+	err := b.db.View(func(txn *badger.Txn) error {
+		prefix := []byte{headTag}
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+			id, ok := sessionOfHeadKey(it.Item().Key())
+			if !ok {
+				return fmt.Errorf("%w: %s: malformed head key %q", ErrCorrupt, op, it.Item().Key())
+			}
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Keys sort by id length first (the length prefix); callers want ids
+	// in plain byte order.
+	sort.Strings(ids)
+	return ids, nil
+}
+
+// Watch returns a channel of the session's heads after each append. See Log.
+// Notifications are sent in this process after commit, never through
+// badger's Subscribe, which would let a slow reader stall writers.
+func (b *Badger) Watch(session string) (<-chan uint64, func()) {
+	return b.hub.watch(session)
+}
+
+// Sync makes every append that returned before it durable (an fsync of
+// badger's write-ahead and value logs).
+func (b *Badger) Sync(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	if err := b.begin("sync"); err != nil {
+		return err
+	}
+	defer b.mu.RUnlock()
+	if err := b.db.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", b.dir, err)
+	}
+	return nil
+}
+
+// Close waits for operations in flight, stops value-log GC, closes every
+// watch channel, closes the database and releases the directory. A second
+// Close fails with ErrClosed.
+func (b *Badger) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return fmt.Errorf("%w: close %s", ErrClosed, b.dir)
+	}
+	b.closed = true
+	if b.gcStop != nil {
+		close(b.gcStop)
+		<-b.gcDone
+	}
+	b.hub.close()
+	err := b.db.Close()
+	if lerr := b.lock.release(); err == nil {
+		err = lerr
+	}
+	if err != nil {
+		return fmt.Errorf("close store %s: %w", b.dir, err)
+	}
+	return nil
+}
+
+// runGC collects the value log every interval until Close. Each round
+// rewrites files while badger finds one worth rewriting; ErrNoRewrite (none
+// is) and ErrRejected (a GC is running already) are the normal ends.
+func (b *Badger) runGC(interval time.Duration) {
+	defer close(b.gcDone)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.gcStop:
+			return
+		case <-t.C:
+		}
+		b.gcRounds.Add(1)
+		for {
+			err := b.db.RunValueLogGC(0.5)
+			if err != nil {
+				if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
+					b.log.Warn("store: value log gc failed", "dir", b.dir, "err", err)
+				}
+				break
+			}
+			select {
+			case <-b.gcStop:
+				return
+			default:
+			}
+		}
+	}
+}
+
+// badgerLogger passes badger's warnings and errors to slog and drops its
+// info and debug messages, which report routine work (compactions, replays).
+type badgerLogger struct{ l *slog.Logger }
+
+func (g badgerLogger) Errorf(format string, args ...any) {
+	g.l.Error("badger: " + clean(format, args))
+}
+
+func (g badgerLogger) Warningf(format string, args ...any) {
+	g.l.Warn("badger: " + clean(format, args))
+}
+
+func (badgerLogger) Infof(string, ...any)  {}
+func (badgerLogger) Debugf(string, ...any) {}
+
+func clean(format string, args []any) string {
+	return strings.TrimSpace(fmt.Sprintf(format, args...))
+}
