@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/store"
@@ -95,13 +96,11 @@ func oneLine(s string) string {
 	return s
 }
 
+// isTerminal reports whether x is a terminal (not merely a character
+// device: /dev/null is one too).
 func isTerminal(x any) bool {
 	f, ok := x.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 var storeFlag = &cli.StringFlag{Name: "store", Usage: "store directory (default: $WAGENT_HOME/store, or the user data directory)", EnvVars: nil}
