@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -120,7 +121,7 @@ func Parse(data []byte, name, dir string) (*Spec, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("pipeline %s: %s", name, strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, yamlError(name, err)
 	}
 	var doc yaml.Node
 	_ = yaml.Unmarshal(data, &doc)
@@ -167,6 +168,44 @@ func Parse(data []byte, name, dir string) (*Spec, error) {
 		s.Ops = append(s.Ops, op)
 	}
 	return s, nil
+}
+
+var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type pipeline\.(\w+)$`)
+
+var knownKeys = map[string]string{
+	"fileYAML":   "ops",
+	"opYAML":     "use, config, limits, grants, sha256",
+	"limitsYAML": "memory_mb, timeout_ms, max_effects, max_output_bytes",
+	"grantsYAML": "mounts",
+}
+
+// yamlError makes one line of a YAML decoding error, naming the file and
+// line, and for an unknown key the keys that are known there.
+func yamlError(name string, err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		first := te.Errors[0]
+		if m := unknownField.FindStringSubmatch(first); m != nil {
+			return fmt.Errorf("pipeline %s:%s: unknown key %q; known keys here: %s", name, m[1], m[2], knownKeys[m[3]])
+		}
+		first = strings.ReplaceAll(first, "pipeline.", "")
+		if l, rest, ok := strings.Cut(strings.TrimPrefix(first, "line "), ": "); ok {
+			return fmt.Errorf("pipeline %s:%s: %s", name, l, rest)
+		}
+		return fmt.Errorf("pipeline %s: %s", name, first)
+	}
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if l, rest, ok := strings.Cut(strings.TrimPrefix(msg, "line "), ": "); ok && strings.HasPrefix(msg, "line ") {
+		return fmt.Errorf("pipeline %s:%s: %s", name, l, rest)
+	}
+	return fmt.Errorf("pipeline %s: %s", name, oneLine(msg))
+}
+
+func oneLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 // opLines finds the line of each entry under ops:.

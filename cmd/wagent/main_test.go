@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/store"
+)
+
+var cacheDir string
+
+func TestMain(m *testing.M) {
+	// One compile cache for the whole test binary: modules compile once.
+	d, err := os.MkdirTemp("", "wagent-cli-cache-")
+	if err != nil {
+		panic(err)
+	}
+	cacheDir = d
+	code := m.Run()
+	os.RemoveAll(d)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// cli runs the CLI in-process with WAGENT_HOME=home.
+func wag(t *testing.T, home string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := map[string]string{"WAGENT_HOME": home, "WAGENT_CACHE_DIR": cacheDir}
+	code := runWith(append([]string{"wagent"}, args...), strings.NewReader(""), &out, &errb, func(k string) string { return env[k] })
+	return result{code, out.String(), errb.String()}
+}
+
+func testdata(name string) string { return filepath.Join("..", "..", "testdata", "cli", name) }
+
+// events reads a session's log from the store under home.
+func events(t *testing.T, home, id string) []store.Event {
+	t.Helper()
+	s, err := store.OpenBadger(filepath.Join(home, "store"), store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	evs, err := s.Read(t.Context(), id, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+func sessions(t *testing.T, home string) []string {
+	t.Helper()
+	dir := filepath.Join(home, "store")
+	if _, err := os.Stat(dir); err != nil {
+		return nil
+	}
+	s, err := store.OpenBadger(dir, store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ids, err := s.Sessions(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func count(evs []store.Event, typ string, match func(json.RawMessage) bool) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ && (match == nil || match(e.Data)) {
+			n++
+		}
+	}
+	return n
+}
+
+func mustOneLine(t *testing.T, r result, want string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "wagent: ") || !strings.Contains(lines[0], want) {
+		t.Errorf("stderr %q, want one line 'wagent: …' containing %q", r.stderr, want)
+	}
+}
+
+// The approval round trip across three processes' worth of invocations on
+// one store: run stops waiting (exit 3), approve records the decision,
+// resume runs the tool exactly once and finishes.
+func TestApprovalRoundTrip(t *testing.T) {
+	home := t.TempDir()
+	r := wag(t, home, "run", "--session", "trip", "--script", testdata("approval-replies.yaml"), "--pipeline", testdata("approval.yaml"), "add 40")
+	if r.code != exitWaiting {
+		t.Fatalf("run: exit %d, want 3\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"session trip is waiting", "add-1", "wagent approve trip add-1", "wagent resume trip"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("run output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	// Nothing ran yet.
+	if n := count(events(t, home, "trip"), engine.EvToolCall, nil); n != 0 {
+		t.Fatalf("%d tool calls ran before approval", n)
+	}
+	// Approving a call that is not waiting is refused.
+	if r := wag(t, home, "approve", "trip", "total-1"); r.code != exitFailure {
+		t.Errorf("approve of a call not waiting: exit %d", r.code)
+	}
+	r = wag(t, home, "approve", "trip", "add-1")
+	if r.code != exitOK || !strings.Contains(r.stdout, "allowed add-1") {
+		t.Fatalf("approve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = wag(t, home, "resume", "trip")
+	if r.code != exitOK || !strings.Contains(r.stdout, "The total is 40.") {
+		t.Fatalf("resume: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	evs := events(t, home, "trip")
+	adds := count(evs, engine.EvToolCall, func(d json.RawMessage) bool { return strings.Contains(string(d), `"add-1"`) })
+	if adds != 1 {
+		t.Errorf("calc_add ran %d times, want exactly once", adds)
+	}
+	if _, err := engine.Fold("trip", evs); err != nil {
+		t.Fatal(err)
+	}
+	// A second resume has nothing to do and runs nothing again.
+	if r := wag(t, home, "resume", "trip"); r.code != exitOK {
+		t.Fatalf("second resume: exit %d %s", r.code, r.stderr)
+	}
+	if n := count(events(t, home, "trip"), engine.EvToolCall, nil); n != 2 {
+		t.Errorf("%d tool calls after a second resume, want 2", n)
+	}
+	// The log renders as turns and steps.
+	r = wag(t, home, "log", "trip")
+	for _, want := range []string{"turn 1", "step 1", "user: add 40", "approval asked for add-1 by policy", "add-1 allowed by cli", "result add-1: 40", "turn 1 ended: completed"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("log lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	// --json after the positional argument works, one event per line.
+	r = wag(t, home, "log", "trip", "--json")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != len(evs) {
+		t.Fatalf("log --json printed %d lines for %d events", len(lines), len(evs))
+	}
+	for _, l := range lines {
+		var e store.Event
+		if err := json.Unmarshal([]byte(l), &e); err != nil || e.Type == "" {
+			t.Fatalf("log --json line %q: %v", l, err)
+		}
+	}
+}
+
+func TestDenyFromAnotherShell(t *testing.T) {
+	home := t.TempDir()
+	wag(t, home, "run", "--session", "d", "--script", testdata("approval-replies.yaml"), "--pipeline", testdata("approval.yaml"), "add 40")
+	if r := wag(t, home, "deny", "d", "--all", "--note", "not today"); r.code != exitOK {
+		t.Fatalf("deny: %d %s", r.code, r.stderr)
+	}
+	r := wag(t, home, "resume", "d")
+	if r.code != exitOK {
+		t.Fatalf("resume: %d %s", r.code, r.stderr)
+	}
+	evs := events(t, home, "d")
+	if n := count(evs, engine.EvToolCall, func(d json.RawMessage) bool { return strings.Contains(string(d), "add-1") }); n != 0 {
+		t.Errorf("denied call ran %d times", n)
+	}
+	if n := count(evs, engine.EvToolResult, func(d json.RawMessage) bool { return strings.Contains(string(d), "TOOL_DENIED") }); n != 1 {
+		t.Errorf("%d denied results, want 1", n)
+	}
+}
+
+func TestRunJSONAndInputCommands(t *testing.T) {
+	home := t.TempDir()
+	r := wag(t, home, "run", "--session", "j", "--script", testdata("plain-replies.yaml"), "--json", "hi")
+	if r.code != exitOK {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	kinds := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("--json line %q is not JSON: %v", l, err)
+		}
+		kinds[v["kind"].(string)]++
+	}
+	if kinds["delta"] == 0 || kinds["event"] == 0 {
+		t.Errorf("--json kinds %v, want deltas and events", kinds)
+	}
+	// send and steer queue; resume drains both in one turn each.
+	if r := wag(t, home, "send", "j", "second"); r.code != exitOK || !strings.Contains(r.stdout, "queued") {
+		t.Fatalf("send: %d %s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := wag(t, home, "steer", "j", "be brief"); r.code != exitOK {
+		t.Fatalf("steer: %d %s", r.code, r.stderr)
+	}
+	r = wag(t, home, "sessions")
+	if !strings.Contains(r.stdout, "j ") || !strings.Contains(r.stdout, "2 queued") {
+		t.Errorf("sessions: %s", r.stdout)
+	}
+	// step makes one transition at a time.
+	r = wag(t, home, "step", "j")
+	if r.code != exitOK || !strings.Contains(r.stdout, "turn/start") {
+		t.Errorf("step: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := wag(t, home, "resume", "j"); r.code != exitOK || !strings.Contains(r.stdout, "Second answer.") {
+		t.Fatalf("resume: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	// cancel with queued input discards it.
+	wag(t, home, "send", "j", "never mind")
+	r = wag(t, home, "cancel", "j")
+	if r.code != exitOK || !strings.Contains(r.stdout, "discarded 1 queued message") {
+		t.Errorf("cancel: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown command", []string{"frobnicate"}, exitUsage, `no command "frobnicate"`},
+		{"unknown flag", []string{"run", "--frob"}, exitUsage, "flag provided but not defined: -frob"},
+		{"missing argument", []string{"log"}, exitUsage, "usage: wagent log SESSION"},
+		{"nonexistent session", []string{"log", "nope"}, exitFailure, `no session "nope"`},
+		{"resume nonexistent", []string{"resume", "nope"}, exitFailure, `no session "nope"`},
+		{"approve nonexistent", []string{"approve", "nope", "--all"}, exitFailure, `no session "nope"`},
+		{"bad session id", []string{"log", "a/b"}, exitUsage, "session id"},
+		{"malformed pipeline", []string{"run", "--script", testdata("plain-replies.yaml"), "--pipeline", testdata("malformed.yaml"), "hi"}, exitFailure, `malformed.yaml:3: unknown key "colour"; known keys here: use, config`},
+		{"missing pipeline", []string{"run", "--script", testdata("plain-replies.yaml"), "--pipeline", testdata("nope.yaml"), "hi"}, exitFailure, "no such file"},
+		{"module not wasm", []string{"run", "--script", testdata("plain-replies.yaml"), "--pipeline", testdata("notwasm.yaml"), "hi"}, exitFailure, "not a valid wasm module"},
+		{"module without marker", []string{"run", "--script", testdata("plain-replies.yaml"), "--pipeline", testdata("nomarker.yaml"), "hi"}, exitFailure, "marker"},
+		{"pin mismatch", []string{"run", "--script", testdata("plain-replies.yaml"), "--pipeline", testdata("pinned.yaml"), "hi"}, exitFailure, "the pipeline pins 0000"},
+		{"ops check not wasm", []string{"ops", "check", testdata("plain-replies.yaml")}, exitFailure, "not a valid wasm module"},
+		{"ops check no marker", []string{"ops", "check", filepath.Join("..", "..", "testdata", "hostile", "no_marker.wasm")}, exitFailure, "marker"},
+		{"script provider without script", []string{"run", "--provider", "script", "hi"}, exitUsage, "needs --script"},
+		{"openai without model", []string{"run", "--provider", "openai", "hi"}, exitUsage, "needs a model"},
+		{"unknown provider", []string{"run", "--provider", "magic", "hi"}, exitUsage, `unknown --provider "magic"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			r := wag(t, home, tc.args...)
+			if r.code != tc.code {
+				t.Errorf("exit %d, want %d\nstderr: %s", r.code, tc.code, r.stderr)
+			}
+			mustOneLine(t, r, tc.want)
+			if ids := sessions(t, home); len(ids) != 0 {
+				t.Errorf("sessions written: %v", ids)
+			}
+		})
+	}
+}
+
+func TestHelpShowsExamples(t *testing.T) {
+	for _, cmd := range [][]string{{"run"}, {"resume"}, {"approve"}, {"deny"}, {"send"}, {"steer"}, {"cancel"}, {"step"}, {"log"}, {"sessions"}, {"ops", "inspect"}, {"ops", "check"}, {"version"}} {
+		r := wag(t, t.TempDir(), append(cmd, "--help")...)
+		if r.code != exitOK || !strings.Contains(r.stdout, "Example") {
+			t.Errorf("%v --help: exit %d, no example:\n%s", cmd, r.code, r.stdout)
+		}
+	}
+}
+
+func TestVersionAndInspect(t *testing.T) {
+	if r := wag(t, t.TempDir(), "version"); r.code != exitOK || !strings.HasPrefix(r.stdout, "wagent ") {
+		t.Errorf("version: %d %q", r.code, r.stdout)
+	}
+	r := wag(t, t.TempDir(), "ops", "inspect", filepath.Join("..", "..", "examples", "wasm-ops", "calculator", "calculator.wasm"))
+	if r.code != exitOK || !strings.Contains(r.stdout, "calc_divide") || !strings.Contains(r.stdout, "sha256:") {
+		t.Errorf("inspect: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+}
