@@ -349,7 +349,7 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 	}
 	p, err := engine.NewPipeline(engineOps...)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline %s: %v", s.label(), err)
+		return nil, fmt.Errorf("pipeline %s: %s", s.label(), strings.TrimPrefix(err.Error(), "pipeline: "))
 	}
 	l.Pipeline = p
 	return l, nil
