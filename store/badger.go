@@ -90,6 +90,10 @@ const conflictRetries = 16
 //
 // If another process, or another Badger in this process, holds dir, it fails
 // at once with an error that wraps ErrLocked and names the directory.
+//
+// Opening after a crash recovers: badger replays its write-ahead log, and
+// OpenBadger first removes the empty files a crash can leave behind, which
+// badger v4.9.6 would otherwise refuse to open.
 func OpenBadger(dir string, opts BadgerOptions) (*Badger, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("%w: open store: empty directory name", ErrInvalid)
@@ -108,6 +112,10 @@ func OpenBadger(dir string, opts BadgerOptions) (*Badger, error) {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
+	}
+	if err := removeEmptyLogFiles(abs, logger); err != nil {
+		lock.release()
+		return nil, fmt.Errorf("open store %s: %w", abs, err)
 	}
 	db, err := badger.Open(badgerOptions(abs, opts, logger))
 	if err != nil {
@@ -160,6 +168,38 @@ func badgerOptions(dir string, opts BadgerOptions, logger *slog.Logger) badger.O
 // log. 257 entries (a largest append plus the head) of just under 4 KiB and
 // their keys stay under the 1.2 MiB a transaction may carry.
 const valueThreshold = 4 << 10
+
+// removeEmptyLogFiles deletes empty memtable (.mem) and value-log (.vlog)
+// files from dir. Badger creates such a file and then sizes it; a process
+// killed in between leaves it empty, and badger v4.9.6 then refuses to open
+// the directory ("Create a new file", dgraph-io/badger#2207, unfixed in
+// v4.9.6). An empty file holds no entry and no value pointer can point into
+// it, so removing it loses nothing. It must run only under the directory
+// lock: a live badger creates these files empty for a moment.
+func removeEmptyLogFiles(dir string, logger *slog.Logger) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || !(strings.HasSuffix(name, ".mem") || strings.HasSuffix(name, ".vlog")) {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		if info.Size() != 0 {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("remove empty %s left by a crash: %w", name, err)
+		}
+		logger.Warn("store: removed an empty badger file left by a crash", "dir", dir, "file", name)
+	}
+	return nil
+}
 
 // isBadgerLockError recognises badger's report that its directory lock is
 // held. Badger formats the cause with %v, so only its text is left.
