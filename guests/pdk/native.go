@@ -1,0 +1,74 @@
+//go:build !wasip1
+
+package pdk
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/wagent/wagent/hostabi"
+)
+
+// Main prints the registered op's manifest as JSON and exits: the build
+// tool (guests/cmd/wagent-build) runs the op's package natively to get the
+// manifest it embeds in the .wasm. In a guest, Main does nothing.
+func Main() {
+	b, err := ManifestJSON()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Stdout.Write(append(b, '\n'))
+}
+
+// Fake is a host for running an op natively in tests.
+type Fake struct {
+	Messages []hostabi.Message
+	Notes    map[string]string
+	// Logs collects the lines the op logged.
+	Logs []string
+}
+
+func (f *Fake) message(i int) (hostabi.Message, bool) {
+	if i < 0 || i >= len(f.Messages) {
+		return hostabi.Message{}, false
+	}
+	return f.Messages[i], true
+}
+
+func (f *Fake) note(key string) (string, bool) {
+	v, ok := f.Notes[key]
+	return v, ok
+}
+
+func (f *Fake) log(level int32, text string) { f.Logs = append(f.Logs, text) }
+
+// Test runs the registered op's handler for view.Hook natively, with f
+// serving messages and notes, and returns its effects as the host would
+// see them (each checked with hostabi.Effect.CheckFor). The view goes
+// through the wire codec, as it would in a guest.
+func Test(view *hostabi.View, f *Fake) ([]hostabi.Effect, error) {
+	if f == nil {
+		f = &Fake{}
+	}
+	c := &Call{host: f}
+	if err := hostabi.ParseView(hostabi.AppendView(nil, view), &c.View); err != nil {
+		return nil, err
+	}
+	if c.View.Messages == 0 {
+		c.View.Messages = len(f.Messages)
+	}
+	if _, err := dispatch(view.Hook, c); err != nil {
+		return nil, err
+	}
+	out, err := hostabi.ParseEffects(nil, hostabi.AppendEffects(nil, c.effects))
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if err := out[i].CheckFor(&registered.Manifest, &c.View); err != nil {
+			return nil, fmt.Errorf("effect %d: %w", i, err)
+		}
+	}
+	return out, nil
+}

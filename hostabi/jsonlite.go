@@ -1,0 +1,664 @@
+package hostabi
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// This file is a small, allocation-light JSON reader and writer for the
+// ABI's own documents (views, messages, effects). It exists because
+// reflection-based encoding/json dominates a Go guest's cost per call (see
+// NOTES.md); the host uses it too, so both sides share one codec.
+//
+// The grammar is RFC 8259. Differences from encoding/json, on purpose:
+// object keys match exactly (encoding/json folds case), and a document
+// must be a single value.
+
+// ErrSyntax is wrapped by every decoding error of the lean codec.
+var ErrSyntax = errors.New("malformed JSON")
+
+// reader decodes a document in place. Decoders call its methods as they
+// go; there is no separate tokenizing pass (in Go compiled to wasm such a
+// pass measured slower than this).
+type reader struct {
+	b []byte
+	i int
+	// alias makes strings and raw values point into b instead of copying.
+	alias bool
+}
+
+func (d *reader) errorf(format string, args ...any) error {
+	return fmt.Errorf("%w at offset %d: %s", ErrSyntax, d.i, fmt.Sprintf(format, args...))
+}
+
+func (d *reader) ws() {
+	for d.i < len(d.b) {
+		switch d.b[d.i] {
+		case ' ', '\t', '\n', '\r':
+			d.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek skips white space and returns the next byte (0 at the end).
+func (d *reader) peek() byte {
+	for d.i < len(d.b) {
+		switch c := d.b[d.i]; c {
+		case ' ', '\t', '\n', '\r':
+			d.i++
+		default:
+			return c
+		}
+	}
+	return 0
+}
+
+// end checks that only white space is left.
+func (d *reader) end() error {
+	if d.ws(); d.i < len(d.b) {
+		return d.errorf("data after the value")
+	}
+	return nil
+}
+
+func (d *reader) lit(s string) bool {
+	if len(d.b)-d.i >= len(s) && string(d.b[d.i:d.i+len(s)]) == s {
+		d.i += len(s)
+		return true
+	}
+	return false
+}
+
+// null consumes a null literal if one is next.
+func (d *reader) null() bool {
+	if d.peek() == 'n' {
+		return d.lit("null")
+	}
+	return false
+}
+
+// object reads the opening brace of an object; it reports false for null.
+func (d *reader) object() (bool, error) {
+	switch d.peek() {
+	case '{':
+		d.i++
+		return true, nil
+	case 'n':
+		if d.lit("null") {
+			return false, nil
+		}
+	}
+	return false, d.errorf("want an object")
+}
+
+// key returns the next key of an object, or ok=false at its closing brace.
+// first tells whether no member has been read yet.
+func (d *reader) key(first *bool) (key []byte, ok bool, err error) {
+	c := d.peek()
+	if c == '}' {
+		d.i++
+		return nil, false, nil
+	}
+	if !*first {
+		if c != ',' {
+			return nil, false, d.errorf("want ',' or '}' in object")
+		}
+		d.i++
+		c = d.peek()
+	}
+	*first = false
+	if c != '"' {
+		return nil, false, d.errorf("want a string key")
+	}
+	key, err = d.strBytes(nil)
+	if err != nil {
+		return nil, false, err
+	}
+	if d.peek() != ':' {
+		return nil, false, d.errorf("want ':' after key")
+	}
+	d.i++
+	return key, true, nil
+}
+
+// array reads the opening bracket of an array; it reports false for null.
+func (d *reader) array() (bool, error) {
+	switch d.peek() {
+	case '[':
+		d.i++
+		return true, nil
+	case 'n':
+		if d.lit("null") {
+			return false, nil
+		}
+	}
+	return false, d.errorf("want an array")
+}
+
+// elem reports whether another array element follows.
+func (d *reader) elem(first *bool) (bool, error) {
+	c := d.peek()
+	if c == ']' {
+		d.i++
+		return false, nil
+	}
+	if !*first {
+		if c != ',' {
+			return false, d.errorf("want ',' or ']' in array")
+		}
+		d.i++
+		if d.peek() == ']' {
+			return false, d.errorf("trailing comma in array")
+		}
+	}
+	*first = false
+	return true, nil
+}
+
+// str reads a string (null gives "").
+func (d *reader) str() (string, error) {
+	c := d.peek()
+	if c == 'n' && d.lit("null") {
+		return "", nil
+	}
+	if c != '"' {
+		return "", d.errorf("want a string")
+	}
+	start := d.i + 1
+	// Fast path: no escapes, ASCII only.
+	for j := start; j < len(d.b); j++ {
+		c := d.b[j]
+		if c == '"' {
+			d.i = j + 1
+			if d.alias {
+				return unsafe.String(unsafe.SliceData(d.b[start:]), j-start), nil
+			}
+			return string(d.b[start:j]), nil
+		}
+		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
+			break
+		}
+	}
+	b, err := d.strBytes(nil)
+	return string(b), err
+}
+
+// strBytes reads a string, unescaping it into dst (or aliasing the input
+// when nothing needs unescaping). Invalid UTF-8 becomes U+FFFD, as in
+// encoding/json.
+func (d *reader) strBytes(dst []byte) ([]byte, error) {
+	if d.i >= len(d.b) || d.b[d.i] != '"' {
+		return nil, d.errorf("want a string")
+	}
+	d.i++
+	start := d.i
+	for j := start; j < len(d.b); j++ {
+		c := d.b[j]
+		if c == '"' {
+			d.i = j + 1
+			return d.b[start:j], nil
+		}
+		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
+			break
+		}
+	}
+	out := dst[:0]
+	for d.i < len(d.b) {
+		c := d.b[d.i]
+		switch {
+		case c == '"':
+			d.i++
+			return out, nil
+		case c < 0x20:
+			return nil, d.errorf("control character in string")
+		case c == '\\':
+			if d.i+1 >= len(d.b) {
+				return nil, d.errorf("unterminated escape")
+			}
+			e := d.b[d.i+1]
+			d.i += 2
+			switch e {
+			case '"', '\\', '/':
+				out = append(out, e)
+			case 'b':
+				out = append(out, '\b')
+			case 'f':
+				out = append(out, '\f')
+			case 'n':
+				out = append(out, '\n')
+			case 'r':
+				out = append(out, '\r')
+			case 't':
+				out = append(out, '\t')
+			case 'u':
+				r, ok := d.hex4()
+				if !ok {
+					return nil, d.errorf("bad \\u escape")
+				}
+				if utf16.IsSurrogate(r) {
+					r2 := utf8.RuneError
+					save := d.i
+					if len(d.b)-d.i >= 2 && d.b[d.i] == '\\' && d.b[d.i+1] == 'u' {
+						d.i += 2
+						if x, ok := d.hex4(); ok {
+							r2 = x
+						} else {
+							return nil, d.errorf("bad \\u escape")
+						}
+					}
+					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+						r = dec
+					} else {
+						r = utf8.RuneError
+						d.i = save
+					}
+				}
+				out = utf8.AppendRune(out, r)
+			default:
+				return nil, d.errorf("bad escape \\%c", e)
+			}
+		case c < utf8.RuneSelf:
+			out = append(out, c)
+			d.i++
+		default:
+			r, n := utf8.DecodeRune(d.b[d.i:])
+			if r == utf8.RuneError && n == 1 {
+				out = utf8.AppendRune(out, utf8.RuneError)
+			} else {
+				out = append(out, d.b[d.i:d.i+n]...)
+			}
+			d.i += n
+		}
+	}
+	return nil, d.errorf("unterminated string")
+}
+
+func (d *reader) hex4() (rune, bool) {
+	if len(d.b)-d.i < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range d.b[d.i : d.i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	d.i += 4
+	return r, true
+}
+
+// number scans a JSON number and returns its text.
+func (d *reader) number() ([]byte, error) {
+	d.ws()
+	start := d.i
+	if d.i < len(d.b) && d.b[d.i] == '-' {
+		d.i++
+	}
+	switch {
+	case d.i < len(d.b) && d.b[d.i] == '0':
+		d.i++
+	case d.i < len(d.b) && '1' <= d.b[d.i] && d.b[d.i] <= '9':
+		for d.i < len(d.b) && '0' <= d.b[d.i] && d.b[d.i] <= '9' {
+			d.i++
+		}
+	default:
+		return nil, d.errorf("want a number")
+	}
+	if d.i < len(d.b) && d.b[d.i] == '.' {
+		d.i++
+		n := d.i
+		for d.i < len(d.b) && '0' <= d.b[d.i] && d.b[d.i] <= '9' {
+			d.i++
+		}
+		if d.i == n {
+			return nil, d.errorf("want digits after '.'")
+		}
+	}
+	if d.i < len(d.b) && (d.b[d.i] == 'e' || d.b[d.i] == 'E') {
+		d.i++
+		if d.i < len(d.b) && (d.b[d.i] == '+' || d.b[d.i] == '-') {
+			d.i++
+		}
+		n := d.i
+		for d.i < len(d.b) && '0' <= d.b[d.i] && d.b[d.i] <= '9' {
+			d.i++
+		}
+		if d.i == n {
+			return nil, d.errorf("want digits in exponent")
+		}
+	}
+	return d.b[start:d.i], nil
+}
+
+// int reads an integer (null gives 0). Fractions and exponents are refused,
+// as encoding/json refuses them for integer fields.
+func (d *reader) int(bits int) (int64, error) {
+	if d.null() {
+		return 0, nil
+	}
+	num, err := d.number()
+	if err != nil {
+		return 0, err
+	}
+	// Most numbers are small plain integers: no strconv, no allocation.
+	if len(num) <= 18 {
+		neg := num[0] == '-'
+		digits := num
+		if neg {
+			digits = num[1:]
+		}
+		var n int64
+		ok := len(digits) > 0
+		for _, c := range digits {
+			if c < '0' || c > '9' {
+				ok = false
+				break
+			}
+			n = n*10 + int64(c-'0')
+		}
+		if ok {
+			if neg {
+				n = -n
+			}
+			if bits >= 64 || (n >= -(1<<(bits-1)) && n < 1<<(bits-1)) {
+				return n, nil
+			}
+		}
+	}
+	n, perr := strconv.ParseInt(string(num), 10, bits)
+	if perr != nil {
+		return 0, d.errorf("number %s is not a %d-bit integer", num, bits)
+	}
+	return n, nil
+}
+
+// bool reads true or false (null gives false).
+func (d *reader) bool() (bool, error) {
+	switch d.peek() {
+	case 't':
+		if d.lit("true") {
+			return true, nil
+		}
+	case 'f':
+		if d.lit("false") {
+			return false, nil
+		}
+	case 'n':
+		if d.lit("null") {
+			return false, nil
+		}
+	}
+	return false, d.errorf("want true or false")
+}
+
+// skip reads any value and returns its bytes.
+func (d *reader) skip(depth int) ([]byte, error) {
+	if depth >= maxDepth {
+		return nil, d.errorf("nested deeper than %d", maxDepth)
+	}
+	c := d.peek()
+	start := d.i
+	switch {
+	case c == '{':
+		d.i++
+		first := true
+		for {
+			_, ok, err := d.key(&first)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				break
+			}
+			if _, err := d.skip(depth + 1); err != nil {
+				return nil, err
+			}
+		}
+	case c == '[':
+		d.i++
+		first := true
+		for {
+			ok, err := d.elem(&first)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				break
+			}
+			if _, err := d.skip(depth + 1); err != nil {
+				return nil, err
+			}
+		}
+	case c == '"':
+		if _, err := d.strBytes(nil); err != nil {
+			return nil, err
+		}
+	case c == 't':
+		if !d.lit("true") {
+			return nil, d.errorf("bad literal")
+		}
+	case c == 'f':
+		if !d.lit("false") {
+			return nil, d.errorf("bad literal")
+		}
+	case c == 'n':
+		if !d.lit("null") {
+			return nil, d.errorf("bad literal")
+		}
+	case c == '-' || ('0' <= c && c <= '9'):
+		if _, err := d.number(); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, d.errorf("want a value")
+	}
+	return d.b[start:d.i], nil
+}
+
+// raw reads any value and returns it (a copy unless aliasing); null gives
+// nil, like encoding/json does for json.RawMessage fields.
+func (d *reader) raw() ([]byte, error) {
+	v, err := d.skip(0)
+	if err != nil {
+		return nil, err
+	}
+	if string(v) == "null" {
+		return nil, nil
+	}
+	if d.alias {
+		return v[:len(v):len(v)], nil
+	}
+	return append([]byte(nil), v...), nil
+}
+
+func (d *reader) strings() ([]string, error) {
+	ok, err := d.array()
+	if err != nil || !ok {
+		return nil, err
+	}
+	out := []string{}
+	first := true
+	for {
+		more, err := d.elem(&first)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return out, nil
+		}
+		s, err := d.str()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+}
+
+// maxDepth bounds nesting, as encoding/json does.
+const maxDepth = 10000
+
+// writer helpers.
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD
+// and <, >, & are left as they are (the ABI is not HTML).
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += n
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+func appendKey(dst []byte, first *bool, key string) []byte {
+	if !*first {
+		dst = append(dst, ',')
+	}
+	*first = false
+	dst = append(dst, '"')
+	dst = append(dst, key...)
+	return append(dst, '"', ':')
+}
+
+func appendStrings(dst []byte, list []string) []byte {
+	if list == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	for i, s := range list {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, s)
+	}
+	return append(dst, ']')
+}
+
+// appendRaw appends a raw JSON value; empty means null. The value is
+// copied as it is: callers hand in valid JSON (it came from a decoder or
+// from json.Marshal).
+func appendRaw(dst, raw []byte) []byte {
+	if len(raw) == 0 {
+		return append(dst, "null"...)
+	}
+	return append(dst, raw...)
+}
+
+func appendInt(dst []byte, n int64) []byte { return strconv.AppendInt(dst, n, 10) }
+
+func appendBool(dst []byte, b bool) []byte {
+	if b {
+		return append(dst, "true"...)
+	}
+	return append(dst, "false"...)
+}
+
+func toInt(n int64) int {
+	if n > math.MaxInt || n < math.MinInt {
+		return 0
+	}
+	return int(n)
+}
+
+// Field returns the raw JSON value of key in the top-level object doc, for
+// ops that need one value out of a config or tool arguments without a
+// reflection-based decoder. It reports false when doc is not an object or
+// has no such key; the last duplicate wins. The value shares doc's memory.
+func Field(doc []byte, key string) ([]byte, bool) {
+	d := &reader{b: doc}
+	ok, err := d.object()
+	if err != nil || !ok {
+		return nil, false
+	}
+	var found []byte
+	first := true
+	for {
+		k, more, err := d.key(&first)
+		if err != nil {
+			return nil, false
+		}
+		if !more {
+			break
+		}
+		v, err := d.skip(0)
+		if err != nil {
+			return nil, false
+		}
+		if string(k) == key {
+			found = v
+		}
+	}
+	if d.end() != nil || found == nil {
+		return nil, false
+	}
+	return found, true
+}
+
+// String decodes a raw JSON string (null gives "").
+func String(raw []byte) (string, error) {
+	d := &reader{b: raw}
+	s, err := d.str()
+	if err != nil {
+		return "", err
+	}
+	return s, d.end()
+}
+
+// Strings decodes a raw JSON array of strings (null gives nil).
+func Strings(raw []byte) ([]string, error) {
+	d := &reader{b: raw}
+	s, err := d.strings()
+	if err != nil {
+		return nil, err
+	}
+	return s, d.end()
+}

@@ -1,0 +1,252 @@
+package wasmhost
+
+// Benchmarks of the wasm runtime, in one run against their baselines:
+//
+//	go test ./hostabi/wasmhost -run '^$' -bench . -benchtime 2s
+//
+// x_native is a wasm call's time over the native op's; x_10msgs is a call
+// at 1000 prior messages over one at 10.
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/hostabi"
+)
+
+// nativePolicy is the policy example's tool hook as a native op: the
+// baseline a wasm op is measured against.
+type nativePolicy struct {
+	man        hostabi.Manifest
+	lastConfig string
+	allow      []string
+	deny       []string
+}
+
+func (n *nativePolicy) Manifest() *hostabi.Manifest { return &n.man }
+
+func (n *nativePolicy) Handle(ctx context.Context, v *hostabi.View, r engine.Reader) ([]hostabi.Effect, error) {
+	if string(v.Config) != n.lastConfig {
+		raw, _ := hostabi.Field(v.Config, "allow")
+		n.allow, _ = hostabi.Strings(raw)
+		raw, _ = hostabi.Field(v.Config, "deny")
+		n.deny, _ = hostabi.Strings(raw)
+		n.lastConfig = string(v.Config)
+	}
+	var out []hostabi.Effect
+	var ask []string
+	for _, c := range v.Tool.Calls {
+		switch {
+		case contains(n.allow, c.Name):
+			out = append(out, hostabi.Effect{Kind: hostabi.KindDecision, CallID: c.ID, Allow: true, Scope: hostabi.ScopeOnce, Text: "on the allow list"})
+		case contains(n.deny, c.Name):
+			out = append(out, hostabi.Effect{Kind: hostabi.KindDecision, CallID: c.ID, Scope: hostabi.ScopeOnce, Text: "on the deny list"})
+		default:
+			if val, ok := r.Note("always:" + c.Name); ok && val == "allow" {
+				out = append(out, hostabi.Effect{Kind: hostabi.KindDecision, CallID: c.ID, Allow: true, Scope: hostabi.ScopeOnce, Text: "allowed always"})
+				continue
+			}
+			ask = append(ask, c.ID)
+		}
+	}
+	if len(ask) > 0 {
+		out = append(out, hostabi.Effect{Kind: hostabi.KindApprovalRequest, CallIDs: ask, Text: "not on the allow list"})
+	}
+	return out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+var policyConfig = []byte(`{"allow":["calc_total","read_file"],"deny":["rm"]}`)
+
+// policyView is the benchmark's view: two tool calls, both on the allow
+// list, with the config set as the engine would set it.
+func policyView() *hostabi.View {
+	v := toolView("calc_total", "read_file")
+	v.Config = policyConfig
+	return v
+}
+
+func timePerCall(op engine.Operation, v *hostabi.View, r engine.Reader, n int) time.Duration {
+	ctx := context.Background()
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if _, err := op.Handle(ctx, v, r); err != nil {
+			panic(err)
+		}
+	}
+	return time.Since(start) / time.Duration(n)
+}
+
+func benchCalls(b *testing.B, op engine.Operation, v *hostabi.View, r engine.Reader) {
+	ctx := context.Background()
+	if _, err := op.Handle(ctx, v, r); err != nil { // warm the pool
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		eff, err := op.Handle(ctx, v, r)
+		if err != nil || len(eff) != 2 {
+			b.Fatalf("effects %v, err %v", eff, err)
+		}
+	}
+}
+
+// BenchmarkPolicyCall: the same allow-list approval over two tool calls,
+// native and as a wasm op under each deadline strategy: instrumented (the
+// default), wazero's close-on-context-done checks, and none (Trusted).
+func BenchmarkPolicyCall(b *testing.B) {
+	v, r := policyView(), history(10)
+	native := &nativePolicy{man: hostabi.Manifest{Name: "policy", Hooks: []hostabi.Hook{hostabi.HookTool}}}
+	b.Run("native", func(b *testing.B) { benchCalls(b, native, v, r) })
+	for _, c := range []struct {
+		name string
+		opts []LoadOption
+	}{{"wasm", nil}, {"wasm-wazero-checks", []LoadOption{checked()}}, {"wasm-trusted", []LoadOption{trusted()}}} {
+		b.Run(c.name, func(b *testing.B) {
+			op := newOp(b, load(b, "guests/examples/policy/policy.wasm", c.opts...), Config{})
+			benchCalls(b, op, v, r)
+			b.StopTimer()
+			wasmNs := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			nativeNs := float64(timePerCall(native, v, r, 200000).Nanoseconds())
+			b.ReportMetric(wasmNs/nativeNs, "x_native")
+		})
+	}
+}
+
+// BenchmarkEmptyCall is the host's own cost per call: a WAT handler that
+// returns at once, under each deadline strategy.
+func BenchmarkEmptyCall(b *testing.B) {
+	v, r := toolView(), history(0)
+	for _, c := range []struct {
+		name string
+		opts []LoadOption
+	}{{"instrumented", nil}, {"wazero-checks", []LoadOption{checked()}}, {"trusted", []LoadOption{trusted()}}} {
+		b.Run(c.name, func(b *testing.B) {
+			op := newOp(b, load(b, "testdata/wat/noop.wasm", c.opts...), Config{})
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := op.Handle(ctx, v, r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHistory: the policy op's stop check, which reads the messages
+// it needs through the host, at 10 and at 1000 prior messages.
+func BenchmarkHistory(b *testing.B) {
+	stopView := func(n int) *hostabi.View {
+		return &hostabi.View{Hook: hostabi.HookTurnStopping, Session: "s1", Op: "policy", Turn: 3, Step: 2, Messages: n,
+			Config: policyConfig, Stop: &hostabi.StopView{Content: "", FinishReason: "stop"}}
+	}
+	op := newOp(b, load(b, "guests/examples/policy/policy.wasm"), Config{})
+	mk := func(n int) *fakeReader {
+		r := history(n)
+		r.messages[n-2].Content = "what is 6*7?"
+		return r
+	}
+	for _, n := range []int{10, 1000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			v, r := stopView(n), mk(n)
+			ctx := context.Background()
+			if eff, err := op.Handle(ctx, v, r); err != nil || len(eff) != 2 {
+				b.Fatalf("effects %v, err %v", eff, err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := op.Handle(ctx, v, r); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if n == 1000 {
+				ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+				base := float64(timePerCall(op, stopView(10), mk(10), 20000).Nanoseconds())
+				b.ReportMetric(ns/base, "x_10msgs")
+			}
+		})
+	}
+}
+
+// BenchmarkLoad: compiling a Go guest with an empty cache, loading it again
+// from the disk cache in a new Runtime (a new process, in effect), and
+// making a fresh instance (instantiate plus _initialize).
+func BenchmarkLoad(b *testing.B) {
+	wasm := readRepo(b, "guests/examples/policy/policy.wasm")
+	ctx := context.Background()
+	b.Run("cold-compile", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			r, err := NewRuntime(ctx, WithCacheDir(b.TempDir()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := r.Load(ctx, wasm); err != nil {
+				b.Fatal(err)
+			}
+			r.Close(ctx)
+		}
+	})
+	b.Run("warm-load", func(b *testing.B) {
+		dir := b.TempDir()
+		r, _ := NewRuntime(ctx, WithCacheDir(dir))
+		if _, err := r.Load(ctx, wasm); err != nil {
+			b.Fatal(err)
+		}
+		r.Close(ctx)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			r, _ := NewRuntime(ctx, WithCacheDir(dir))
+			if _, err := r.Load(ctx, wasm); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			r.Close(ctx)
+			b.StartTimer()
+		}
+	})
+	b.Run("instantiate", func(b *testing.B) {
+		op := newOp(b, load(b, "guests/examples/policy/policy.wasm"), Config{})
+		for i := 0; i < b.N; i++ {
+			inst, err := op.pool.instantiate(ctx, op.limits)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			inst.discard()
+			b.StartTimer()
+		}
+	})
+	b.Run("pooled", func(b *testing.B) {
+		op := newOp(b, load(b, "guests/examples/policy/policy.wasm"), Config{})
+		if err := op.Warm(ctx); err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < b.N; i++ {
+			inst, err := op.pool.get(ctx, op.limits)
+			if err != nil {
+				b.Fatal(err)
+			}
+			op.pool.put(inst)
+		}
+	})
+}
+
+func checked() LoadOption { return func(o *loadOptions) { o.checked = true } }
+
+func trusted() LoadOption { return func(o *loadOptions) { o.trusted = true } }

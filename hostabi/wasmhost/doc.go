@@ -1,0 +1,30 @@
+// Package wasmhost runs wagent operations compiled to WebAssembly: it loads
+// a module, checks it against the ABI (hostabi/ABI.md) without running it,
+// and adapts it to engine.Operation, so a .wasm op runs in the same
+// pipeline as a native one.
+//
+// A process keeps one Runtime. It compiles each module once, caches the
+// machine code on disk (DefaultCacheDir, or $WAGENT_CACHE_DIR), and pools
+// instances per module, memory limit and grant set, whichever op or session
+// asks:
+//
+//	rt, err := wasmhost.NewRuntime(ctx)
+//	mod, err := rt.LoadFile(ctx, "ops/policy.wasm")        // checked, compiled
+//	op, err := rt.NewOp(mod, wasmhost.Config{              // one pipeline entry
+//		Config: json.RawMessage(`{"allow":["calc_total"]}`),
+//		Limits: wasmhost.Limits{MemoryPages: 256, Timeout: 200 * time.Millisecond},
+//		Grants: wasmhost.Grants{Mounts: []wasmhost.Mount{{HostDir: "./skills", GuestPath: "/skills"}}},
+//	})
+//	effects, err := op.Handle(ctx, view, reader)           // engine.Operation
+//
+// A call that traps, runs past its deadline, grows its memory past the
+// limit, hands over too much or breaks the ABI returns an *engine.Fault of
+// the matching kind; the instance is discarded and the next call gets a
+// fresh one. Guests get no real clock, no randomness, no environment and no
+// file system beyond the read-only mounts they request and are granted.
+//
+// Deadlines are enforced by instrumenting each module at load: a cheap
+// check at every function entry and loop header, with a periodic return to
+// Go so a looping guest never stalls the Go scheduler or garbage collector.
+// RATIONALE.md records why, with the measurements behind it.
+package wasmhost

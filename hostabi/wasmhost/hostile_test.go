@@ -1,0 +1,158 @@
+package wasmhost
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/hostabi"
+)
+
+// Every module in testdata/hostile is refused at load or faults at its
+// first call with exactly the failure below; after a fault the op keeps
+// working (the faulted instance is discarded and a fresh one is made, which
+// faults the same way rather than failing for being broken).
+
+func TestHostileLoad(t *testing.T) {
+	for _, tc := range []struct{ file, want string }{
+		{"bad_import", "module imports env.abort; operations may import only from \"wagent\" and the allowed part of \"wasi_snapshot_preview1\""},
+		{"wasi_socket", "module imports wasi_snapshot_preview1.sock_accept, which is not in the allowed WASI subset"},
+		{"bad_signature", "import wagent.view has signature (i32) -> (i32); ABI v1 defines (i32, i32) -> (i32)"},
+		{"no_marker", "not a wagent operation: no wagent_abi_vN export marks its ABI version"},
+		{"v2", "module speaks wagent ABI v2 but this host speaks v1"},
+		{"lying", "manifest declares hook \"prompt\" but the module exports no wagent_on_prompt"},
+		{"no_manifest", "module has no wagent.manifest custom section"},
+		{"bad_manifest", "wagent.manifest section: invalid manifest: not a JSON object"},
+		{"start", "module has a start function, which would run before the host can bound it; export _initialize instead"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			_, err := rt(t).LoadFile(context.Background(), repo("testdata/hostile/"+tc.file+".wasm"))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("load error = %v, want it to contain %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("load error is not one line: %q", err)
+			}
+		})
+	}
+}
+
+func TestHostileCall(t *testing.T) {
+	ownedView := toolView("calc_total", "other")
+	ownedView.Op = "not_owned"
+	ownedView.Tool.Calls[1].Owner = "someone-else"
+	for _, tc := range []struct {
+		file     string
+		limits   Limits
+		view     *hostabi.View
+		kind     string
+		want     string
+		maxDelay time.Duration
+	}{
+		{file: "loop", limits: Limits{Timeout: 50 * time.Millisecond}, kind: engine.FaultTimeout, want: "call exceeded its deadline of 50ms", maxDelay: 2 * time.Second},
+		{file: "grow", limits: Limits{MemoryPages: 4}, kind: engine.FaultMemory, want: "memory limit of 4 pages (0 MiB) reached: the guest asked to grow to 5 pages"},
+		{file: "huge_output", limits: Limits{MemoryPages: 200}, kind: engine.FaultLimit, want: "output of 8388608 bytes is over the limit of 4194304 bytes per call"},
+		{file: "many_effects", kind: engine.FaultLimit, want: "257 effects are over the limit of 256 per call"},
+		{file: "malformed", kind: engine.FaultABI, want: "effects are not a JSON array of effects"},
+		{file: "unknown_kind", kind: engine.FaultInvalidEffect, want: `effect 0 (launch_missiles): invalid effect: unknown kind "launch_missiles"`},
+		{file: "wrong_hook", kind: engine.FaultInvalidEffect, want: `kind "steer" is not allowed at hook "tool"`},
+		{file: "not_owned", view: ownedView, kind: engine.FaultInvalidEffect, want: `result for call "c2", which belongs to op "someone-else"`},
+		{file: "trap", kind: engine.FaultTrap, want: "unreachable"},
+		{file: "recurse", limits: Limits{Timeout: 20 * time.Second}, kind: engine.FaultTrap, want: "stack overflow"}, // slow under -race: wazero grows its machine stack to about 100 MB first
+		{file: "oob_read", kind: engine.FaultABI, want: "view: buffer at 0xfde8 of 4096 bytes is outside the guest's 65536 bytes of memory"},
+		{file: "overflow", kind: engine.FaultABI, want: "view: buffer at 0xfffffff0 of 32 bytes wraps past 4 GiB"},
+		{file: "init_calls_host", kind: engine.FaultABI, want: "starting the module: wagent.view called outside a hook call"},
+		{file: "bad_status", kind: engine.FaultABI, want: "handler returned status 7"},
+		{file: "init_loop", limits: Limits{InitTimeout: 50 * time.Millisecond}, kind: engine.FaultTimeout, want: "starting the module: call exceeded its deadline of 50ms", maxDelay: 2 * time.Second},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			op := newOp(t, load(t, "testdata/hostile/"+tc.file+".wasm"), Config{Limits: tc.limits})
+			view := tc.view
+			if view == nil {
+				view = toolView("calc_total")
+			}
+			for i := 0; i < 2; i++ { // the second call runs on a fresh instance
+				start := time.Now()
+				eff, err := op.Handle(context.Background(), view, history(3))
+				if eff != nil {
+					t.Errorf("call %d: effects %v came back with a fault", i, eff)
+				}
+				wantFault(t, err, tc.kind, tc.want)
+				if tc.maxDelay > 0 && time.Since(start) > tc.maxDelay {
+					t.Errorf("call %d took %v", i, time.Since(start))
+				}
+			}
+			if n := idle(op); n != 0 {
+				t.Errorf("%d faulted instances were pooled", n)
+			}
+		})
+	}
+}
+
+func idle(o *Op) int {
+	o.pool.mu.Lock()
+	defer o.pool.mu.Unlock()
+	return len(o.pool.idle)
+}
+
+// The Go guest misbehaves on command; after each fault the same op answers
+// a well-behaved command from a fresh instance.
+func TestHostileGoGuest(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("hello from the mount\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	secrets := t.TempDir()
+	os.WriteFile(filepath.Join(secrets, "key.txt"), []byte("SECRET"), 0o644)
+	m := load(t, "testdata/hostile/go_hostile.wasm")
+	op := newOp(t, m, Config{
+		Limits: Limits{MemoryPages: 256, Timeout: 200 * time.Millisecond},
+		// /secrets is requested but not granted; /extra is granted but not
+		// requested.
+		Grants: Grants{Mounts: []Mount{{HostDir: dir, GuestPath: "/skills"}, {HostDir: secrets, GuestPath: "/extra"}}},
+	})
+	if got := op.Mounts(); len(got) != 1 || got[0].GuestPath != "/skills" {
+		t.Fatalf("effective mounts = %v, want only /skills", got)
+	}
+	peek := func() {
+		t.Helper()
+		eff, err := op.Handle(context.Background(), commandView("peek"), nil)
+		if err != nil {
+			t.Fatalf("peek: %v", err)
+		}
+		want := strings.Join([]string{
+			"/skills/hello.txt: hello from the mount",
+			"/secrets/key.txt: error",
+			"/etc/passwd: error",
+			"/skills/../../etc/passwd: error",
+			"../etc/passwd: error",
+		}, "\n")
+		if len(eff) != 1 || eff[0].Text != want {
+			t.Fatalf("peek = %+v, want one reply:\n%s", eff, want)
+		}
+	}
+	peek()
+	for _, tc := range []struct{ cmd, kind, want string }{
+		{"panic", engine.FaultTrap, "the guest wrote: panic: boom"},
+		{"hog", engine.FaultMemory, "memory limit of 256 pages (16 MiB) reached"},
+		{"spin", engine.FaultTimeout, "call exceeded its deadline of 200ms"},
+	} {
+		_, err := op.Handle(context.Background(), commandView(tc.cmd), nil)
+		wantFault(t, err, tc.kind, tc.want)
+		peek()
+	}
+}
+
+func TestCancelStopsCall(t *testing.T) {
+	op := newOp(t, load(t, "testdata/hostile/loop.wasm"), Config{Limits: Limits{Timeout: time.Minute}})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := op.Handle(ctx, toolView("x"), nil)
+	if err != context.DeadlineExceeded {
+		t.Fatalf("err = %v, want the context's own error", err)
+	}
+}

@@ -1,0 +1,110 @@
+package hostabi
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestDecodeManifest(t *testing.T) {
+	good := `{"name":"policy","version":"1","abi":"1.0","hooks":["tool","turn-stopping"],"tools":["calc"],"idempotent":["calc"],"commands":["ping"],"guard":true,"capabilities":{"mounts":["/skills"]},"config_schema":{"type":"object"}}`
+	m, err := DecodeManifest([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Name != "policy" || !m.Guard || !m.Handles(HookTurnStopping) || !m.IsIdempotent("calc") {
+		t.Fatalf("got %+v", m)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`{"name":"x","hooks":["tool"]}`, `no abi version (want "1.0")`},
+		{`{"name":"x","abi":"2.0","hooks":["tool"]}`, "built for ABI 2.0, this host speaks ABI 1.0: rebuild the op for v1"},
+		{`{"name":"x","abi":"1.9","hooks":["tool"]}`, "newer than this host's 1.0: upgrade wagent"},
+		{`{"name":"x","abi":"one","hooks":["tool"]}`, `abi version "one" is not MAJOR.MINOR`},
+		{`{"name":"x","abi":"1.0","hooks":["tool"],"surprise":1}`, `unknown field "surprise"`},
+		{`{"name":"x","abi":"1.0","hooks":[]}`, "x declares no hooks"},
+		{`{"name":"x","abi":"1.0","hooks":["teleport"]}`, `unknown hook "teleport"`},
+		{`{"name":"x","abi":"1.0","hooks":["tool","tool"]}`, `hook "tool" listed twice`},
+		{`{"name":"a b","abi":"1.0","hooks":["tool"]}`, `name "a b" must be`},
+		{`{"name":"x","abi":"1.0","hooks":["tool"],"idempotent":["calc"]}`, `idempotent tool "calc" is not among the op's tools`},
+		{`{"name":"x","abi":"1.0","hooks":["command"],"commands":["/ping"]}`, `command "/ping" must be`},
+		{`{"name":"x","abi":"1.0","hooks":["tool"],"capabilities":{"mounts":["skills"]}}`, `mount path "skills" must be an absolute, clean path`},
+		{`{"name":"x","abi":"1.0","hooks":["tool"]} {}`, "after top-level value"},
+		{`[1]`, "not a JSON object"},
+	} {
+		_, err := DecodeManifest([]byte(tc.in))
+		if err == nil || !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("DecodeManifest(%s) = %v, want an ErrManifest containing %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	if got := HookExport(HookRequestError); got != "wagent_on_request_error" {
+		t.Errorf("HookExport = %q", got)
+	}
+	if got := Marker(1); got != "wagent_abi_v1" {
+		t.Errorf("Marker = %q", got)
+	}
+	if got := ABIVersion(); got != "1.0" {
+		t.Errorf("ABIVersion = %q", got)
+	}
+}
+
+func TestCheckFor(t *testing.T) {
+	m := &Manifest{Name: "me", Hooks: []Hook{HookTool, HookContribute}, Tools: []string{"calc"}}
+	v := &View{Hook: HookTool, Op: "me", Tool: &ToolView{Calls: []PendingCall{{ID: "c1", Owner: "me"}, {ID: "c2", Owner: "other"}, {ID: "c3"}}}}
+	for _, tc := range []struct {
+		e    Effect
+		want string
+	}{
+		{Effect{Kind: KindResult, CallID: "c1", Content: "ok"}, ""},
+		{Effect{Kind: KindResult, CallID: "c3", Content: "unclaimed"}, ""},
+		{Effect{Kind: KindResult, CallID: "c2"}, `result for call "c2", which belongs to op "other"`},
+		{Effect{Kind: KindResult, CallID: "c9"}, `result for call "c9", which is not pending`},
+		{Effect{Kind: KindDecision, CallID: "c2", Allow: true}, ""},
+		{Effect{Kind: KindDecision, CallID: "zz"}, "decision for call \"zz\", which is not pending"},
+		{Effect{Kind: KindApprovalRequest, CallIDs: []string{"c1", "zz"}}, "approval_request for call \"zz\""},
+		{Effect{Kind: KindSteer, Text: "x"}, `kind "steer" is not allowed at hook "tool"`},
+	} {
+		err := tc.e.CheckFor(m, v)
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("CheckFor(%+v) = %v, want %q", tc.e, err, tc.want)
+		}
+	}
+	cv := &View{Hook: HookContribute, Op: "me"}
+	if err := (&Effect{Kind: KindTool, Tool: &ToolSpec{Name: "rm"}}).CheckFor(m, cv); err == nil || !strings.Contains(err.Error(), `tool "rm" is not declared in the manifest of me`) {
+		t.Errorf("contributing an undeclared tool: %v", err)
+	}
+}
+
+// FuzzDecodeManifest: a manifest section never panics the host; what it
+// accepts is valid and survives a write and a read.
+func FuzzDecodeManifest(f *testing.F) {
+	f.Add([]byte(`{"name":"policy","abi":"1.0","hooks":["tool"],"tools":["calc"],"idempotent":["calc"],"capabilities":{"mounts":["/skills"]},"config_schema":{"type":"object"}}`))
+	f.Add([]byte(`{"name":"x","abi":"1.0","hooks":["command"],"commands":["ping"],"guard":true}`))
+	f.Add([]byte(`{"abi":"1.0"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := DecodeManifest(b)
+		if err != nil {
+			if !errors.Is(err, ErrManifest) {
+				t.Fatalf("error does not wrap ErrManifest: %v", err)
+			}
+			return
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("accepted an invalid manifest: %v", err)
+		}
+		again, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m2, err := DecodeManifest(again)
+		if err != nil {
+			t.Fatalf("cannot read back %s: %v", again, err)
+		}
+		if again2, _ := json.Marshal(m2); string(again2) != string(again) {
+			t.Fatalf("write/read changed %q:\n%s\n%s", b, again, again2)
+		}
+	})
+}

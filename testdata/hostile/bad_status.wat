@@ -1,0 +1,6 @@
+;; Returns a status the ABI does not define (abi).
+(module
+  (memory (export "memory") 1)
+  (func (export "wagent_abi_v1"))
+  (func (export "wagent_on_tool") (param i32) (result i32)
+    (i32.const 7)))

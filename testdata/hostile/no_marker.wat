@@ -1,0 +1,5 @@
+;; Has no wagent_abi_vN export (refused at load).
+(module
+  (memory (export "memory") 1)
+  (func (export "wagent_on_tool") (param i32) (result i32)
+    (i32.const 0)))
