@@ -20,7 +20,7 @@ import (
 // changes or removes one needs a new major.
 const (
 	Major = 1
-	Minor = 0
+	Minor = 1
 )
 
 // Hook names the situation the session is in when an operation is asked.

@@ -145,6 +145,67 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 	return m, nil
 }
 
+// Bundle is the manifest section of a module that carries several ops
+// (ABI 1.1): {"abi": "1.1", "bundle": [MANIFEST, …]}. Each op is loaded
+// by name and runs in its own instances; the guest tells them apart by
+// View.Op. Bundling lets ops that ship together (wagent's built-ins) be
+// compiled and loaded once.
+type Bundle struct {
+	ABI string     `json:"abi"`
+	Ops []Manifest `json:"bundle"`
+}
+
+// DecodeManifests parses a manifest section: one manifest, or a bundle of
+// several with distinct names. Each is validated as DecodeManifest does.
+func DecodeManifests(b []byte) ([]*Manifest, error) {
+	var head struct {
+		ABI    string          `json:"abi"`
+		Bundle json.RawMessage `json:"bundle"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return nil, fmt.Errorf("%w: not a JSON object: %v", ErrManifest, err)
+	}
+	if head.Bundle == nil {
+		m, err := DecodeManifest(b)
+		if err != nil {
+			return nil, err
+		}
+		return []*Manifest{m}, nil
+	}
+	if err := checkABI(head.ABI); err != nil {
+		return nil, err
+	}
+	if _, minor, _ := ParseABI(head.ABI); minor < 1 {
+		return nil, fmt.Errorf("%w: bundles need abi 1.1 or later, the section says %s", ErrManifest, head.ABI)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var raw struct {
+		ABI string            `json:"abi"`
+		Ops []json.RawMessage `json:"bundle"`
+	}
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("%w: bundle: %v", ErrManifest, err)
+	}
+	if len(raw.Ops) == 0 {
+		return nil, fmt.Errorf("%w: the bundle lists no ops", ErrManifest)
+	}
+	seen := map[string]bool{}
+	var out []*Manifest
+	for i, r := range raw.Ops {
+		m, err := DecodeManifest(r)
+		if err != nil {
+			return nil, fmt.Errorf("bundle op %d: %w", i+1, err)
+		}
+		if seen[m.Name] {
+			return nil, fmt.Errorf("%w: the bundle has two ops named %q", ErrManifest, m.Name)
+		}
+		seen[m.Name] = true
+		out = append(out, m)
+	}
+	return out, nil
+}
+
 func checkABI(v string) error {
 	if v == "" {
 		return fmt.Errorf("%w: no abi version (want %q)", ErrManifest, ABIVersion())

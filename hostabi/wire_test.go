@@ -17,9 +17,9 @@ func TestDecodeManifest(t *testing.T) {
 		t.Fatalf("got %+v", m)
 	}
 	for _, tc := range []struct{ in, want string }{
-		{`{"name":"x","hooks":["tool"]}`, `no abi version (want "1.0")`},
-		{`{"name":"x","abi":"2.0","hooks":["tool"]}`, "built for ABI 2.0, this host speaks ABI 1.0: rebuild the op for v1"},
-		{`{"name":"x","abi":"1.9","hooks":["tool"]}`, "newer than this host's 1.0: upgrade wagent"},
+		{`{"name":"x","hooks":["tool"]}`, `no abi version (want "1.1")`},
+		{`{"name":"x","abi":"2.0","hooks":["tool"]}`, "built for ABI 2.0, this host speaks ABI 1.1: rebuild the op for v1"},
+		{`{"name":"x","abi":"1.9","hooks":["tool"]}`, "newer than this host's 1.1: upgrade wagent"},
 		{`{"name":"x","abi":"one","hooks":["tool"]}`, `abi version "one" is not MAJOR.MINOR`},
 		{`{"name":"x","abi":"1.0","hooks":["tool"],"surprise":1}`, `unknown field "surprise"`},
 		{`{"name":"x","abi":"1.0","hooks":[]}`, "x declares no hooks"},
@@ -46,7 +46,7 @@ func TestNames(t *testing.T) {
 	if got := Marker(1); got != "wagent_abi_v1" {
 		t.Errorf("Marker = %q", got)
 	}
-	if got := ABIVersion(); got != "1.0" {
+	if got := ABIVersion(); got != "1.1" {
 		t.Errorf("ABIVersion = %q", got)
 	}
 }
@@ -107,4 +107,27 @@ func FuzzDecodeManifest(f *testing.F) {
 			t.Fatalf("write/read changed %q:\n%s\n%s", b, again, again2)
 		}
 	})
+}
+
+func TestDecodeManifests(t *testing.T) {
+	one, err := DecodeManifests([]byte(`{"name":"x","abi":"1.0","hooks":["tool"]}`))
+	if err != nil || len(one) != 1 || one[0].Name != "x" {
+		t.Fatalf("single: %v %v", one, err)
+	}
+	two, err := DecodeManifests([]byte(`{"abi":"1.1","bundle":[{"name":"a","abi":"1.1","hooks":["tool"]},{"name":"b","abi":"1.1","hooks":["contribute"]}]}`))
+	if err != nil || len(two) != 2 || two[1].Name != "b" {
+		t.Fatalf("bundle: %v %v", two, err)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`{"abi":"1.0","bundle":[{"name":"a","abi":"1.0","hooks":["tool"]}]}`, "bundles need abi 1.1"},
+		{`{"abi":"1.1","bundle":[]}`, "the bundle lists no ops"},
+		{`{"abi":"1.1","bundle":[{"name":"a","abi":"1.1","hooks":["tool"]},{"name":"a","abi":"1.1","hooks":["tool"]}]}`, `two ops named "a"`},
+		{`{"abi":"1.1","bundle":[{"name":"a","abi":"1.1","hooks":[]}]}`, "bundle op 1"},
+		{`{"abi":"1.1","bundle":[],"extra":1}`, `unknown field "extra"`},
+	} {
+		_, err := DecodeManifests([]byte(tc.in))
+		if err == nil || !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("DecodeManifests(%s) = %v, want %q", tc.in, err, tc.want)
+		}
+	}
 }

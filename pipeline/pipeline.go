@@ -16,6 +16,9 @@
 //	  - use: builtin:skills
 //	    grants: {mounts: ["./skills:/skills:ro"]}
 //
+// A module that bundles several ops (ABI 1.1) takes op: NAME to say which
+// one an entry runs.
+//
 // Everything is checked before a session is touched: unknown keys, missing
 // files, pin mismatches and modules the wasm host refuses are errors that
 // name the file, line and op. The host's own moves and native inference
@@ -74,6 +77,8 @@ type OpSpec struct {
 	Mounts []string
 	// SHA256 pins the module's bytes (hex).
 	SHA256 string
+	// Op names the op to run from a module that bundles several.
+	Op string
 	// Line is the entry's line in the file, for messages.
 	Line int
 }
@@ -84,6 +89,7 @@ type fileYAML struct {
 
 type opYAML struct {
 	Use    string     `yaml:"use"`
+	Op     string     `yaml:"op"`
 	Config yaml.Node  `yaml:"config"`
 	Limits limitsYAML `yaml:"limits"`
 	Grants grantsYAML `yaml:"grants"`
@@ -139,7 +145,7 @@ func Parse(data []byte, name, dir string) (*Spec, error) {
 		if o.Use == "" {
 			return nil, fmt.Errorf("%s: missing use: (builtin:NAME or a path to a .wasm file)", at)
 		}
-		op := OpSpec{Use: o.Use, Mounts: o.Grants.Mounts, SHA256: strings.ToLower(o.SHA256), Line: line}
+		op := OpSpec{Use: o.Use, Op: o.Op, Mounts: o.Grants.Mounts, SHA256: strings.ToLower(o.SHA256), Line: line}
 		if o.Config.Kind != 0 {
 			var v any
 			if err := o.Config.Decode(&v); err != nil {
@@ -174,7 +180,7 @@ var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in typ
 
 var knownKeys = map[string]string{
 	"fileYAML":   "ops",
-	"opYAML":     "use, config, limits, grants, sha256",
+	"opYAML":     "use, op, config, limits, grants, sha256",
 	"limitsYAML": "memory_mb, timeout_ms, max_effects, max_output_bytes",
 	"grantsYAML": "mounts",
 }
@@ -254,17 +260,41 @@ func normalize(v any) any {
 
 // Builtins is the set of modules a "builtin:NAME" can name.
 type Builtins interface {
-	// Module returns the named built-in's wasm bytes.
-	Module(name string) ([]byte, bool)
+	// Lookup returns the named built-in's module bytes and, when the module
+	// bundles several ops, the op's name in it ("" otherwise).
+	Lookup(name string) (wasm []byte, op string, ok bool)
 	// Names lists the built-ins, for messages.
 	Names() []string
 }
 
-// MapBuiltins is a Builtins backed by a map.
+// MapBuiltins is a Builtins of one module per name.
 type MapBuiltins map[string][]byte
 
-// Module returns the named module.
-func (m MapBuiltins) Module(name string) ([]byte, bool) { b, ok := m[name]; return b, ok }
+// Lookup returns the named module.
+func (m MapBuiltins) Lookup(name string) ([]byte, string, bool) { b, ok := m[name]; return b, "", ok }
+
+// BundleBuiltins is a Builtins whose ops all live in one bundle module.
+type BundleBuiltins struct {
+	Wasm []byte
+	Ops  []string
+}
+
+// Lookup returns the bundle and the op's name in it.
+func (b BundleBuiltins) Lookup(name string) ([]byte, string, bool) {
+	for _, n := range b.Ops {
+		if n == name {
+			return b.Wasm, name, true
+		}
+	}
+	return nil, "", false
+}
+
+// Names lists the bundle's ops, sorted.
+func (b BundleBuiltins) Names() []string {
+	out := append([]string(nil), b.Ops...)
+	sort.Strings(out)
+	return out
+}
 
 // Names lists the modules, sorted.
 func (m MapBuiltins) Names() []string {
@@ -303,18 +333,20 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 	}
 	ops := s.Ops
 	if !o.NoFallback && o.Builtins != nil && !s.names(BuiltinPrefix+Fallback) {
-		if _, ok := o.Builtins.Module(Fallback); ok {
+		if _, _, ok := o.Builtins.Lookup(Fallback); ok {
 			ops = append(append([]OpSpec(nil), ops...), OpSpec{Use: BuiltinPrefix + Fallback})
 		}
 	}
 	l := &Loaded{}
 	var engineOps []engine.Operation
+	// A bundle named by several entries is loaded (and hashed) once.
+	loaded := map[*byte]*wasmhost.Module{}
 	for i, spec := range ops {
 		at := fmt.Sprintf("pipeline %s: op %d (%s)", s.label(), i+1, spec.Use)
 		if spec.Line > 0 {
 			at = fmt.Sprintf("pipeline %s:%d: op %d (%s)", s.label(), spec.Line, i+1, spec.Use)
 		}
-		wasm, err := s.moduleBytes(spec, o.Builtins)
+		wasm, opName, err := s.moduleBytes(spec, o.Builtins)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", at, err)
 		}
@@ -327,9 +359,16 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 		if o.Progress != nil {
 			o.Progress(spec.Use)
 		}
-		mod, err := o.Runtime.Load(ctx, wasm)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", at, err)
+		mod := loaded[&wasm[0]]
+		if mod == nil {
+			mod, err = o.Runtime.Load(ctx, wasm)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v", at, err)
+			}
+			loaded[&wasm[0]] = mod
+		}
+		if spec.Op != "" {
+			opName = spec.Op
 		}
 		var grants wasmhost.Grants
 		for _, m := range spec.Mounts {
@@ -339,7 +378,7 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 			}
 			grants.Mounts = append(grants.Mounts, mt)
 		}
-		op, err := o.Runtime.NewOp(mod, wasmhost.Config{Config: spec.Config, Limits: spec.Limits, Grants: grants})
+		op, err := o.Runtime.NewOp(mod, wasmhost.Config{Op: opName, Config: spec.Config, Limits: spec.Limits, Grants: grants})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", at, err)
 		}
@@ -371,19 +410,22 @@ func (s *Spec) label() string {
 	return s.Path
 }
 
-func (s *Spec) moduleBytes(spec OpSpec, b Builtins) ([]byte, error) {
+func (s *Spec) moduleBytes(spec OpSpec, b Builtins) ([]byte, string, error) {
 	if spec.Module != nil {
-		return spec.Module, nil
+		if len(spec.Module) == 0 {
+			return nil, "", fmt.Errorf("the module is empty")
+		}
+		return spec.Module, "", nil
 	}
 	if name, ok := strings.CutPrefix(spec.Use, BuiltinPrefix); ok {
 		if b == nil {
-			return nil, fmt.Errorf("no built-in modules are available")
+			return nil, "", fmt.Errorf("no built-in modules are available")
 		}
-		wasm, ok := b.Module(name)
+		wasm, op, ok := b.Lookup(name)
 		if !ok {
-			return nil, fmt.Errorf("unknown built-in %q; the built-ins are: %s", name, strings.Join(b.Names(), ", "))
+			return nil, "", fmt.Errorf("unknown built-in %q; the built-ins are: %s", name, strings.Join(b.Names(), ", "))
 		}
-		return wasm, nil
+		return wasm, op, nil
 	}
 	path := spec.Use
 	if !filepath.IsAbs(path) {
@@ -392,9 +434,12 @@ func (s *Spec) moduleBytes(spec OpSpec, b Builtins) ([]byte, error) {
 	wasm, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("module file %s does not exist", path)
+			return nil, "", fmt.Errorf("module file %s does not exist", path)
 		}
-		return nil, err
+		return nil, "", err
 	}
-	return wasm, nil
+	if len(wasm) == 0 {
+		return nil, "", fmt.Errorf("module file %s is empty", path)
+	}
+	return wasm, "", nil
 }

@@ -36,7 +36,7 @@ func TestParseErrors(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"unknown top-level key", "opz: []\n", `p.yaml:1: unknown key "opz"; known keys here: ops`},
-		{"unknown op key", "ops:\n  - use: a.wasm\n    confg: {}\n", `p.yaml:3: unknown key "confg"; known keys here: use, config, limits, grants, sha256`},
+		{"unknown op key", "ops:\n  - use: a.wasm\n    confg: {}\n", `p.yaml:3: unknown key "confg"; known keys here: use, op, config, limits, grants, sha256`},
 		{"unknown limit", "ops:\n  - use: a.wasm\n    limits: {memory: 3}\n", `p.yaml:3: unknown key "memory"; known keys here: memory_mb`},
 		{"no ops", "ops: []\n", "no ops"},
 		{"missing use", "ops:\n  - config: {}\n", "p.yaml:2: op 1: missing use:"},

@@ -236,7 +236,7 @@ func TestBadInput(t *testing.T) {
 		{"resume nonexistent", []string{"resume", "nope"}, exitFailure, `no session "nope"`},
 		{"approve nonexistent", []string{"approve", "nope", "--all"}, exitFailure, `no session "nope"`},
 		{"bad session id", []string{"log", "a/b"}, exitUsage, "session id"},
-		{"malformed pipeline", []string{"run", "--script", testdata("plain-replies.yaml"), "--pipeline", testdata("malformed.yaml"), "hi"}, exitFailure, `malformed.yaml:3: unknown key "colour"; known keys here: use, config`},
+		{"malformed pipeline", []string{"run", "--script", testdata("plain-replies.yaml"), "--pipeline", testdata("malformed.yaml"), "hi"}, exitFailure, `malformed.yaml:3: unknown key "colour"; known keys here: use, op, config`},
 		{"missing pipeline", []string{"run", "--script", testdata("plain-replies.yaml"), "--pipeline", testdata("nope.yaml"), "hi"}, exitFailure, "no such file"},
 		{"module not wasm", []string{"run", "--script", testdata("plain-replies.yaml"), "--pipeline", testdata("notwasm.yaml"), "hi"}, exitFailure, "not a valid wasm module"},
 		{"module without marker", []string{"run", "--script", testdata("plain-replies.yaml"), "--pipeline", testdata("nomarker.yaml"), "hi"}, exitFailure, "marker"},

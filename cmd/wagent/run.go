@@ -173,7 +173,7 @@ func loadPipeline(ctx context.Context, env *cliEnv, s settings) (*pipeline.Loade
 	if err != nil {
 		return nil, nil, fail(exitFailure, "start the wasm runtime: %v", err)
 	}
-	spec := defaultPipeline()
+	spec := defaultPipeline(env)
 	if s.Pipeline != "" {
 		spec, err = pipeline.ParseFile(s.Pipeline)
 		if err != nil {

@@ -43,7 +43,8 @@ func (f *Fake) note(key string) (string, bool) {
 
 func (f *Fake) log(level int32, text string) { f.Logs = append(f.Logs, text) }
 
-// Test runs the registered op's handler for view.Hook natively, with f
+// Test runs the handler for view.Hook of the registered op named
+// view.Op (the only one, in a module of one op) natively, with f
 // serving messages and notes, and returns its effects as the host would
 // see them (each checked with hostabi.Effect.CheckFor). The view goes
 // through the wire codec, as it would in a guest.
@@ -65,8 +66,12 @@ func Test(view *hostabi.View, f *Fake) ([]hostabi.Effect, error) {
 	if err != nil {
 		return nil, err
 	}
+	op, err := lookup(c.View.Op)
+	if err != nil {
+		return nil, err
+	}
 	for i := range out {
-		if err := out[i].CheckFor(&registered.Manifest, &c.View); err != nil {
+		if err := out[i].CheckFor(&op.Manifest, &c.View); err != nil {
 			return nil, fmt.Errorf("effect %d: %w", i, err)
 		}
 	}

@@ -84,14 +84,20 @@ func (o *Op) handler(h hostabi.Hook) Handler {
 	return nil
 }
 
-var registered *Op
+// registry holds the registered ops: one for most modules, several for a
+// bundle (ABI 1.1), where the host names the op in View.Op.
+var registry []*Op
 
-// Register installs the op. Call it once, from an init function.
+// Register installs an op. Call it from an init function: once for a
+// module of one op, or once per op for a bundle of several (each op still
+// runs in its own instances; the kit dispatches on View.Op).
 func Register(op Op) {
-	if registered != nil {
-		panic("pdk: Register called twice")
-	}
 	m := op.Manifest
+	for _, r := range registry {
+		if r.Manifest.Name == m.Name {
+			panic("pdk: two ops registered as " + m.Name)
+		}
+	}
 	m.Hooks = nil
 	for _, h := range hostabi.Hooks {
 		if op.handler(h) != nil {
@@ -100,19 +106,44 @@ func Register(op Op) {
 	}
 	m.ABI = hostabi.ABIVersion()
 	op.Manifest = m
-	registered = &op
+	registry = append(registry, &op)
 }
 
-// ManifestJSON returns the registered op's manifest as the kit will embed
-// it, validated.
+// ManifestJSON returns what the kit embeds in the module's manifest
+// section, validated: the op's manifest, or for several ops a bundle.
 func ManifestJSON() ([]byte, error) {
-	if registered == nil {
+	if len(registry) == 0 {
 		return nil, errors.New("pdk: no op registered: call pdk.Register from an init function")
 	}
-	if err := registered.Manifest.Validate(); err != nil {
-		return nil, err
+	for _, r := range registry {
+		if err := r.Manifest.Validate(); err != nil {
+			return nil, err
+		}
 	}
-	return json.Marshal(&registered.Manifest)
+	if len(registry) == 1 {
+		return json.Marshal(&registry[0].Manifest)
+	}
+	b := hostabi.Bundle{ABI: hostabi.ABIVersion()}
+	for _, r := range registry {
+		b.Ops = append(b.Ops, r.Manifest)
+	}
+	return json.Marshal(&b)
+}
+
+// lookup returns the op a call is for.
+func lookup(name string) (*Op, error) {
+	if len(registry) == 0 {
+		return nil, errors.New("pdk: no op registered")
+	}
+	if len(registry) == 1 {
+		return registry[0], nil
+	}
+	for _, r := range registry {
+		if r.Manifest.Name == name {
+			return r, nil
+		}
+	}
+	return nil, errors.New("pdk: this module has no op named " + name)
 }
 
 // Call is one hook call: the view, the effects so far, and on-demand reads.
@@ -180,13 +211,14 @@ func (c *Call) SetNote(key, value string) {
 	c.Emit(hostabi.Effect{Kind: hostabi.KindNote, Key: key, Value: value})
 }
 
-// dispatch runs the registered handler for hook on c. It reports whether a
-// handler exists.
+// dispatch runs the handler for hook of the op the call is for. It
+// reports whether a handler exists.
 func dispatch(h hostabi.Hook, c *Call) (bool, error) {
-	if registered == nil {
-		return false, errors.New("pdk: no op registered")
+	op, err := lookup(c.View.Op)
+	if err != nil {
+		return false, err
 	}
-	fn := registered.handler(h)
+	fn := op.handler(h)
 	if fn == nil {
 		return false, nil
 	}

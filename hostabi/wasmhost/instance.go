@@ -24,6 +24,7 @@ import (
 type pool struct {
 	rt       *Runtime
 	mod      *Module
+	man      *hostabi.Manifest
 	pages    uint32
 	mounts   []Mount
 	maxIdle  int
@@ -33,9 +34,10 @@ type pool struct {
 	idle []*instance
 }
 
-func (r *Runtime) poolFor(m *Module, pages uint32, mounts []Mount) (*pool, error) {
+func (r *Runtime) poolFor(m *Module, man *hostabi.Manifest, pages uint32, mounts []Mount) (*pool, error) {
 	var key strings.Builder
-	fmt.Fprintf(&key, "%x/%v/%d", m.digest, m.cm.mode, pages)
+	// Each op of a bundle has its own instances: its own sandbox.
+	fmt.Fprintf(&key, "%x/%s/%v/%d", m.digest, man.Name, m.cm.mode, pages)
 	for _, mt := range mounts {
 		fmt.Fprintf(&key, "/%q=%q", mt.GuestPath, mt.HostDir)
 	}
@@ -47,7 +49,7 @@ func (r *Runtime) poolFor(m *Module, pages uint32, mounts []Mount) (*pool, error
 	if p, ok := r.pools[key.String()]; ok {
 		return p, nil
 	}
-	p := &pool{rt: r, mod: m, pages: pages, mounts: mounts, maxIdle: r.opts.maxIdle, maxCalls: r.opts.maxCalls}
+	p := &pool{rt: r, mod: m, man: man, pages: pages, mounts: mounts, maxIdle: r.opts.maxIdle, maxCalls: r.opts.maxCalls}
 	r.pools[key.String()] = p
 	return p, nil
 }
@@ -190,7 +192,7 @@ func (p *pool) instantiate(ctx context.Context, lim Limits) (*instance, error) {
 		inst.timer = time.AfterFunc(time.Hour, inst.fire)
 		inst.timer.Stop()
 	}
-	for _, h := range p.mod.manifest.Hooks {
+	for _, h := range p.man.Hooks {
 		inst.handlers[h] = mod.ExportedFunction(hostabi.HookExport(h))
 	}
 	if p.mod.hasInit {
@@ -302,7 +304,7 @@ func (inst *instance) handle(ctx context.Context, o *Op, view *hostabi.View, r e
 		active:     true,
 		checkClock: o.mod.cm.mode == modeTrusted,
 		limits:     o.limits,
-		manifest:   o.mod.manifest,
+		manifest:   o.man,
 		view:       v,
 		viewJSON:   hostabi.AppendView(c.viewJSON[:0], v),
 		reader:     r,
@@ -390,7 +392,7 @@ func (inst *instance) logLine(level int32, text string) {
 	if !l.Enabled(context.Background(), -4) {
 		return
 	}
-	l.Debug("op log", "op", inst.pool.mod.manifest.Name, "level", level, "text", text)
+	l.Debug("op log", "op", inst.pool.man.Name, "level", level, "text", text)
 }
 
 func (inst *instance) logOutput() {

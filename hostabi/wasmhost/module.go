@@ -24,7 +24,8 @@ type Module struct {
 	rt       *Runtime
 	digest   [32]byte
 	cm       *compiled
-	manifest *hostabi.Manifest
+	manifest *hostabi.Manifest // the op's, or a bundle's first
+	bundle   []*hostabi.Manifest
 	memMin   uint32
 	memMax   uint32
 	hasMax   bool
@@ -115,8 +116,37 @@ func (r *Runtime) Load(ctx context.Context, wasm []byte, opts ...LoadOption) (*M
 	return m, nil
 }
 
-// Manifest returns the module's manifest. Callers must not modify it.
+// Manifest returns the module's manifest (for a bundle, its first op's).
+// Callers must not modify it.
 func (m *Module) Manifest() *hostabi.Manifest { return m.manifest }
+
+// Manifests returns the manifest of every op the module carries: one, or
+// several for a bundle (ABI 1.1). Callers must not modify them.
+func (m *Module) Manifests() []*hostabi.Manifest { return m.bundle }
+
+// op returns the manifest of the named op ("" for a module of one op).
+func (m *Module) op(name string) (*hostabi.Manifest, error) {
+	if name == "" {
+		if len(m.bundle) == 1 {
+			return m.bundle[0], nil
+		}
+		return nil, fmt.Errorf("module bundles %d ops (%s): name the one to run", len(m.bundle), strings.Join(m.opNames(), ", "))
+	}
+	for _, man := range m.bundle {
+		if man.Name == name {
+			return man, nil
+		}
+	}
+	return nil, fmt.Errorf("module has no op named %q; it has: %s", name, strings.Join(m.opNames(), ", "))
+}
+
+func (m *Module) opNames() []string {
+	names := make([]string, len(m.bundle))
+	for i, man := range m.bundle {
+		names[i] = man.Name
+	}
+	return names
+}
 
 // Digest returns the SHA-256 of the module's bytes in hex, as a pipeline's
 // sha256 pin names it.
@@ -206,24 +236,30 @@ func (m *Module) check() error {
 	default:
 		return fmt.Errorf("module has %d %s custom sections; keep exactly one", len(sections), hostabi.ManifestSection)
 	}
-	man, err := hostabi.DecodeManifest(sections[0])
+	mans, err := hostabi.DecodeManifests(sections[0])
 	if err != nil {
 		return fmt.Errorf("%s section: %v", hostabi.ManifestSection, err)
 	}
-	for _, h := range man.Hooks {
-		name := hostabi.HookExport(h)
-		fn, ok := exports[name]
-		if !ok {
-			return fmt.Errorf("manifest declares hook %q but the module exports no %s", h, name)
+	for _, man := range mans {
+		whose := "manifest"
+		if len(mans) > 1 {
+			whose = "manifest of bundled op " + man.Name
 		}
-		if !sig(fn, []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}) {
-			return fmt.Errorf("export %s must be (i32) -> (i32), not %s", name, sigString(fn))
+		for _, h := range man.Hooks {
+			name := hostabi.HookExport(h)
+			fn, ok := exports[name]
+			if !ok {
+				return fmt.Errorf("%s declares hook %q but the module exports no %s", whose, h, name)
+			}
+			if !sig(fn, []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}) {
+				return fmt.Errorf("export %s must be (i32) -> (i32), not %s", name, sigString(fn))
+			}
+		}
+		if len(man.Capabilities.HTTP) > 0 {
+			return fmt.Errorf("%s requests outbound HTTP (%s), which ABI v%d.%d does not provide yet", whose, strings.Join(man.Capabilities.HTTP, ", "), hostabi.Major, hostabi.Minor)
 		}
 	}
-	if len(man.Capabilities.HTTP) > 0 {
-		return fmt.Errorf("manifest requests outbound HTTP (%s), which ABI v%d.%d does not provide yet", strings.Join(man.Capabilities.HTTP, ", "), hostabi.Major, hostabi.Minor)
-	}
-	m.manifest = man
+	m.manifest, m.bundle = mans[0], mans
 	return nil
 }
 

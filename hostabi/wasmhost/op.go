@@ -97,6 +97,9 @@ func ParseMount(base, spec string) (Mount, error) {
 
 // Config is how a pipeline runs one op.
 type Config struct {
+	// Op names the op to run from a module that bundles several (ABI 1.1);
+	// empty for a module of one op.
+	Op string
 	// Config is the op's config, handed to it in View.Config on every call
 	// (unless the engine already set one).
 	Config json.RawMessage
@@ -109,6 +112,7 @@ type Config struct {
 // is discarded, never reused.
 type Op struct {
 	mod    *Module
+	man    *hostabi.Manifest
 	config json.RawMessage
 	limits Limits
 	mounts []Mount
@@ -131,7 +135,10 @@ func (r *Runtime) NewOp(m *Module, cfg Config) (*Op, error) {
 	if lim.MemoryPages > maxPages {
 		return nil, fmt.Errorf("memory limit of %d pages is over the 4 GiB of a wasm32 memory", lim.MemoryPages)
 	}
-	man := m.manifest
+	man, err := m.op(cfg.Op)
+	if err != nil {
+		return nil, err
+	}
 	if m.memMin > lim.MemoryPages {
 		return nil, fmt.Errorf("op %s needs %d pages (%d KiB) of memory to start, over its limit of %d pages: raise limits.memory_mb", man.Name, m.memMin, m.memMin*64, lim.MemoryPages)
 	}
@@ -150,8 +157,8 @@ func (r *Runtime) NewOp(m *Module, cfg Config) (*Op, error) {
 		mounts = append(mounts, g)
 	}
 	slices.SortFunc(mounts, func(a, b Mount) int { return strings.Compare(a.GuestPath, b.GuestPath) })
-	o := &Op{mod: m, config: cfg.Config, limits: lim, mounts: mounts}
-	p, err := r.poolFor(m, lim.MemoryPages, mounts)
+	o := &Op{mod: m, man: man, config: cfg.Config, limits: lim, mounts: mounts}
+	p, err := r.poolFor(m, man, lim.MemoryPages, mounts)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +167,7 @@ func (r *Runtime) NewOp(m *Module, cfg Config) (*Op, error) {
 }
 
 // Manifest returns the module's manifest.
-func (o *Op) Manifest() *hostabi.Manifest { return o.mod.manifest }
+func (o *Op) Manifest() *hostabi.Manifest { return o.man }
 
 // Mounts returns the mounts the op really gets: requested ∩ granted.
 func (o *Op) Mounts() []Mount { return slices.Clone(o.mounts) }
@@ -185,7 +192,7 @@ func (o *Op) Warm(ctx context.Context) error {
 // timeout, memory, abi, limit, invalid-effect or error); when ctx is
 // canceled, ctx's error comes back instead, as it is not the op's fault.
 func (o *Op) Handle(ctx context.Context, view *hostabi.View, r engine.Reader) ([]hostabi.Effect, error) {
-	if !o.mod.manifest.Handles(view.Hook) {
+	if !o.man.Handles(view.Hook) {
 		return nil, nil
 	}
 	if err := ctx.Err(); err != nil {

@@ -25,7 +25,8 @@ type Op = pdk.Op
 //	                           matches (e.g. {tool: shell, arg: command,
 //	                           match: "rm |sudo "}); tool defaults to *
 //
-// Precedence: deny, then ask rules, then a remembered "always" decision,
+// Calls no op owns are left alone: nothing would run them. Precedence:
+// deny, then ask rules, then a remembered "always" decision,
 // then allow, then the mode. A person's "always" decision is remembered by
 // the host as this op's note "always/TOOL" (allow or deny) and applies to
 // later calls of that tool in the session.
@@ -102,6 +103,10 @@ func approve(c *pdk.Call) error {
 	var ask []string
 	for _, call := range t.Calls {
 		if call.Decision != "" || call.Requested || call.Started {
+			continue
+		}
+		if call.Owner == "" {
+			// No op runs it: nothing to guard (unknown-tool answers it).
 			continue
 		}
 		verdict, why := judge(c, cfg, &call)

@@ -12,11 +12,46 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/wagent/wagent/guests/pdk"
+	"github.com/wagent/wagent/hostabi"
 )
 
-// All returns every built-in op.
+// All returns every built-in op, each with the test fault switch (see
+// faulty).
 func All() []func() Op {
-	return []func() Op{Approval, Skills, Retry, TurnStopping, MaxTurns, UnknownTool, FinalOutput}
+	list := []func() Op{Approval, Skills, Retry, TurnStopping, MaxTurns, UnknownTool, FinalOutput}
+	out := make([]func() Op, len(list))
+	for i, f := range list {
+		out[i] = func() Op { return faulty(f()) }
+	}
+	return out
+}
+
+// faulty wraps an op's handlers so that a config with "_fault": "trap"
+// panics (a trap, in a guest) and "_fault": "error" fails the call. Tests
+// use it to show that a fault in any built-in becomes an op/fault and that
+// approval fails closed; a pipeline has no reason to set it.
+func faulty(op Op) Op {
+	wrap := func(h pdk.Handler) pdk.Handler {
+		if h == nil {
+			return nil
+		}
+		return func(c *pdk.Call) error {
+			if raw, ok := hostabi.Field(c.Config(), "_fault"); ok {
+				switch s, _ := hostabi.String(raw); s {
+				case "trap":
+					panic("forced fault (config _fault: trap)")
+				case "error":
+					return fmt.Errorf("forced fault (config _fault: error)")
+				}
+			}
+			return h(c)
+		}
+	}
+	op.Prompt, op.Contribute, op.Tool = wrap(op.Prompt), wrap(op.Contribute), wrap(op.Tool)
+	op.RequestError, op.TurnStopping, op.Command = wrap(op.RequestError), wrap(op.TurnStopping), wrap(op.Command)
+	return op
 }
 
 // decodeConfig decodes an op's config strictly: unknown keys are errors,
@@ -24,6 +59,13 @@ func All() []func() Op {
 func decodeConfig(raw []byte, v any) error {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return nil
+	}
+	if bytes.Contains(raw, []byte(`"_fault"`)) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) == nil {
+			delete(m, "_fault")
+			raw, _ = json.Marshal(m)
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()

@@ -85,11 +85,22 @@ func embedFile(in, manifestFile, out string, raw bool) error {
 }
 
 func canonical(b []byte) ([]byte, error) {
-	m, err := hostabi.DecodeManifest(b)
+	ms, err := hostabi.DecodeManifests(b)
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(m)
+	if len(ms) == 1 && !bytes.Contains(b, []byte(`"bundle"`)) {
+		return json.Marshal(ms[0])
+	}
+	var head struct {
+		ABI string `json:"abi"`
+	}
+	json.Unmarshal(b, &head)
+	bundle := hostabi.Bundle{ABI: head.ABI}
+	for _, m := range ms {
+		bundle.Ops = append(bundle.Ops, *m)
+	}
+	return json.Marshal(&bundle)
 }
 
 func buildGo(pkg, out string, stderr io.Writer) error {

@@ -1,0 +1,58 @@
+// Package builtins embeds wagent's built-in operations (the guest module
+// built from ./module) so that the CLI and programs that `go install`
+// wagent need nothing else. The host loads them exactly as it loads a
+// third-party module: through the ABI, checked, sandboxed and limited.
+package builtins
+
+import (
+	_ "embed"
+	"os"
+
+	"github.com/wagent/wagent/pipeline"
+)
+
+//go:embed builtins.wasm
+var module []byte
+
+// Module returns the bundle's wasm bytes. Callers must not modify them.
+func Module() []byte { return module }
+
+// Names lists the built-in ops, in the order DefaultPipeline uses them
+// where it does.
+var Names = []string{"approval", "skills", "retry", "turn-stopping", "max-turns", "unknown-tool", "final-output"}
+
+// Bundle returns the built-ins for pipeline.Options.Builtins.
+func Bundle() pipeline.Builtins {
+	return pipeline.BundleBuiltins{Wasm: module, Ops: Names}
+}
+
+// DefaultPipeline is the pipeline a session runs with when it names none.
+// Its order, and why:
+//
+//  1. approval {mode: ask, allow: [load_skill]}: first, because at the
+//     tool hook the first op that acts wins. A guard must decide every call
+//     before any op can run it; it fails closed if it faults. Loading a
+//     skill only reads the mounted folder, so it is allowed.
+//  2. skills: offers load_skill and a prompt part naming the skills in
+//     skillsDir (mounted read-only at /skills) when that folder exists;
+//     without it the op offers nothing.
+//  3. max-turns {max_steps: 20}: at the contribute hook every op is asked,
+//     so its place there does not matter; it ends a runaway turn before its
+//     next model request.
+//  4. retry {attempts: 3}: the only op at request-error, so the first to
+//     decide a failed request.
+//  5. unknown-tool: last, so every op that owns a tool is asked first; it
+//     answers only calls no op owns, telling the model what it can call.
+func DefaultPipeline(skillsDir string) *pipeline.Spec {
+	skills := pipeline.OpSpec{Use: "builtin:skills"}
+	if st, err := os.Stat(skillsDir); skillsDir != "" && err == nil && st.IsDir() {
+		skills.Mounts = []string{skillsDir + ":/skills:ro"}
+	}
+	return &pipeline.Spec{Ops: []pipeline.OpSpec{
+		{Use: "builtin:approval", Config: []byte(`{"mode":"ask","allow":["load_skill"]}`)},
+		skills,
+		{Use: "builtin:max-turns", Config: []byte(`{"max_steps":20}`)},
+		{Use: "builtin:retry", Config: []byte(`{"attempts":3}`)},
+		{Use: "builtin:unknown-tool"},
+	}}
+}
