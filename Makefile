@@ -11,7 +11,9 @@ BIN      := bin
 TESTFLAGS ?= -count=1
 BENCHTIME ?= 1s
 
-.PHONY: all build test race check fmt vet tidy-check bench demo clean
+WAGENT_BUILD := $(GO) run ./guests/cmd/wagent-build
+
+.PHONY: all build test race check fmt vet tidy-check guests guests-check bench demo clean
 
 all: build
 
@@ -27,7 +29,19 @@ race:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-check: vet tidy-check
+# guests rebuilds every committed wasm module from its source. The output
+# is byte-identical for the same Go and wabt versions (Debian's wabt).
+guests:
+	sh testdata/hostile/build.sh
+	$(WAGENT_BUILD) -o guests/builtins/builtins.wasm ./guests/builtins/module
+	$(WAGENT_BUILD) -o examples/wasm-ops/calculator/calculator.wasm ./examples/wasm-ops/calculator
+	sh examples/wasm-ops/deny-word/build.sh
+
+# guests-check fails when a committed module does not match its source.
+guests-check: guests
+	@git diff --quiet -- '*.wasm' || { echo "committed wasm modules differ from their sources: run 'make guests' and commit:"; git diff --stat -- '*.wasm'; exit 1; }
+
+check: vet tidy-check guests-check
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 vet:
