@@ -46,9 +46,11 @@
 //     turn it is not asked again until the next turn. A guard op (its
 //     manifest says Guard, like approval) fails closed: the calls it was
 //     deciding are denied.
-//   - Tools run one call at a time: tool/call (durable before the tool
-//     runs), then the owning op is asked with View.Tool.Run set and answers
-//     with the result. A crash in between leaves exactly one call whose
+//   - Tools run one call at a time: when every op declaring the tool hook
+//     has been asked and none acted (so a guard anywhere in the pipeline
+//     sees every call first), the host records tool/call (durable before
+//     the tool runs); then the owning op is asked with View.Tool.Run set and
+//     answers with the result. A crash in between leaves exactly one call whose
 //     outcome is unknown, which Recover answers as such.
 //   - While an approval request waits for a decision, the machine yields
 //     (Waiting) with nothing running. Decide records a person's answer from

@@ -290,3 +290,22 @@ func TestEnqueueRefusesDuplicateIDs(t *testing.T) {
 		t.Errorf("head moved from %d to %d", head, h)
 	}
 }
+
+// A guard later in the pipeline than a tool's owner still sees the call
+// before it runs: the host starts a call only when every op skipped.
+func TestGuardAfterOwnerStillGuards(t *testing.T) {
+	p := &et.Replay{Replies: []et.Reply{
+		{Calls: []hostabi.ToolCall{et.Call("c1", "calc_divide", `{"value":2}`)}},
+		{Text: "denied"},
+	}}
+	env := &et.Env{Log: store.NewMemory(), Session: "s", Provider: p,
+		Ops: func() []engine.Operation { return []engine.Operation{et.Calculator(), et.Approver(nil, []string{"calc_divide"})} }}
+	env.Create(t)
+	env.Send(t, "go")
+	env.RunContinuous(t)
+	for _, e := range env.Events(t) {
+		if e.Type == engine.EvToolCall {
+			t.Fatalf("the call ran before the guard after its owner denied it:\n%s", et.Lines(env.Events(t)))
+		}
+	}
+}

@@ -59,11 +59,15 @@ type Decision struct {
 	Note   string
 }
 
+// AlwaysNotePrefix starts the note Decide writes, for the op that asked,
+// when a person decides with scope "always": "always/TOOL" = allow|deny.
+const AlwaysNotePrefix = "always/"
+
 // Decide records decisions for calls waiting on an approval request. A
 // decision for a call that is not waiting is refused and nothing is
-// appended. Scope "always" is recorded on the decision; remembering it for
-// later calls is the approval op's job (it reads the decision's call and
-// writes a note).
+// appended. A decision with scope "always" is also remembered as a note of
+// the op that asked (see AlwaysNotePrefix), so that op can apply it to
+// later calls of the same tool in the session.
 func (m *Machine) Decide(ctx context.Context, ds ...Decision) error {
 	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
 		s := m.st
@@ -82,6 +86,15 @@ func (m *Machine) Decide(ctx context.Context, ds ...Decision) error {
 				who = "user"
 			}
 			m.decision(mv, c, ApprovalDecision{CallID: d.CallID, Allow: d.Allow, Scope: d.Scope, Who: who, Note: d.Note})
+			if d.Scope == hostabi.ScopeAlways && c.AskedBy != "" {
+				// Remembered for the op that asked: it reads the note
+				// "always/TOOL" when it meets the tool again.
+				v := "deny"
+				if d.Allow {
+					v = "allow"
+				}
+				mv.add(EvOpNote, OpNote{Op: c.AskedBy, Key: AlwaysNotePrefix + c.Name, Value: v})
+			}
 		}
 		if len(ds) == 0 {
 			return nil, fmt.Errorf("%w: no decisions", ErrRefused)

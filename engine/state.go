@@ -84,6 +84,7 @@ type CallState struct {
 	Owner      string
 	Idempotent bool
 	Requested  bool   // an approval request names it
+	AskedBy    string // the op that asked for approval
 	Decision   string // "", "allow" or "deny"
 	Started    bool   // tool/call recorded
 	Done       bool   // tool/result recorded
@@ -343,6 +344,7 @@ func (s *State) apply(e store.Event) error {
 				return s.corrupt(e.Seq, "approval requested for call %s, which is not pending", id)
 			}
 			c.Requested = true
+			c.AskedBy = d.Op
 		}
 
 	case EvApprovalDecision:

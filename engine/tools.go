@@ -12,9 +12,10 @@ import (
 // tools runs the tool hook for the step's unanswered calls.
 //
 // A call goes through: decisions (an approval op allows, denies or asks a
-// person), then the host records tool/call for it, then its owning op runs
-// it with View.Tool.Run set and returns the result. One call runs at a
-// time, so a crash leaves at most one call whose outcome is unknown.
+// person), then, once every op declaring the hook has been asked and none
+// acted, the host records tool/call for it, then its owning op runs it
+// with View.Tool.Run set and returns the result. One call runs at a time,
+// so a crash leaves at most one call whose outcome is unknown.
 func (m *Machine) tools(ctx context.Context, mv *move) error {
 	s := m.st
 	if w := s.Waiting(); len(w) > 0 {
@@ -59,14 +60,6 @@ func (m *Machine) tools(ctx context.Context, mv *move) error {
 			decided = true
 			return true
 		}
-		// The op skipped. If it owns a call that is ready, start it.
-		for _, c := range pending {
-			if c.Owner == man.Name && !c.Started && c.Decision != "deny" {
-				mv.add(EvToolCall, ToolCallEvent{CallID: c.ID, Name: c.Name, Arguments: c.Arguments, Op: man.Name, Idempotent: c.Idempotent})
-				decided = true
-				return true
-			}
-		}
 		return false
 	})
 	if err := ctx.Err(); err != nil {
@@ -74,6 +67,18 @@ func (m *Machine) tools(ctx context.Context, mv *move) error {
 	}
 	if decided {
 		return nil
+	}
+	// Every op was asked and none acted: start the first call an op owns.
+	// Starting only after all of them skipped means a guard anywhere in the
+	// pipeline sees every call before it runs.
+	for _, c := range pending {
+		if c.Owner == "" || c.Started {
+			continue
+		}
+		if _, man, ok := m.cfg.Pipeline.Lookup(c.Owner); ok && man.Handles(hostabi.HookTool) {
+			mv.add(EvToolCall, ToolCallEvent{CallID: c.ID, Name: c.Name, Arguments: c.Arguments, Op: c.Owner, Idempotent: c.Idempotent})
+			return nil
+		}
 	}
 	// No op acted: answer what nobody can run, so the model can read why.
 	for _, c := range pending {
