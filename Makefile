@@ -18,7 +18,7 @@ WAGENT_BUILD := $(GO) run ./guests/cmd/wagent-build
 all: build
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -o $(BIN)/wagent ./cmd/wagent
 
 test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
@@ -53,8 +53,15 @@ tidy-check:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
-demo:
-	$(GO) run ./examples/embed
+# demo runs an agent offline: the scripted model, the demo pipeline (a
+# guard, a WAT policy op, the Go calculator, retry, a step budget), then
+# prints the session log. Nothing is kept: the store is a temporary folder.
+demo: build
+	@home=$$(mktemp -d); trap 'rm -rf "$$home"' EXIT; \
+	echo '$$ wagent run --pipeline examples/demo/pipeline.yaml --script examples/demo/script.yaml "What is (2 + 40) * 3?"'; \
+	WAGENT_HOME=$$home ./$(BIN)/wagent run --session demo --pipeline examples/demo/pipeline.yaml --script examples/demo/script.yaml "What is (2 + 40) * 3?" && \
+	echo && echo '$$ wagent log demo' && \
+	WAGENT_HOME=$$home ./$(BIN)/wagent log demo
 
 clean:
 	rm -rf $(BIN)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -388,26 +387,31 @@ func opsCommand(env *cliEnv) *cli.Command {
 						return err
 					}
 					defer rt.Close(context.Background())
-					man := m.Manifest()
+					mans := m.Manifests()
 					if c.Bool("json") {
-						printJSON(env.stdout, map[string]any{"sha256": m.Digest(), "bytes": len(wasm), "manifest": man})
+						printJSON(env.stdout, map[string]any{"sha256": m.Digest(), "bytes": len(wasm), "ops": mans})
 						return nil
 					}
-					fmt.Fprintf(env.stdout, "name:     %s %s\n", man.Name, man.Version)
-					fmt.Fprintf(env.stdout, "abi:      %s\n", man.ABI)
 					fmt.Fprintf(env.stdout, "sha256:   %s (%d bytes)\n", m.Digest(), len(wasm))
-					fmt.Fprintf(env.stdout, "hooks:    %s\n", joinHooks(man.Hooks))
-					if len(man.Tools) > 0 {
-						fmt.Fprintf(env.stdout, "tools:    %s\n", strings.Join(man.Tools, ", "))
+					if len(mans) > 1 {
+						fmt.Fprintf(env.stdout, "bundle:   %d ops (name one with op: NAME in a pipeline)\n", len(mans))
 					}
-					if len(man.Commands) > 0 {
-						fmt.Fprintf(env.stdout, "commands: /%s\n", strings.Join(man.Commands, ", /"))
-					}
-					if man.Guard {
-						fmt.Fprintln(env.stdout, "guard:    yes (fails closed)")
-					}
-					if len(man.Capabilities.Mounts) > 0 {
-						fmt.Fprintf(env.stdout, "mounts:   %s (read-only, if the pipeline grants them)\n", strings.Join(man.Capabilities.Mounts, ", "))
+					for _, man := range mans {
+						fmt.Fprintf(env.stdout, "\nname:     %s %s\n", man.Name, man.Version)
+						fmt.Fprintf(env.stdout, "abi:      %s\n", man.ABI)
+						fmt.Fprintf(env.stdout, "hooks:    %s\n", joinHooks(man.Hooks))
+						if len(man.Tools) > 0 {
+							fmt.Fprintf(env.stdout, "tools:    %s\n", strings.Join(man.Tools, ", "))
+						}
+						if len(man.Commands) > 0 {
+							fmt.Fprintf(env.stdout, "commands: /%s\n", strings.Join(man.Commands, ", /"))
+						}
+						if man.Guard {
+							fmt.Fprintln(env.stdout, "guard:    yes (fails closed)")
+						}
+						if len(man.Capabilities.Mounts) > 0 {
+							fmt.Fprintf(env.stdout, "mounts:   %s (read-only, if the pipeline grants them)\n", strings.Join(man.Capabilities.Mounts, ", "))
+						}
 					}
 					return nil
 				},
@@ -422,15 +426,16 @@ func opsCommand(env *cliEnv) *cli.Command {
 						return err
 					}
 					defer rt.Close(context.Background())
-					op, err := rt.NewOp(m, wasmhost.Config{})
-					if err != nil {
-						return fail(exitFailure, "%s: %v", c.Args().First(), err)
+					for _, man := range m.Manifests() {
+						op, err := rt.NewOp(m, wasmhost.Config{Op: man.Name})
+						if err == nil {
+							err = op.Warm(context.Background())
+						}
+						if err != nil {
+							return fail(exitFailure, "%s: op %s: %v", c.Args().First(), man.Name, err)
+						}
+						fmt.Fprintf(env.stdout, "ok: %s %s (abi %s, hooks %s)\n", man.Name, man.Version, man.ABI, joinHooks(man.Hooks))
 					}
-					if err := op.Warm(context.Background()); err != nil {
-						return fail(exitFailure, "%s: %v", c.Args().First(), err)
-					}
-					man := m.Manifest()
-					fmt.Fprintf(env.stdout, "ok: %s %s (abi %s, hooks %s)\n", man.Name, man.Version, man.ABI, joinHooks(man.Hooks))
 					return nil
 				},
 			},
@@ -446,5 +451,3 @@ func joinHooks(hs []hostabi.Hook) string {
 	sort.Strings(s)
 	return strings.Join(s, ", ")
 }
-
-var _ = hex.EncodeToString
