@@ -222,11 +222,15 @@ Example:
 			if err != nil {
 				return err
 			}
-			loaded, rt, err := loadPipeline(ctx, env, s)
+			w, err := startRuntime(ctx, env)
 			if err != nil {
 				return err
 			}
-			defer rt.Close(context.Background())
+			defer w.close()
+			loaded, err := loadPipeline(ctx, env, s, w)
+			if err != nil {
+				return err
+			}
 			out := newPrinter(env, c.Bool("json"), id)
 			out.verbose = true
 			m, err := engine.Open(ctx, engine.Config{Log: log, Session: id, Pipeline: loaded.Pipeline, Provider: prov, Model: s.Model, Durability: engine.SyncAtBoundaries, Observer: out.live})

@@ -18,6 +18,7 @@ import (
 	"github.com/wagent/wagent/engine/provider"
 	"github.com/wagent/wagent/engine/provider/openai"
 	"github.com/wagent/wagent/engine/provider/script"
+	"github.com/wagent/wagent/guests/builtins"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/hostabi/wasmhost"
 	"github.com/wagent/wagent/pipeline"
@@ -162,39 +163,71 @@ func buildProvider(env *cliEnv, s settings) (provider.Provider, error) {
 	}
 }
 
-// loadPipeline builds the session's pipeline, showing progress while
-// modules compile.
-func loadPipeline(ctx context.Context, env *cliEnv, s settings) (*pipeline.Loaded, *wasmhost.Runtime, error) {
+// warmRuntime is the wasm runtime, started at once with the built-in
+// bundle compiling (or loading from the cache) in the background while
+// the store opens and the session is read.
+type warmRuntime struct {
+	rt   *wasmhost.Runtime
+	done chan struct{}
+}
+
+func startRuntime(ctx context.Context, env *cliEnv) (*warmRuntime, error) {
 	var opts []wasmhost.Option
 	if d := env.getenv("WAGENT_CACHE_DIR"); d != "" {
 		opts = append(opts, wasmhost.WithCacheDir(d))
 	}
 	rt, err := wasmhost.NewRuntime(ctx, opts...)
 	if err != nil {
-		return nil, nil, fail(exitFailure, "start the wasm runtime: %v", err)
+		return nil, fail(exitFailure, "start the wasm runtime: %v", err)
 	}
+	w := &warmRuntime{rt: rt, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		rt.Load(ctx, builtins.Module()) // errors surface again when the pipeline loads it
+	}()
+	return w, nil
+}
+
+// close waits for the background load and closes the runtime.
+func (w *warmRuntime) close() {
+	<-w.done
+	w.rt.Close(context.Background())
+}
+
+// loadPipeline builds the session's pipeline, showing progress (on a
+// terminal) when modules take a while to compile.
+func loadPipeline(ctx context.Context, env *cliEnv, s settings, w *warmRuntime) (*pipeline.Loaded, error) {
 	spec := defaultPipeline(env)
 	if s.Pipeline != "" {
-		spec, err = pipeline.ParseFile(s.Pipeline)
-		if err != nil {
-			rt.Close(ctx)
-			return nil, nil, fail(exitFailure, "%v", err)
+		var err error
+		if spec, err = pipeline.ParseFile(s.Pipeline); err != nil {
+			return nil, fail(exitFailure, "%v", err)
 		}
 	}
 	progress := newProgress(env)
-	l, err := spec.Build(ctx, pipeline.Options{Runtime: rt, Builtins: builtinModules(), Progress: progress.loading})
+	select {
+	case <-w.done:
+	case <-time.After(300 * time.Millisecond):
+		progress.loading("the built-in operations")
+		<-w.done
+	}
+	l, err := spec.Build(ctx, pipeline.Options{Runtime: w.rt, Builtins: builtinModules(), Progress: progress.loading})
 	progress.done()
 	if err != nil {
-		rt.Close(ctx)
-		return nil, nil, fail(exitFailure, "%v", err)
+		return nil, fail(exitFailure, "%v", err)
 	}
-	return l, rt, nil
+	return l, nil
 }
 
 // drive runs a session until it is done or waits for a person.
 func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	ctx, stop := signalContext()
 	defer stop()
+	w, err := startRuntime(ctx, env)
+	if err != nil {
+		return err
+	}
+	defer w.close()
 	log, err := openStore(c, env)
 	if err != nil {
 		return err
@@ -221,9 +254,6 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 			}
 		}
 	}
-	if !isNew && c.Command.Name == "run" && prompt == "" {
-		// `run --session ID` without a prompt just continues.
-	}
 	if isNew && c.Command.Name == "resume" {
 		return fail(exitFailure, "no session %q in this store (wagent sessions lists them)", id)
 	}
@@ -237,11 +267,10 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	if err != nil {
 		return err
 	}
-	loaded, rt, err := loadPipeline(ctx, env, s)
+	loaded, err := loadPipeline(ctx, env, s, w)
 	if err != nil {
 		return err
 	}
-	defer rt.Close(context.Background())
 	if isNew {
 		raw, _ := json.Marshal(s)
 		info := engine.SessionCreated{Pipeline: loaded.Pipeline.Digest(), Model: s.Model, CreatedBy: "wagent " + version, Settings: raw}
@@ -272,13 +301,7 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 func waitLoop(ctx context.Context, env *cliEnv, log store.Log, sess *engine.Session, out *printer) error {
 	in := bufio.NewReader(env.stdin)
 	for {
-		select {
-		case <-ctx.Done():
-		default:
-		}
-		done := make(chan error, 1)
-		go func() { done <- sess.WhenIdle(ctx) }()
-		if err := <-done; err != nil {
+		if err := sess.WhenIdle(ctx); err != nil {
 			// Interrupted: cancel the turn, keep queued input, record it.
 			sess.Cancel(context.Background(), engine.Cause{Kind: engine.CauseUser, Reason: "interrupted at the terminal"}, true)
 			sess.WhenIdle(context.Background())

@@ -5,6 +5,11 @@ import (
 	"fmt"
 )
 
+// instrumentVersion names the rewriter's output format in the on-disk
+// cache of instrumented modules: change it whenever instrument changes
+// what it writes.
+const instrumentVersion = "i1"
+
 // Deadline instrumentation (see RATIONALE.md, "Deadlines").
 //
 // instrument rewrites a module so that every function entry and every loop

@@ -80,7 +80,7 @@ func (r *Runtime) Load(ctx context.Context, wasm []byte, opts ...LoadOption) (*M
 	default:
 		key := moduleKey{m.digest, class{modeInstrumented}}
 		if cm = r.modules[key]; cm == nil {
-			if iw, ierr := instrument(wasm); ierr == nil {
+			if iw, ierr := r.instrumented(wasm, m.digest); ierr == nil {
 				cm, err = r.compile(ctx, iw, m.digest, class{modeInstrumented})
 				if err != nil {
 					r.opts.logger.Warn("instrumented module does not compile; using wazero's deadline checks", "err", err)
