@@ -299,7 +299,9 @@ func TestGuardAfterOwnerStillGuards(t *testing.T) {
 		{Text: "denied"},
 	}}
 	env := &et.Env{Log: store.NewMemory(), Session: "s", Provider: p,
-		Ops: func() []engine.Operation { return []engine.Operation{et.Calculator(), et.Approver(nil, []string{"calc_divide"})} }}
+		Ops: func() []engine.Operation {
+			return []engine.Operation{et.Calculator(), et.Approver(nil, []string{"calc_divide"})}
+		}}
 	env.Create(t)
 	env.Send(t, "go")
 	env.RunContinuous(t)
