@@ -20,8 +20,11 @@ all: build
 build:
 	$(GO) build -o $(BIN)/wagent ./cmd/wagent
 
+# test runs the suite, then the engine's and the store's concurrency tests
+# (hammers, conflicting appenders) again under the race detector.
 test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
+	$(GO) test -race $(TESTFLAGS) ./engine/ ./store/
 
 race:
 	$(GO) test -race $(TESTFLAGS) $(PKGS)

@@ -313,6 +313,45 @@ func TestCancelDuringToolRecordsItsResult(t *testing.T) {
 	}
 }
 
+// After a cancelled tool, the next send starts a turn whose request
+// carries every call of the aborted turn answered.
+func TestCancelDuringToolThenContinue(t *testing.T) {
+	release, started := make(chan struct{}), make(chan struct{})
+	var reqs []*provider.Request
+	var mu sync.Mutex
+	answer := func(req *provider.Request) et.Reply {
+		mu.Lock()
+		reqs = append(reqs, req)
+		n := len(reqs)
+		mu.Unlock()
+		if n == 1 {
+			return et.Reply{Calls: []hostabi.ToolCall{et.Call("c1", "slow", `{}`), et.Call("c2", "calc_add", `{"value":1}`)}}
+		}
+		return et.Reply{Text: "fine"}
+	}
+	h := newHarness(t, &et.Scripted{Answer: answer}, slowTool(release, started), et.Calculator())
+	ctx := context.Background()
+	h.sess.Send(ctx, "work")
+	<-started
+	h.sess.Cancel(ctx, engine.Cause{Kind: engine.CauseUser}, false)
+	close(release)
+	h.idle()
+	h.sess.Send(ctx, "again")
+	h.idle()
+	ends := h.turnEnds()
+	if len(ends) != 2 || ends[1].Reason != engine.ReasonCompleted {
+		t.Fatalf("turn ends %+v", ends)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	if err := et.Unanswered(reqs[1].Messages); err != nil {
+		t.Errorf("the request after the abort: %v", err)
+	}
+}
+
 func TestCancelDuringRetryWait(t *testing.T) {
 	calls := 0
 	var mu sync.Mutex

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/store"
@@ -279,4 +283,77 @@ func TestVersionAndInspect(t *testing.T) {
 	if r.code != exitOK || !strings.Contains(r.stdout, "calc_divide") || !strings.Contains(r.stdout, "sha256:") {
 		t.Errorf("inspect: %d %s %s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// At a terminal, run asks about each waiting call; the answers become
+// decisions (always included) and bad input is asked again.
+func TestAskDecisions(t *testing.T) {
+	var out bytes.Buffer
+	env := &cliEnv{stdout: &out}
+	in := bufio.NewReader(strings.NewReader("maybe\ny\nA\nno\n"))
+	ds, err := askDecisions(env, in, []engine.WaitingCall{
+		{ID: "c1", Name: "calc_add", Arguments: json.RawMessage(`{"value":1}`)},
+		{ID: "c2", Name: "calc_total", Arguments: json.RawMessage(`{}`)},
+		{ID: "c3", Name: "calc_divide", Arguments: json.RawMessage(`{"value":0}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []engine.Decision{
+		{CallID: "c1", Allow: true, Who: "terminal"},
+		{CallID: "c2", Allow: true, Scope: "always", Who: "terminal"},
+		{CallID: "c3", Allow: false, Who: "terminal"},
+	}
+	if diff := cmp.Diff(want, ds); diff != "" {
+		t.Errorf("decisions (-want +got):\n%s", diff)
+	}
+	if n := strings.Count(out.String(), "allow calc_add"); n != 2 {
+		t.Errorf("the unclear answer was not asked again:\n%s", out.String())
+	}
+	// No answer at all (end of input) leaves the session waiting.
+	_, err = askDecisions(env, bufio.NewReader(strings.NewReader("")), nil)
+	if err != nil {
+		t.Errorf("no calls: %v", err)
+	}
+	_, err = askDecisions(env, bufio.NewReader(strings.NewReader("")), []engine.WaitingCall{{ID: "c1", Name: "x"}})
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitWaiting {
+		t.Errorf("end of input: %v, want exit 3", err)
+	}
+}
+
+// A second process (here: the same one) touching a store another holds
+// gets a clear one-line message, not a corrupted log or a hang.
+func TestStoreInUse(t *testing.T) {
+	home := t.TempDir()
+	if r := wag(t, home, "run", "--session", "x", "--script", testdata("plain-replies.yaml"), "hi"); r.code != exitOK {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	held, err := store.OpenBadger(filepath.Join(home, "store"), store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	for _, args := range [][]string{{"log", "x"}, {"send", "x", "more"}, {"resume", "x"}} {
+		r := wag(t, home, args...)
+		if r.code != exitFailure {
+			t.Errorf("%v: exit %d", args, r.code)
+		}
+		mustOneLine(t, r, "is in use by another wagent process")
+	}
+	head, _ := held.Head(t.Context(), "x")
+	if head == 0 {
+		t.Fatal("session lost")
+	}
+	if n := len(events2(t, held, "x")); uint64(n) != head {
+		t.Errorf("log changed while held: %d events, head %d", n, head)
+	}
+}
+
+func events2(t *testing.T, l store.Log, id string) []store.Event {
+	evs, err := l.Read(t.Context(), id, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
 }
