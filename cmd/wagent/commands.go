@@ -198,42 +198,14 @@ Example:
 			id := c.Args().First()
 			ctx, stop := signalContext()
 			defer stop()
-			log, err := openStore(c, env)
+			p, err := prepare(ctx, c, env, id, false)
 			if err != nil {
 				return err
 			}
-			defer log.Close()
-			st, _, err := readState(ctx, log, id)
-			if errors.Is(err, store.ErrNotFound) {
-				return fail(exitFailure, "no session %q in this store (wagent sessions lists them)", id)
-			}
-			if err != nil {
-				return err
-			}
-			var recorded settings
-			if len(st.Created.Settings) > 0 {
-				jsonUnmarshal(st.Created.Settings, &recorded)
-			}
-			s, err := resolve(c, env, recorded)
-			if err != nil {
-				return err
-			}
-			prov, err := buildProvider(env, s)
-			if err != nil {
-				return err
-			}
-			w, err := startRuntime(ctx, env)
-			if err != nil {
-				return err
-			}
-			defer w.close()
-			loaded, err := loadPipeline(ctx, env, s, w)
-			if err != nil {
-				return err
-			}
+			defer p.close()
 			out := newPrinter(env, c.Bool("json"), id)
 			out.verbose = true
-			m, err := engine.Open(ctx, engine.Config{Log: log, Session: id, Pipeline: loaded.Pipeline, Provider: prov, Model: s.Model, Durability: engine.SyncAtBoundaries, Observer: out.live})
+			m, err := engine.Open(ctx, engine.Config{Log: p.log, Session: id, Pipeline: p.loaded.Pipeline, Provider: p.prov, Model: p.s.Model, Durability: engine.SyncAtBoundaries, Observer: out.live})
 			if err != nil {
 				return fail(exitFailure, "open session %s: %v", id, err)
 			}

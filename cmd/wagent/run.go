@@ -219,75 +219,103 @@ func loadPipeline(ctx context.Context, env *cliEnv, s settings, w *warmRuntime) 
 	return l, nil
 }
 
+// prepared is what running a session needs, all checked before the
+// session is touched.
+type prepared struct {
+	log    *store.Badger
+	w      *warmRuntime
+	id     string
+	isNew  bool
+	s      settings
+	prov   provider.Provider
+	loaded *pipeline.Loaded
+}
+
+func (p *prepared) close() {
+	if p.w != nil {
+		p.w.close()
+	}
+	if p.log != nil {
+		p.log.Close()
+	}
+}
+
+// prepare opens the store (while the wasm runtime warms up), reads the
+// session's recorded settings, merges the flags, and builds the provider
+// and the pipeline. An empty id names a new session; with mayCreate false a
+// missing session is an error. Nothing is written.
+func prepare(ctx context.Context, c *cli.Context, env *cliEnv, id string, mayCreate bool) (*prepared, error) {
+	p := &prepared{id: id}
+	var err error
+	if p.w, err = startRuntime(ctx, env); err != nil {
+		return nil, err
+	}
+	if p.log, err = openStore(c, env); err != nil {
+		p.close()
+		return nil, err
+	}
+	var recorded settings
+	p.isNew = id == ""
+	if p.isNew {
+		p.id = newSessionID()
+	} else {
+		if err := store.ValidSessionID(id); err != nil {
+			p.close()
+			return nil, fail(exitUsage, "%v", err)
+		}
+		st, _, err := readState(ctx, p.log, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			p.isNew = true
+		case err != nil:
+			p.close()
+			return nil, err
+		case len(st.Created.Settings) > 0:
+			json.Unmarshal(st.Created.Settings, &recorded)
+		}
+	}
+	if p.isNew && !mayCreate {
+		p.close()
+		return nil, fail(exitFailure, "no session %q in this store (wagent sessions lists them)", id)
+	}
+	if p.s, err = resolve(c, env, recorded); err == nil {
+		if p.prov, err = buildProvider(env, p.s); err == nil {
+			p.loaded, err = loadPipeline(ctx, env, p.s, p.w)
+		}
+	}
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	return p, nil
+}
+
 // drive runs a session until it is done or waits for a person.
 func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	ctx, stop := signalContext()
 	defer stop()
-	w, err := startRuntime(ctx, env)
+	p, err := prepare(ctx, c, env, id, c.Command.Name == "run")
 	if err != nil {
 		return err
 	}
-	defer w.close()
-	log, err := openStore(c, env)
-	if err != nil {
-		return err
-	}
-	defer log.Close()
-
-	var recorded settings
-	isNew := id == ""
-	if isNew {
-		id = newSessionID()
-	} else {
-		if err := store.ValidSessionID(id); err != nil {
-			return fail(exitUsage, "%v", err)
-		}
-		st, _, err := readState(ctx, log, id)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			isNew = true
-		case err != nil:
-			return err
-		default:
-			if len(st.Created.Settings) > 0 {
-				json.Unmarshal(st.Created.Settings, &recorded)
-			}
+	defer p.close()
+	if p.isNew {
+		raw, _ := json.Marshal(p.s)
+		info := engine.SessionCreated{Pipeline: p.loaded.Pipeline.Digest(), Model: p.s.Model, CreatedBy: "wagent " + version, Settings: raw}
+		if err := engine.Create(ctx, p.log, p.id, info, time.Now()); err != nil {
+			return fail(exitFailure, "create session %s: %v", p.id, err)
 		}
 	}
-	if isNew && c.Command.Name == "resume" {
-		return fail(exitFailure, "no session %q in this store (wagent sessions lists them)", id)
-	}
-	s, err := resolve(c, env, recorded)
-	if err != nil {
-		return err
-	}
-	// Everything that can be checked is checked before the session is
-	// touched.
-	prov, err := buildProvider(env, s)
-	if err != nil {
-		return err
-	}
-	loaded, err := loadPipeline(ctx, env, s, w)
-	if err != nil {
-		return err
-	}
-	if isNew {
-		raw, _ := json.Marshal(s)
-		info := engine.SessionCreated{Pipeline: loaded.Pipeline.Digest(), Model: s.Model, CreatedBy: "wagent " + version, Settings: raw}
-		if err := engine.Create(ctx, log, id, info, time.Now()); err != nil {
-			return fail(exitFailure, "create session %s: %v", id, err)
-		}
-	}
-	out := newPrinter(env, c.Bool("json"), id)
+	out := newPrinter(env, c.Bool("json"), p.id)
 	sess, err := engine.OpenSession(ctx, engine.Config{
-		Log: log, Session: id, Pipeline: loaded.Pipeline, Provider: prov, Model: s.Model,
+		Log: p.log, Session: p.id, Pipeline: p.loaded.Pipeline, Provider: p.prov, Model: p.s.Model,
 		Durability: engine.SyncAtBoundaries, Observer: out.live,
 	})
 	if err != nil {
-		return fail(exitFailure, "open session %s: %v", id, err)
+		return fail(exitFailure, "open session %s: %v", p.id, err)
 	}
 	defer sess.Close(context.Background())
-	out.start(isNew)
+	out.start(p.isNew)
 	if prompt != "" {
 		if _, err := sess.Send(ctx, prompt); err != nil {
 			return fail(exitFailure, "send: %v", err)
@@ -295,7 +323,7 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	} else {
 		sess.Wake()
 	}
-	return waitLoop(ctx, env, log, sess, out)
+	return waitLoop(ctx, env, p.log, sess, out)
 }
 
 func waitLoop(ctx context.Context, env *cliEnv, log store.Log, sess *engine.Session, out *printer) error {
