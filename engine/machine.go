@@ -678,7 +678,6 @@ func trimSpace(s string) string {
 // contribute asks every op declaring the hook for tools, prompt parts and
 // top-of-mind lines, and freezes them into the step's request header.
 func (m *Machine) contribute(ctx context.Context, mv *move) error {
-	s := m.st
 	h := RequestHeader{Model: m.cfg.Model, MaxTokens: m.cfg.MaxTokens}
 	owners := map[string]string{}
 	var endTurn *Contribution
@@ -728,7 +727,6 @@ func (m *Machine) contribute(ctx context.Context, mv *move) error {
 		})
 		return nil
 	}
-	_ = s
 	mv.add(EvRequestHeader, h)
 	return nil
 }
@@ -870,7 +868,11 @@ func (m *Machine) turnStopping(ctx context.Context, mv *move) error {
 		}
 		var ins []hostabi.InputMessage
 		for j, e := range eff {
-			ins = append(ins, hostabi.InputMessage{ID: fmt.Sprintf("steer-%d-%d", s.Head+1, j), Content: e.Text})
+			id := fmt.Sprintf("steer-%d-%d", s.Head+1, j)
+			for s.HasID(id) { // a caller chose this id for its own input
+				id += "'"
+			}
+			ins = append(ins, hostabi.InputMessage{ID: id, Content: e.Text})
 		}
 		mv.add(EvInboxSpliced, InboxSpliced{List: ListNextStep, Start: len(s.NextStep), Inserted: ins})
 		mv.inbox = true
