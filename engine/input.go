@@ -32,6 +32,9 @@ func (m *Machine) Enqueue(ctx context.Context, list string, msgs ...hostabi.Inpu
 		for i, msg := range msgs {
 			if msg.ID == "" {
 				msg.ID = fmt.Sprintf("m%d-%d", s.Head+1, i)
+				for s.HasID(msg.ID) { // a caller chose this id for its own input
+					msg.ID += "'"
+				}
 			}
 			if s.HasID(msg.ID) || seen[msg.ID] {
 				return nil, fmt.Errorf("%w: message id %q is already used in session %s", ErrRefused, msg.ID, s.Session)

@@ -120,6 +120,9 @@ func (l *sessionLog) enqueue(ctx context.Context, list string, msgs []hostabi.In
 		for i, m := range msgs {
 			if m.ID == "" {
 				m.ID = fmt.Sprintf("m%d-%d", l.idx.head+1, i)
+				for _, used := l.idx.used[m.ID]; used; _, used = l.idx.used[m.ID] {
+					m.ID += "'" // a caller chose this id for its own input
+				}
 			}
 			if _, used := l.idx.used[m.ID]; used || seen[m.ID] {
 				return nil, fmt.Errorf("%w: message id %q is already used in session %s", ErrRefused, m.ID, l.session)
