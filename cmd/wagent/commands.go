@@ -13,20 +13,26 @@ import (
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/hostabi/wasmhost"
-	"github.com/wagent/wagent/store"
 )
 
-// openMachine opens a session's machine with no pipeline or provider: for
-// commands that only record input or decisions.
-func openMachine(ctx context.Context, log store.Log, id string) (*engine.Machine, error) {
+// openMachine opens the store and a session's machine with no pipeline or
+// provider: for commands that only record input or decisions. The returned
+// func closes the store.
+func openMachine(ctx context.Context, c *cli.Context, env *cliEnv, id string) (*engine.Machine, func(), error) {
+	log, err := openStore(c, env)
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := existing(ctx, log, id); err != nil {
-		return nil, err
+		log.Close()
+		return nil, nil, err
 	}
 	m, err := engine.Open(ctx, engine.Config{Log: log, Session: id})
 	if err != nil {
-		return nil, fail(exitFailure, "open session %s: %v", id, err)
+		log.Close()
+		return nil, nil, fail(exitFailure, "open session %s: %v", id, err)
 	}
-	return m, nil
+	return m, func() { log.Close() }, nil
 }
 
 func decideCommand(env *cliEnv, verb string) *cli.Command {
@@ -56,15 +62,11 @@ Examples:
 				return fail(exitUsage, "name the calls to %s, or pass --all", verb)
 			}
 			ctx := context.Background()
-			log, err := openStore(c, env)
+			m, done, err := openMachine(ctx, c, env, id)
 			if err != nil {
 				return err
 			}
-			defer log.Close()
-			m, err := openMachine(ctx, log, id)
-			if err != nil {
-				return err
-			}
+			defer done()
 			waiting := m.State().Waiting()
 			if c.Bool("all") {
 				ids = waiting
@@ -118,15 +120,11 @@ Example:
 				return err
 			}
 			ctx := context.Background()
-			log, err := openStore(c, env)
+			m, done, err := openMachine(ctx, c, env, c.Args().Get(0))
 			if err != nil {
 				return err
 			}
-			defer log.Close()
-			m, err := openMachine(ctx, log, c.Args().Get(0))
-			if err != nil {
-				return err
-			}
+			defer done()
 			ids, err := m.Enqueue(ctx, list, hostabi.InputMessage{Content: c.Args().Get(1)})
 			if err != nil {
 				return fail(exitFailure, "%v", err)
@@ -154,15 +152,11 @@ Example:
 				return err
 			}
 			ctx := context.Background()
-			log, err := openStore(c, env)
+			m, done, err := openMachine(ctx, c, env, c.Args().First())
 			if err != nil {
 				return err
 			}
-			defer log.Close()
-			m, err := openMachine(ctx, log, c.Args().First())
-			if err != nil {
-				return err
-			}
+			defer done()
 			st := m.State()
 			wasOpen, queued := st.TurnOpen, len(st.NextTurn)+len(st.NextStep)
 			if err := m.Abort(ctx, engine.Cause{Kind: engine.CauseUser, Reason: c.String("reason")}, c.Bool("keep-inbox")); err != nil {
