@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/internal/fakeopenai"
 	"github.com/wagent/wagent/store"
 )
 
@@ -356,4 +357,30 @@ func events2(t *testing.T, l store.Log, id string) []store.Event {
 		t.Fatal(err)
 	}
 	return evs
+}
+
+// --api-key reaches the server and never the store; --base-url and
+// --model are recorded, so resume needs no flags.
+func TestOpenAIFlags(t *testing.T) {
+	srv := fakeopenai.New(t, fakeopenai.Rule{Role: "user", Reply: fakeopenai.Reply{Text: "hello from the fake"}})
+	home := t.TempDir()
+	r := wag(t, home, "run", "--session", "o", "--provider", "openai", "--base-url", srv.URL, "--model", "m-1", "--api-key", "sk-secret-flag", "hi")
+	if r.code != exitOK || !strings.Contains(r.stdout, "hello from the fake") {
+		t.Fatalf("run: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 1 || reqs[0].Header.Get("Authorization") != "Bearer sk-secret-flag" {
+		t.Fatalf("requests %d, authorization %q", len(reqs), reqs[0].Header.Get("Authorization"))
+	}
+	for _, e := range events(t, home, "o") {
+		if strings.Contains(string(e.Data), "sk-secret") {
+			t.Fatalf("the key was written to the log: seq %d %s", e.Seq, e.Data)
+		}
+	}
+	if r := wag(t, home, "send", "o", "again"); r.code != exitOK {
+		t.Fatal(r.stderr)
+	}
+	if r := wag(t, home, "resume", "o"); r.code != exitOK || len(srv.Requests()) != 2 {
+		t.Fatalf("resume without flags: %d %s (requests %d)", r.code, r.stderr, len(srv.Requests()))
+	}
 }

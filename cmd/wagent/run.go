@@ -40,6 +40,7 @@ var providerFlags = []cli.Flag{
 	&cli.StringFlag{Name: "provider", Usage: "model provider: openai or script (default: script when --script is given, else openai)"},
 	&cli.StringFlag{Name: "base-url", Usage: "OpenAI-compatible API `URL` (default: $OPENAI_BASE_URL or https://api.openai.com/v1)"},
 	&cli.StringFlag{Name: "model", Usage: "model `NAME` (default: $WAGENT_MODEL)"},
+	&cli.StringFlag{Name: "api-key", Usage: "API `KEY` for --provider openai (default: $OPENAI_API_KEY; never written to the store)"},
 	&cli.StringFlag{Name: "script", Usage: "scripted replies `FILE` for --provider script (offline runs)"},
 	&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line (live events and log events)"},
 }
@@ -142,7 +143,7 @@ func resolve(c *cli.Context, env *cliEnv, recorded settings) (settings, error) {
 	return s, nil
 }
 
-func buildProvider(env *cliEnv, s settings) (provider.Provider, error) {
+func buildProvider(c *cli.Context, env *cliEnv, s settings) (provider.Provider, error) {
 	switch s.Provider {
 	case "script":
 		p, err := script.Load(s.Script)
@@ -151,7 +152,10 @@ func buildProvider(env *cliEnv, s settings) (provider.Provider, error) {
 		}
 		return p, nil
 	default:
-		cfg := openai.Config{BaseURL: s.BaseURL, APIKey: env.getenv("OPENAI_API_KEY"), Model: s.Model}
+		cfg := openai.Config{BaseURL: s.BaseURL, APIKey: c.String("api-key"), Model: s.Model}
+		if cfg.APIKey == "" {
+			cfg.APIKey = env.getenv("OPENAI_API_KEY")
+		}
 		if cfg.BaseURL == "" {
 			cfg.BaseURL = env.getenv("OPENAI_BASE_URL")
 		}
@@ -279,7 +283,7 @@ func prepare(ctx context.Context, c *cli.Context, env *cliEnv, id string, mayCre
 		return nil, fail(exitFailure, "no session %q in this store (wagent sessions lists them)", id)
 	}
 	if p.s, err = resolve(c, env, recorded); err == nil {
-		if p.prov, err = buildProvider(env, p.s); err == nil {
+		if p.prov, err = buildProvider(c, env, p.s); err == nil {
 			p.loaded, err = loadPipeline(ctx, env, p.s, p.w)
 		}
 	}
