@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -384,3 +386,28 @@ func TestOpenAIFlags(t *testing.T) {
 		t.Fatalf("resume without flags: %d %s (requests %d)", r.code, r.stderr, len(srv.Requests()))
 	}
 }
+
+func TestSpinner(t *testing.T) {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	w := writerFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return buf.Write(b) })
+	s := &spinner{w: w, every: 5 * time.Millisecond}
+	s.halt() // not running: nothing
+	s.start("waiting")
+	s.start("again") // already running: nothing
+	time.Sleep(40 * time.Millisecond)
+	s.halt()
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	if strings.Count(out, "waiting") < 2 || strings.Contains(out, "again") || !strings.HasSuffix(out, "\r\x1b[2K") {
+		t.Errorf("spinner wrote %q", out)
+	}
+	var nilSpin *spinner // no terminal: the printer has none, and calls are safe
+	nilSpin.start("x")
+	nilSpin.halt()
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

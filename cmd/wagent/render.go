@@ -37,10 +37,15 @@ type printer struct {
 	mu       sync.Mutex
 	midLine  bool // streamed text without a newline yet
 	streamed bool // text of the current answer was streamed
+	spin     *spinner
 }
 
 func newPrinter(env *cliEnv, jsonOut bool, id string) *printer {
-	return &printer{env: env, json: jsonOut, id: id, c: colours(env.colour && !jsonOut)}
+	p := &printer{env: env, json: jsonOut, id: id, c: colours(env.colour && !jsonOut)}
+	if env.colour && !jsonOut && isTerminal(env.stderr) {
+		p.spin = &spinner{w: env.stderr, every: 100 * time.Millisecond}
+	}
+	return p
 }
 
 func (p *printer) start(isNew bool) {
@@ -69,6 +74,11 @@ func (p *printer) live(l engine.Live) {
 		return
 	}
 	w := p.env.stdout
+	// The spinner runs while a request waits for its first word.
+	p.spin.halt()
+	if l.Kind == "event" && (l.Event.Type == engine.EvRequestHeader || l.Event.Type == engine.EvRetryScheduled) {
+		defer p.spin.start("waiting for the model")
+	}
 	switch l.Kind {
 	case "delta":
 		fmt.Fprint(w, l.Text)
@@ -184,6 +194,7 @@ func failureText(f hostabi.Failure) string {
 func (p *printer) finish() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.spin.halt()
 	if !p.json {
 		p.newline()
 	}
@@ -194,6 +205,7 @@ func (p *printer) finish() {
 func (p *printer) waiting(calls []engine.WaitingCall) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.spin.halt()
 	if p.json {
 		printJSON(p.env.stdout, map[string]any{"kind": "waiting", "session": p.id, "calls": calls})
 		return
@@ -354,4 +366,48 @@ func renderLog(env *cliEnv, id string, evs []store.Event) error {
 		}
 	}
 	return nil
+}
+
+// spinner shows that something is happening while the model has not said
+// anything yet. It runs only when standard error is a terminal.
+type spinner struct {
+	w     io.Writer
+	every time.Duration
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+var spinFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+
+// start shows label with a turning frame until stop; starting a running
+// spinner does nothing.
+func (s *spinner) start(label string) {
+	if s == nil || s.stop != nil {
+		return
+	}
+	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	go func(stop, done chan struct{}) {
+		defer close(done)
+		t := time.NewTicker(s.every)
+		defer t.Stop()
+		for i := 0; ; i++ {
+			fmt.Fprintf(s.w, "\r\x1b[2K%s %s", spinFrames[i%len(spinFrames)], label)
+			select {
+			case <-stop:
+				fmt.Fprint(s.w, "\r\x1b[2K")
+				return
+			case <-t.C:
+			}
+		}
+	}(s.stop, s.done)
+}
+
+// halt clears the spinner's line and returns once it is gone.
+func (s *spinner) halt() {
+	if s == nil || s.stop == nil {
+		return
+	}
+	close(s.stop)
+	<-s.done
+	s.stop, s.done = nil, nil
 }
