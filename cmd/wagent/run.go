@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -208,15 +209,29 @@ func loadPipeline(ctx context.Context, env *cliEnv, s settings, w *warmRuntime) 
 			return nil, fail(exitFailure, "%v", err)
 		}
 	}
+	// A line on the terminal only when loading takes long enough to
+	// notice: compiling on a cold cache, not loading from a warm one.
 	progress := newProgress(env)
-	select {
-	case <-w.done:
-	case <-time.After(300 * time.Millisecond):
-		progress.loading("the built-in operations")
-		<-w.done
-	}
-	l, err := spec.Build(ctx, pipeline.Options{Runtime: w.rt, Builtins: builtinModules(), Progress: progress.loading})
+	current := "the built-in operations"
+	var mu sync.Mutex
+	show := time.AfterFunc(300*time.Millisecond, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		progress.loading(current)
+	})
+	<-w.done
+	l, err := spec.Build(ctx, pipeline.Options{Runtime: w.rt, Builtins: builtinModules(), Progress: func(use string) {
+		mu.Lock()
+		defer mu.Unlock()
+		current = use
+		if progress.shown {
+			progress.loading(use)
+		}
+	}})
+	show.Stop()
+	mu.Lock()
 	progress.done()
+	mu.Unlock()
 	if err != nil {
 		return nil, fail(exitFailure, "%v", err)
 	}
