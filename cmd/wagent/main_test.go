@@ -5,6 +5,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -252,7 +255,7 @@ func TestBadInput(t *testing.T) {
 		{"ops check no marker", []string{"ops", "check", filepath.Join("..", "..", "testdata", "hostile", "no_marker.wasm")}, exitFailure, "marker"},
 		{"script provider without script", []string{"run", "--provider", "script", "hi"}, exitUsage, "needs --script"},
 		{"openai without model", []string{"run", "--provider", "openai", "hi"}, exitUsage, "needs a model"},
-		{"unknown provider", []string{"run", "--provider", "magic", "hi"}, exitUsage, `unknown --provider "magic"`},
+		{"unknown provider", []string{"run", "--provider", "magic", "hi"}, exitUsage, `unknown --provider "magic": use openai, anthropic or script`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -411,3 +414,36 @@ func TestSpinner(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// --provider anthropic talks the Messages API: the key goes in x-api-key,
+// the answer streams back.
+func TestAnthropicProvider(t *testing.T) {
+	var gotKey, gotPath string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotKey, gotPath = r.Header.Get("x-api-key"), r.URL.Path
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, f := range []string{
+			`event: message_start` + "\n" + `data: {"type":"message_start","message":{"usage":{"input_tokens":3}}}`,
+			`event: content_block_start` + "\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+			`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hello from "}}`,
+			`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"claude"}}`,
+			`event: content_block_stop` + "\n" + `data: {"type":"content_block_stop","index":0}`,
+			`event: message_delta` + "\n" + `data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":4}}`,
+			`event: message_stop` + "\n" + `data: {"type":"message_stop"}`,
+		} {
+			fmt.Fprint(w, f+"\n\n")
+		}
+	}))
+	defer srv.Close()
+	home := t.TempDir()
+	r := wag(t, home, "run", "--provider", "anthropic", "--base-url", srv.URL, "--model", "claude-x", "--api-key", "ak-1", "hi")
+	if r.code != exitOK || !strings.Contains(r.stdout, "hello from claude") {
+		t.Fatalf("run: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if gotKey != "ak-1" || gotPath != "/v1/messages" {
+		t.Errorf("key %q path %q", gotKey, gotPath)
+	}
+	if r := wag(t, home, "run", "--provider", "anthropic", "hi"); r.code != exitUsage {
+		t.Errorf("no model: exit %d", r.code)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/provider/anthropic"
 	"github.com/wagent/wagent/engine/provider/openai"
 	"github.com/wagent/wagent/engine/provider/script"
 	"github.com/wagent/wagent/guests/builtins"
@@ -38,10 +39,10 @@ type settings struct {
 
 var providerFlags = []cli.Flag{
 	&cli.StringFlag{Name: "pipeline", Usage: "pipeline `FILE` (YAML); default: the built-in pipeline"},
-	&cli.StringFlag{Name: "provider", Usage: "model provider: openai or script (default: script when --script is given, else openai)"},
-	&cli.StringFlag{Name: "base-url", Usage: "OpenAI-compatible API `URL` (default: $OPENAI_BASE_URL or https://api.openai.com/v1)"},
+	&cli.StringFlag{Name: "provider", Usage: "model provider: openai, anthropic or script (default: script when --script is given, else openai)"},
+	&cli.StringFlag{Name: "base-url", Usage: "API `URL` (default: $OPENAI_BASE_URL or https://api.openai.com/v1; for anthropic $ANTHROPIC_BASE_URL or https://api.anthropic.com)"},
 	&cli.StringFlag{Name: "model", Usage: "model `NAME` (default: $WAGENT_MODEL)"},
-	&cli.StringFlag{Name: "api-key", Usage: "API `KEY` for --provider openai (default: $OPENAI_API_KEY; never written to the store)"},
+	&cli.StringFlag{Name: "api-key", Usage: "API `KEY` (default: $OPENAI_API_KEY, or $ANTHROPIC_API_KEY for anthropic; never written to the store)"},
 	&cli.StringFlag{Name: "script", Usage: "scripted replies `FILE` for --provider script (offline runs)"},
 	&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line (live events and log events)"},
 }
@@ -50,7 +51,7 @@ func runCommand(env *cliEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "run",
 		Usage: "start or continue a session and stream what happens",
-		UsageText: `wagent run [--session ID] [--pipeline FILE] [--provider openai|script] [--model M] [--json] [PROMPT]
+		UsageText: `wagent run [--session ID] [--pipeline FILE] [--provider openai|anthropic|script] [--model M] [--json] [PROMPT]
 
 Examples:
    wagent run --model gpt-4o-mini "what is 6 times 7?"
@@ -137,9 +138,11 @@ func resolve(c *cli.Context, env *cliEnv, recorded settings) (settings, error) {
 			return s, fail(exitUsage, "--provider openai needs a model: pass --model NAME or set WAGENT_MODEL")
 		}
 	case "anthropic":
-		return s, fail(exitUsage, "--provider anthropic is not available in this build yet; use openai (many gateways speak it) or script")
+		if s.Model == "" {
+			return s, fail(exitUsage, "--provider anthropic needs a model: pass --model NAME or set WAGENT_MODEL")
+		}
 	default:
-		return s, fail(exitUsage, "unknown --provider %q: use openai or script", s.Provider)
+		return s, fail(exitUsage, "unknown --provider %q: use openai, anthropic or script", s.Provider)
 	}
 	return s, nil
 }
@@ -150,6 +153,23 @@ func buildProvider(c *cli.Context, env *cliEnv, s settings) (provider.Provider, 
 		p, err := script.Load(s.Script)
 		if err != nil {
 			return nil, fail(exitFailure, "%v", err)
+		}
+		return p, nil
+	case "anthropic":
+		cfg := anthropic.ConfigFromEnv()
+		cfg.Model = s.Model
+		if s.BaseURL != "" {
+			cfg.BaseURL = s.BaseURL
+		} else {
+			cfg.BaseURL = env.getenv("ANTHROPIC_BASE_URL")
+		}
+		cfg.APIKey = c.String("api-key")
+		if cfg.APIKey == "" {
+			cfg.APIKey = env.getenv("ANTHROPIC_API_KEY")
+		}
+		p, err := anthropic.New(cfg)
+		if err != nil {
+			return nil, fail(exitUsage, "%v", err)
 		}
 		return p, nil
 	default:
