@@ -27,6 +27,7 @@ type sseReader struct {
 	err   error // the read error that ended the stream, if not io.EOF
 
 	skipLF  bool // the last line ended in CR: a leading LF belongs to it
+	scanned int  // buf[start:start+scanned] holds no line end
 	data    []byte
 	hasData bool
 	event   []byte
@@ -106,25 +107,23 @@ func (s *sseReader) line() (line []byte, ok bool, err error) {
 			s.skipLF = false
 		}
 		b := s.buf[s.start:s.end]
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			// A CR before the LF ends the line earlier (CR-only or CRLF).
-			if j := bytes.IndexByte(b[:i], '\r'); j >= 0 {
-				s.start += j + 1
-				if j+1 == i { // CRLF
+		// Bytes before s.scanned were searched by an earlier call and hold
+		// no line end: a long line arriving in many reads is scanned once.
+		if k := bytes.IndexAny(b[s.scanned:], "\r\n"); k >= 0 {
+			k += s.scanned
+			s.scanned = 0
+			s.start += k + 1
+			if b[k] == '\r' {
+				switch {
+				case k+1 < len(b) && b[k+1] == '\n': // CRLF
 					s.start++
+				case k+1 == len(b): // its LF may come with the next read
+					s.skipLF = true
 				}
-				return b[:j], true, nil
 			}
-			s.start += i + 1
-			return b[:i], true, nil
+			return b[:k], true, nil
 		}
-		if j := bytes.IndexByte(b, '\r'); j >= 0 {
-			// CR with no LF buffered: if the CR is the last byte, its LF
-			// may come with the next read.
-			s.start += j + 1
-			s.skipLF = s.start == s.end
-			return b[:j], true, nil
-		}
+		s.scanned = len(b)
 		if s.eof {
 			return nil, false, nil
 		}
