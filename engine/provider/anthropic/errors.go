@@ -2,18 +2,13 @@ package anthropic
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"math"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/provider/internal/wire"
 	"github.com/wagent/wagent/hostabi"
 )
 
@@ -170,7 +165,7 @@ func httpFailure(resp *http.Response, body []byte, now time.Time) *provider.Erro
 	return &provider.Error{Failure: hostabi.Failure{
 		Code:       classify(resp.StatusCode, e),
 		Status:     resp.StatusCode,
-		RetryAfter: retryAfter(resp.Header, now),
+		RetryAfter: wire.RetryAfter(resp.Header, now),
 		Message:    msg,
 	}}
 }
@@ -186,59 +181,4 @@ func streamFailure(raw []byte) *provider.Error {
 		msg = e.Type + ": " + msg
 	}
 	return &provider.Error{Failure: hostabi.Failure{Code: classify(0, e), Message: msg}}
-}
-
-// retryAfter reads how long the server asks to wait, in milliseconds:
-// retry-after-ms first, then Retry-After as seconds or as an HTTP date
-// (measured from the response's Date header when it has one). 0 means no
-// advice.
-func retryAfter(h http.Header, now time.Time) int64 {
-	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && !math.IsInf(ms, 0) {
-			return clampMS(math.Ceil(ms))
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s < 0 || math.IsNaN(s) || math.IsInf(s, 0) {
-			return 0
-		}
-		return clampMS(math.Ceil(s * 1000))
-	}
-	t, err := http.ParseTime(v)
-	if err != nil {
-		return 0
-	}
-	if d, err := http.ParseTime(h.Get("Date")); err == nil {
-		now = d
-	}
-	if wait := t.Sub(now); wait > 0 {
-		return clampMS(math.Ceil(float64(wait) / float64(time.Millisecond)))
-	}
-	return 0
-}
-
-// clampMS keeps absurd advice (a date in the year 9999) representable.
-func clampMS(ms float64) int64 {
-	const max = float64(30 * 24 * time.Hour / time.Millisecond)
-	if ms > max || math.IsNaN(ms) {
-		return int64(max)
-	}
-	return int64(ms)
-}
-
-// errIdle is the cancel cause when the server sends nothing for IdleTimeout.
-var errIdle = errors.New("idle timeout")
-
-// transportFailure normalises an error from sending the request or reading
-// the body: a deadline or network timeout is a timeout, anything else code.
-func transportFailure(err error, code hostabi.FailureCode, what string) *provider.Error {
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		code = hostabi.FailTimeout
-	}
-	return &provider.Error{Failure: hostabi.Failure{Code: code, Message: fmt.Sprintf("%s: %v", what, err)}, Err: err}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/provider/internal/wire"
 	"github.com/wagent/wagent/hostabi"
 )
 
@@ -122,8 +123,8 @@ func TestRetryAfter(t *testing.T) {
 		{http.Header{"Retry-After": {"1e12"}}, int64(30 * 24 * time.Hour / time.Millisecond)},
 	}
 	for _, tc := range tests {
-		if got := retryAfter(tc.h, now); got != tc.want {
-			t.Errorf("retryAfter(%v) = %d, want %d", tc.h, got, tc.want)
+		if got := wire.RetryAfter(tc.h, now); got != tc.want {
+			t.Errorf("wire.RetryAfter(%v) = %d, want %d", tc.h, got, tc.want)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/provider/internal/wire"
 	"github.com/wagent/wagent/hostabi"
 )
 
@@ -44,9 +45,9 @@ import (
 // far (without tool calls), so a caller that was cancelled can keep it.
 func Parse(r io.Reader, onDelta func(provider.Delta)) (*provider.Response, error) {
 	a := accumulator{onDelta: onDelta}
-	sse := newSSEReader(r)
+	sse := wire.NewReader(r)
 	for {
-		name, data, err := sse.next()
+		name, data, err := sse.Next()
 		if err == io.EOF {
 			return a.partial(), a.cutShort()
 		}
@@ -72,10 +73,10 @@ func Parse(r io.Reader, onDelta func(provider.Delta)) (*provider.Response, error
 }
 
 func readFailure(err error) error {
-	if errors.Is(err, errLineTooLong) {
+	if errors.Is(err, wire.ErrLineTooLong) {
 		return &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailStream, Message: err.Error()}, Err: err}
 	}
-	return transportFailure(err, hostabi.FailStream, "reading the stream")
+	return wire.TransportFailure(err, hostabi.FailStream, "reading the stream")
 }
 
 // wireEvent is the union of the fields the stream's events carry.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/provider/internal/wire"
 	"github.com/wagent/wagent/hostabi"
 )
 
@@ -291,9 +292,9 @@ func TestParseReadError(t *testing.T) {
 }
 
 func TestSSELongLine(t *testing.T) {
-	r := io.MultiReader(strings.NewReader("data: "), io.LimitReader(neverEnding('x'), maxLine+10))
+	r := io.MultiReader(strings.NewReader("data: "), io.LimitReader(neverEnding('x'), wire.MaxLine+10))
 	_, err := Parse(r, nil)
-	if f := provider.AsFailure(err); f.Code != hostabi.FailStream || !errors.Is(err, errLineTooLong) {
+	if f := provider.AsFailure(err); f.Code != hostabi.FailStream || !errors.Is(err, wire.ErrLineTooLong) {
 		t.Fatalf("Parse error = %v, want a stream failure for a line too long", err)
 	}
 }

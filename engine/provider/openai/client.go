@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/provider/internal/wire"
 	"github.com/wagent/wagent/hostabi"
 )
 
@@ -171,7 +172,7 @@ const maxJSONBody = 64 << 20
 // stay unique within a session.
 func (c *Client) Complete(ctx context.Context, req *provider.Request, onDelta func(provider.Delta)) (*provider.Response, error) {
 	if ctx.Err() != nil {
-		return c.ctxFailure(ctx, &provider.Response{})
+		return wire.CtxFailure(ctx, &provider.Response{})
 	}
 	body, err := c.encode(req)
 	if err != nil {
@@ -182,7 +183,7 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request, onDelta fu
 	defer cancel(nil)
 	var idle *time.Timer
 	if c.idle > 0 {
-		idle = time.AfterFunc(c.idle, func() { cancel(errIdle) })
+		idle = time.AfterFunc(c.idle, func() { cancel(wire.ErrIdle) })
 		defer idle.Stop()
 	}
 
@@ -202,8 +203,8 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request, onDelta fu
 
 	resp, err := c.http.Do(hreq)
 	if err != nil {
-		return c.failed(ctx, reqCtx, &provider.Response{},
-			transportFailure(err, hostabi.FailTransport, "cannot reach "+c.url))
+		return wire.Settle(ctx, reqCtx, c.idle, &provider.Response{},
+			wire.TransportFailure(err, hostabi.FailTransport, "cannot reach "+c.url))
 	}
 	defer resp.Body.Close()
 	// Stop reading at once on cancellation, whatever the transport does.
@@ -213,12 +214,12 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request, onDelta fu
 	var r io.Reader = resp.Body
 	if idle != nil {
 		idle.Reset(c.idle)
-		r = &idleReader{r: r, t: idle, d: c.idle}
+		r = &wire.IdleReader{R: r, T: idle, D: c.idle}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, err := io.ReadAll(io.LimitReader(r, maxErrorBody))
 		if err != nil && ctx.Err() != nil {
-			return c.ctxFailure(ctx, &provider.Response{})
+			return wire.CtxFailure(ctx, &provider.Response{})
 		}
 		return nil, httpFailure(resp, b, c.now())
 	}
@@ -243,7 +244,7 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request, onDelta fu
 		if out == nil {
 			out = &provider.Response{}
 		}
-		return c.failed(ctx, reqCtx, out, err)
+		return wire.Settle(ctx, reqCtx, c.idle, out, err)
 	}
 	for i := range out.ToolCalls {
 		if out.ToolCalls[i].ID == "" {
@@ -251,42 +252,4 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request, onDelta fu
 		}
 	}
 	return out, nil
-}
-
-// failed settles an error: the caller's cancellation wins (with the text so
-// far), then its deadline, then our idle timeout, then err itself.
-func (c *Client) failed(ctx, reqCtx context.Context, partial *provider.Response, err error) (*provider.Response, error) {
-	if ctx.Err() != nil {
-		return c.ctxFailure(ctx, partial)
-	}
-	if errors.Is(context.Cause(reqCtx), errIdle) {
-		return nil, &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailTimeout, Message: fmt.Sprintf(
-			"the server sent nothing for %s; raise the idle timeout if the model thinks that long", c.idle)}, Err: err}
-	}
-	return nil, err
-}
-
-// ctxFailure reports the caller's context ending. Cancellation returns the
-// partial answer, as provider.Provider asks; a deadline is a timeout.
-func (c *Client) ctxFailure(ctx context.Context, partial *provider.Response) (*provider.Response, error) {
-	cause := context.Cause(ctx)
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return nil, &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailTimeout, Message: "the request's deadline passed: " + cause.Error()}, Err: cause}
-	}
-	return partial, &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailCanceled, Message: cause.Error()}, Err: cause}
-}
-
-// idleReader re-arms the idle timer whenever bytes arrive.
-type idleReader struct {
-	r io.Reader
-	t *time.Timer
-	d time.Duration
-}
-
-func (r *idleReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	if n > 0 {
-		r.t.Reset(r.d)
-	}
-	return n, err
 }

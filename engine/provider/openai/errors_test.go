@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/provider/internal/wire"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/fakeopenai"
 )
@@ -130,7 +131,7 @@ func TestRetryAfter(t *testing.T) {
 		{"absurd date is capped", http.Header{"Retry-After": {"Fri, 31 Dec 9999 23:59:59 GMT"}}, int64(30 * 24 * time.Hour / time.Millisecond)},
 	}
 	for _, tc := range tests {
-		if got := retryAfter(tc.header, now); got != tc.want {
+		if got := wire.RetryAfter(tc.header, now); got != tc.want {
 			t.Errorf("%s: retryAfter = %d, want %d", tc.name, got, tc.want)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/provider/internal/wire"
 	"github.com/wagent/wagent/hostabi"
 )
 
@@ -46,9 +47,9 @@ import (
 func Parse(r io.Reader, onDelta func(provider.Delta)) (*provider.Response, error) {
 	var a accumulator
 	a.onDelta = onDelta
-	sse := newSSEReader(r)
+	sse := wire.NewReader(r)
 	for {
-		event, data, err := sse.next()
+		event, data, err := sse.Next()
 		if err == io.EOF {
 			return a.partial(), a.cutShort()
 		}
@@ -91,10 +92,10 @@ func isDone(data []byte) bool {
 }
 
 func readFailure(err error) error {
-	if errors.Is(err, errLineTooLong) {
+	if errors.Is(err, wire.ErrLineTooLong) {
 		return &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailStream, Message: err.Error()}, Err: err}
 	}
-	return transportFailure(err, hostabi.FailStream, "reading the stream")
+	return wire.TransportFailure(err, hostabi.FailStream, "reading the stream")
 }
 
 // accumulator folds chunks into one answer.

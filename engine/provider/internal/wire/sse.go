@@ -1,4 +1,7 @@
-package openai
+// Package wire holds what the HTTP providers share: a server-sent events
+// reader, Retry-After parsing, transport-failure normalisation and the idle
+// and cancellation handling of a streamed request.
+package wire
 
 import (
 	"bytes"
@@ -6,19 +9,20 @@ import (
 	"io"
 )
 
-// maxLine bounds one SSE line (and one event's data). A tool call's whole
+// MaxLine bounds one SSE line (and one event's data). A tool call's whole
 // arguments can arrive in one chunk, so it is generous; past it the stream
 // is refused rather than buffered without end.
-const maxLine = 16 << 20
+const MaxLine = 16 << 20
 
-var errLineTooLong = errors.New("an event stream line is longer than 16 MiB")
+// ErrLineTooLong ends a stream with a line or event over MaxLine.
+var ErrLineTooLong = errors.New("an event stream line is longer than 16 MiB")
 
-// sseReader splits a text/event-stream into events as the WHATWG
+// Reader splits a text/event-stream into events as the WHATWG
 // server-sent events rules say: lines end in LF, CRLF or CR (a CRLF may be
 // split across two reads); a line starting with ':' is a comment; "data"
 // lines of one event are joined with LF; a blank line dispatches the event.
 // Only the data and event fields matter here; id and retry are ignored.
-type sseReader struct {
+type Reader struct {
 	r     io.Reader
 	buf   []byte
 	start int // unread bytes are buf[start:end]
@@ -33,22 +37,22 @@ type sseReader struct {
 	event   []byte
 }
 
-func newSSEReader(r io.Reader) *sseReader {
-	return &sseReader{r: r, buf: make([]byte, 16<<10)}
+// NewReader returns a Reader of r.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{r: r, buf: make([]byte, 16<<10)}
 }
 
-// next returns the next event's type and data. The slices are valid until
-// the following call. At the end of the stream it returns io.EOF, or the
-// read error that ended it. An event whose blank line never came is still
-// returned at a clean end when its last line was complete; a line cut off
-// by the end of the stream is dropped, as the SSE rules say.
-func (s *sseReader) next() (event, data []byte, err error) {
+// Next returns the next event's name and data, valid until the next call.
+// At the end it returns io.EOF, or the read error that ended the stream. An
+// event whose last line is complete but whose blank line never came is
+// still dispatched at the end; an unterminated line is dropped.
+func (s *Reader) Next() (event, data []byte, err error) {
 	for {
 		line, ok, err := s.line()
 		if err != nil {
 			return nil, nil, err
 		}
-		if !ok { // end of stream
+		if !ok {
 			if s.hasData {
 				s.hasData = false
 				return s.event, s.data, nil
@@ -59,13 +63,12 @@ func (s *sseReader) next() (event, data []byte, err error) {
 			return nil, nil, io.EOF
 		}
 		if len(line) == 0 {
+			ev := s.event
+			s.event = s.event[:0]
 			if s.hasData {
 				s.hasData = false
-				ev := s.event
-				s.event = s.event[:0]
 				return ev, s.data, nil
 			}
-			s.event = s.event[:0]
 			continue
 		}
 		if line[0] == ':' {
@@ -81,8 +84,8 @@ func (s *sseReader) next() (event, data []byte, err error) {
 		switch string(field) {
 		case "data":
 			if s.hasData {
-				if len(s.data)+1+len(value) > maxLine {
-					return nil, nil, errLineTooLong
+				if len(s.data)+1+len(value) > MaxLine {
+					return nil, nil, ErrLineTooLong
 				}
 				s.data = append(s.data, '\n')
 				s.data = append(s.data, value...)
@@ -98,7 +101,7 @@ func (s *sseReader) next() (event, data []byte, err error) {
 
 // line returns the next complete line without its terminator. ok is false
 // at the end of the stream (a trailing unterminated line is dropped).
-func (s *sseReader) line() (line []byte, ok bool, err error) {
+func (s *Reader) line() (line []byte, ok bool, err error) {
 	for {
 		if s.skipLF && s.start < s.end {
 			if s.buf[s.start] == '\n' {
@@ -134,14 +137,14 @@ func (s *sseReader) line() (line []byte, ok bool, err error) {
 }
 
 // fill reads more bytes, compacting or growing the buffer first.
-func (s *sseReader) fill() error {
+func (s *Reader) fill() error {
 	if s.start > 0 {
 		n := copy(s.buf, s.buf[s.start:s.end])
 		s.start, s.end = 0, n
 	}
 	if s.end == len(s.buf) {
-		if len(s.buf) >= maxLine {
-			return errLineTooLong
+		if len(s.buf) >= MaxLine {
+			return ErrLineTooLong
 		}
 		nb := make([]byte, 2*len(s.buf))
 		copy(nb, s.buf[:s.end])
