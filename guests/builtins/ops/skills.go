@@ -70,14 +70,13 @@ type skill struct {
 	name, description, dir string
 }
 
-// scan lists the skills under dir, sorted by name. A missing directory
-// (not granted) is no skills.
-func scan(dir string) ([]skill, error) {
+// scan lists the skills under dir, sorted by name. A directory that cannot
+// be read is no skills: not mounted (the pipeline granted none there) reads
+// as not found, or as a bad descriptor under WASI.
+func scan(dir string) []skill {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		// Not mounted (the pipeline granted no directory there) reads as
-		// not found or as a bad descriptor under WASI: no skills.
-		return nil, nil
+		return nil
 	}
 	var out []skill
 	for _, e := range entries {
@@ -97,7 +96,16 @@ func scan(dir string) ([]skill, error) {
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out, nil
+	return out
+}
+
+// current reads the op's config and the skills it finds now.
+func current(c *pdk.Call) (*skillsConfig, []skill, error) {
+	cfg, err := skillsCache.get(c.Config(), parseSkills)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, scan(cfg.Dir), nil
 }
 
 func readLimited(p string, max int) ([]byte, error) {
@@ -167,13 +175,9 @@ func skillList(list []skill, max int) string {
 }
 
 func offerSkills(c *pdk.Call) error {
-	cfg, err := skillsCache.get(c.Config(), parseSkills)
+	cfg, list, err := current(c)
 	if err != nil {
 		return err
-	}
-	list, err := scan(cfg.Dir)
-	if err != nil {
-		return fmt.Errorf("skills: reading %s: %v", cfg.Dir, err)
 	}
 	if len(list) == 0 {
 		return nil
@@ -206,10 +210,7 @@ func loadSkill(c *pdk.Call) error {
 			c.Result(call.ID, `load_skill needs {"name": "<skill name>"}`, true)
 			return nil
 		}
-		list, err := scan(cfg.Dir)
-		if err != nil {
-			return fmt.Errorf("skills: reading %s: %v", cfg.Dir, err)
-		}
+		list := scan(cfg.Dir)
 		for _, s := range list {
 			if s.name != name {
 				continue
@@ -236,13 +237,9 @@ func loadSkill(c *pdk.Call) error {
 }
 
 func listSkills(c *pdk.Call) error {
-	cfg, err := skillsCache.get(c.Config(), parseSkills)
+	cfg, list, err := current(c)
 	if err != nil {
 		return err
-	}
-	list, err := scan(cfg.Dir)
-	if err != nil {
-		return fmt.Errorf("skills: reading %s: %v", cfg.Dir, err)
 	}
 	if len(list) == 0 {
 		c.Emit(hostabi.Effect{Kind: hostabi.KindReply, Text: "No skills: nothing is mounted at " + cfg.Dir + ", or it holds no folder with a SKILL.md."})
