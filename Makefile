@@ -24,7 +24,7 @@ build:
 # (hammers, conflicting appenders) again under the race detector.
 test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
-	$(GO) test -race $(TESTFLAGS) ./engine/ ./store/
+	$(GO) test -race $(TESTFLAGS) ./engine/ ./store/...
 
 race:
 	$(GO) test -race $(TESTFLAGS) $(PKGS)
@@ -36,7 +36,7 @@ fmt:
 # is byte-identical for the same Go and wabt versions (Debian's wabt).
 guests:
 	sh testdata/hostile/build.sh
-	$(WAGENT_BUILD) -o guests/builtins/builtins.wasm ./guests/builtins/module
+	$(WAGENT_BUILD) -o builtins/builtins.wasm ./guests/builtins/module
 	$(WAGENT_BUILD) -o examples/wasm-ops/calculator/calculator.wasm ./examples/wasm-ops/calculator
 	sh examples/wasm-ops/deny-word/build.sh
 

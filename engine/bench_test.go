@@ -12,6 +12,7 @@ import (
 	"github.com/wagent/wagent/engine/provider"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
+	"github.com/wagent/wagent/store/badger"
 )
 
 // zeroLatency answers at once: a tool call after user input, text after a
@@ -82,7 +83,7 @@ var benchStores = []benchStore{
 }
 
 func openBadger(b *testing.B) store.Log {
-	l, err := store.OpenBadger(b.TempDir(), store.BadgerOptions{GCInterval: -1})
+	l, err := badger.Open(b.TempDir(), badger.Options{GCInterval: -1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/store"
+	"github.com/wagent/wagent/store/badger"
 )
 
 // countingLog counts appends: one per transition (and one per input).
@@ -55,7 +56,7 @@ func BenchmarkThousandSessions(b *testing.B) {
 	var transitions int64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		bl, err := store.OpenBadger(b.TempDir(), store.BadgerOptions{GCInterval: -1})
+		bl, err := badger.Open(b.TempDir(), badger.Options{GCInterval: -1})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -44,7 +44,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/wagent/wagent/engine"
-	"github.com/wagent/wagent/hostabi/wasmhost"
+	"github.com/wagent/wagent/wasmhost"
 )
 
 // BuiltinPrefix marks a built-in module in a pipeline file's use.

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wagent/wagent/hostabi/wasmhost"
 	"github.com/wagent/wagent/pipeline"
+	"github.com/wagent/wagent/wasmhost"
 )
 
 var calculator = filepath.Join("..", "examples", "wasm-ops", "calculator", "calculator.wasm")

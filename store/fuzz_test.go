@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -99,3 +100,5 @@ func normalize(t *testing.T, e store.Event) map[string]any {
 	}
 	return m
 }
+
+var rawJSON = cmp.Comparer(func(a, b json.RawMessage) bool { return bytes.Equal(a, b) })

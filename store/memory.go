@@ -23,7 +23,7 @@ type memory struct {
 	mu       sync.RWMutex
 	closed   bool
 	sessions map[string][][]byte // session -> encoded events; events[i] has seq i+1
-	hub      hub
+	hub      Hub
 }
 
 func (m *memory) Create(ctx context.Context, session string) error {
@@ -61,7 +61,7 @@ func (m *memory) Delete(ctx context.Context, session string) error {
 		return fmt.Errorf("%w: delete %s", ErrNotFound, session)
 	}
 	delete(m.sessions, session)
-	m.hub.reset(session)
+	m.hub.Reset(session)
 	return nil
 }
 
@@ -92,7 +92,7 @@ func (m *memory) Append(ctx context.Context, session string, expectedHead uint64
 	m.sessions[session] = append(log, enc...)
 	head := expectedHead + uint64(len(enc))
 	m.mu.Unlock()
-	m.hub.notify(session, head)
+	m.hub.Notify(session, head)
 	return head, nil
 }
 
@@ -113,7 +113,7 @@ func (m *memory) Read(ctx context.Context, session string, from uint64, limit in
 	if !ok {
 		return nil, fmt.Errorf("%w: read %s", ErrNotFound, session)
 	}
-	first, last, ok := readRange(from, limit, uint64(len(log)))
+	first, last, ok := ReadRange(from, limit, uint64(len(log)))
 	if !ok {
 		return nil, nil
 	}
@@ -165,7 +165,7 @@ func (m *memory) Sessions(ctx context.Context) ([]string, error) {
 }
 
 func (m *memory) Watch(session string) (<-chan uint64, func()) {
-	return m.hub.watch(session)
+	return m.hub.Watch(session)
 }
 
 func (m *memory) Sync(ctx context.Context) error {
@@ -186,7 +186,7 @@ func (m *memory) Close() error {
 	}
 	m.closed = true
 	m.sessions = nil
-	m.hub.close()
+	m.hub.Close()
 	return nil
 }
 
@@ -196,9 +196,10 @@ func (m *memory) isClosed() bool {
 	return m.closed
 }
 
-// readRange turns Read's from and limit into the inclusive seq range to
+// ReadRange turns Read's from and limit into the inclusive seq range to
 // return from a session whose head is head; ok is false when it is empty.
-func readRange(from uint64, limit int, head uint64) (first, last uint64, ok bool) {
+// Backends use it so that every one reads the same range.
+func ReadRange(from uint64, limit int, head uint64) (first, last uint64, ok bool) {
 	first = max(from, 1)
 	if first > head {
 		return 0, 0, false

@@ -2,15 +2,16 @@ package store
 
 import "sync"
 
-// hub broadcasts a session's head to its watchers after an append commits.
-// It is the same for every backend in this package.
+// Hub broadcasts a session's head to its watchers after an append commits.
+// Every backend uses it, so that watching behaves the same whatever
+// stores the events. The zero value is ready to use.
 //
 // Each watcher owns a channel of capacity 1. A send never blocks: if the
 // reader has not taken the previous head yet, that head is replaced by the
 // newer one, so a slow reader sees the latest head and a writer never waits
 // for it. Sends happen under the hub's mutex, so there is one sender at a
 // time and the replace-then-send sequence cannot block either.
-type hub struct {
+type Hub struct {
 	mu      sync.Mutex
 	closed  bool
 	watches map[string]map[*watcher]struct{}
@@ -24,9 +25,9 @@ type watcher struct {
 	last uint64
 }
 
-// watch registers a watcher for session. After close it returns a closed
+// Watch registers a watcher for session. After close it returns a closed
 // channel.
-func (h *hub) watch(session string) (<-chan uint64, func()) {
+func (h *Hub) Watch(session string) (<-chan uint64, func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	w := &watcher{ch: make(chan uint64, 1)}
@@ -59,8 +60,8 @@ func (h *hub) watch(session string) (<-chan uint64, func()) {
 	return w.ch, stop
 }
 
-// notify tells session's watchers that its head is now head.
-func (h *hub) notify(session string, head uint64) {
+// Notify tells session's watchers that its head is now head.
+func (h *Hub) Notify(session string, head uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for w := range h.watches[session] {
@@ -80,9 +81,9 @@ func (h *hub) notify(session string, head uint64) {
 	}
 }
 
-// reset forgets the heads sent for session, after it was deleted, so that
+// Reset forgets the heads sent for session, after it was deleted, so that
 // the heads of a session created again under the same id are delivered.
-func (h *hub) reset(session string) {
+func (h *Hub) Reset(session string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for w := range h.watches[session] {
@@ -90,8 +91,8 @@ func (h *hub) reset(session string) {
 	}
 }
 
-// close closes every watcher's channel; later watches get closed channels.
-func (h *hub) close() {
+// Close closes every watcher's channel; later watches get closed channels.
+func (h *Hub) Close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/store"
+	"github.com/wagent/wagent/store/badger"
 )
 
 // Exit codes (DESIGN.md §11).
@@ -191,7 +192,7 @@ func storeDir(c *cli.Context, env *cliEnv) (string, error) {
 
 // openStore opens the badger store, turning a held lock into a message
 // that says what to do.
-func openStore(c *cli.Context, env *cliEnv) (*store.Badger, error) {
+func openStore(c *cli.Context, env *cliEnv) (*badger.Store, error) {
 	dir, err := storeDir(c, env)
 	if err != nil {
 		return nil, err
@@ -199,7 +200,7 @@ func openStore(c *cli.Context, env *cliEnv) (*store.Badger, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fail(exitFailure, "create store directory: %v", err)
 	}
-	s, err := store.OpenBadger(dir, store.BadgerOptions{})
+	s, err := badger.Open(dir, badger.Options{})
 	if errors.Is(err, store.ErrLocked) {
 		return nil, fail(exitFailure, "the store %s is in use by another wagent process: wait for it to finish, or use another --store", dir)
 	}

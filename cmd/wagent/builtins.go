@@ -3,7 +3,7 @@ package main
 import (
 	"path/filepath"
 
-	"github.com/wagent/wagent/guests/builtins"
+	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/pipeline"
 )
 

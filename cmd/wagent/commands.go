@@ -12,7 +12,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
-	"github.com/wagent/wagent/hostabi/wasmhost"
+	"github.com/wagent/wagent/wasmhost"
 )
 
 // openMachine opens the store and a session's machine with no pipeline or

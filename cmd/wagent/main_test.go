@@ -20,6 +20,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/internal/fakeopenai"
 	"github.com/wagent/wagent/store"
+	"github.com/wagent/wagent/store/badger"
 )
 
 var cacheDir string
@@ -55,7 +56,7 @@ func testdata(name string) string { return filepath.Join("..", "..", "testdata",
 // events reads a session's log from the store under home.
 func events(t *testing.T, home, id string) []store.Event {
 	t.Helper()
-	s, err := store.OpenBadger(filepath.Join(home, "store"), store.BadgerOptions{})
+	s, err := badger.Open(filepath.Join(home, "store"), badger.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func sessions(t *testing.T, home string) []string {
 	if _, err := os.Stat(dir); err != nil {
 		return nil
 	}
-	s, err := store.OpenBadger(dir, store.BadgerOptions{})
+	s, err := badger.Open(dir, badger.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +336,7 @@ func TestStoreInUse(t *testing.T) {
 	if r := wag(t, home, "run", "--session", "x", "--script", testdata("plain-replies.yaml"), "hi"); r.code != exitOK {
 		t.Fatalf("run: %d %s", r.code, r.stderr)
 	}
-	held, err := store.OpenBadger(filepath.Join(home, "store"), store.BadgerOptions{})
+	held, err := badger.Open(filepath.Join(home, "store"), badger.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

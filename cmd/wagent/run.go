@@ -15,16 +15,17 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/provider"
 	"github.com/wagent/wagent/engine/provider/anthropic"
 	"github.com/wagent/wagent/engine/provider/openai"
 	"github.com/wagent/wagent/engine/provider/script"
-	"github.com/wagent/wagent/guests/builtins"
 	"github.com/wagent/wagent/hostabi"
-	"github.com/wagent/wagent/hostabi/wasmhost"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/store"
+	"github.com/wagent/wagent/store/badger"
+	"github.com/wagent/wagent/wasmhost"
 )
 
 // settings are what `run` records in session/created, so that resume,
@@ -261,7 +262,7 @@ func loadPipeline(ctx context.Context, env *cliEnv, s settings, w *warmRuntime) 
 // prepared is what running a session needs, all checked before the
 // session is touched.
 type prepared struct {
-	log    *store.Badger
+	log    *badger.Store
 	w      *warmRuntime
 	id     string
 	isNew  bool

@@ -12,15 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider/openai"
-	"github.com/wagent/wagent/guests/builtins"
 	"github.com/wagent/wagent/hostabi"
-	"github.com/wagent/wagent/hostabi/wasmhost"
 	"github.com/wagent/wagent/internal/fakeopenai"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/store"
+	"github.com/wagent/wagent/wasmhost"
 )
 
 // End-to-end: the engine, real wasm ops and the real HTTP client, talking to

@@ -6,7 +6,7 @@
 //
 // Build (from the repository root; make guests does it):
 //
-//	go run ./guests/cmd/wagent-build -o guests/builtins/builtins.wasm ./guests/builtins/module
+//	go run ./guests/cmd/wagent-build -o builtins/builtins.wasm ./guests/builtins/module
 package main
 
 import (

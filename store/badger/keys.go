@@ -1,12 +1,13 @@
-package store
+package badger
 
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/wagent/wagent/store"
 )
 
 // Key layout of the badger backend. Every session id is stored with a
-// one-byte length prefix (ids are at most MaxSessionIDLen = 128 bytes), so
+// one-byte length prefix (ids are at most store.MaxSessionIDLen = 128 bytes), so
 // the keys of session "a" never share a prefix with those of "a:x":
 //
 //	'h' len id          -> head: 8-byte big-endian seq of the last event
@@ -65,7 +66,7 @@ func encodeHead(head uint64) []byte {
 
 func decodeHead(session string, v []byte) (uint64, error) {
 	if len(v) != 8 {
-		return 0, fmt.Errorf("%w: session %s: head key holds %d bytes, want 8", ErrCorrupt, session, len(v))
+		return 0, fmt.Errorf("%w: session %s: head key holds %d bytes, want 8", store.ErrCorrupt, session, len(v))
 	}
 	return binary.BigEndian.Uint64(v), nil
 }

@@ -1,10 +1,11 @@
-package store
+package badger
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/wagent/wagent/store"
 	"io"
 	"log/slog"
 	"runtime"
@@ -12,58 +13,58 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	bdb "github.com/dgraph-io/badger/v4"
 	"github.com/google/go-cmp/cmp"
 )
 
 var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func openTestBadger(t *testing.T, dir string, opts BadgerOptions) *Badger {
+func openTestBadger(t *testing.T, dir string, opts Options) *Store {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = discardLogger
 	}
-	b, err := OpenBadger(dir, opts)
+	b, err := Open(dir, opts)
 	if err != nil {
-		t.Fatalf("OpenBadger: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := b.Close(); err != nil && !errors.Is(err, ErrClosed) {
+		if err := b.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
 			t.Errorf("Close: %v", err)
 		}
 	})
 	return b
 }
 
-func testEvents(n int) []Event {
-	out := make([]Event, n)
+func testEvents(n int) []store.Event {
+	out := make([]store.Event, n)
 	for i := range out {
-		out[i] = Event{Type: "t", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
+		out[i] = store.Event{Type: "t", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
 	}
 	return out
 }
 
 // rawSet writes value under key directly, as a bug or a disk could.
-func rawSet(t *testing.T, b *Badger, key, value []byte) {
+func rawSet(t *testing.T, b *Store, key, value []byte) {
 	t.Helper()
-	if err := b.db.Update(func(txn *badger.Txn) error { return txn.Set(key, value) }); err != nil {
+	if err := b.db.Update(func(txn *bdb.Txn) error { return txn.Set(key, value) }); err != nil {
 		t.Fatalf("raw set: %v", err)
 	}
 }
 
-func rawDelete(t *testing.T, b *Badger, key []byte) {
+func rawDelete(t *testing.T, b *Store, key []byte) {
 	t.Helper()
-	if err := b.db.Update(func(txn *badger.Txn) error { return txn.Delete(key) }); err != nil {
+	if err := b.db.Update(func(txn *bdb.Txn) error { return txn.Delete(key) }); err != nil {
 		t.Fatalf("raw delete: %v", err)
 	}
 }
 
 // rawCount counts the keys under prefix.
-func rawCount(t *testing.T, b *Badger, prefix []byte) int {
+func rawCount(t *testing.T, b *Store, prefix []byte) int {
 	t.Helper()
 	n := 0
-	err := b.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	err := b.db.View(func(txn *bdb.Txn) error {
+		it := txn.NewIterator(bdb.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
 			n++
@@ -78,7 +79,7 @@ func rawCount(t *testing.T, b *Badger, prefix []byte) int {
 
 func TestBadgerCorruptEvent(t *testing.T) {
 	ctx := t.Context()
-	b := openTestBadger(t, t.TempDir(), BadgerOptions{})
+	b := openTestBadger(t, t.TempDir(), Options{})
 	for _, s := range []string{"garbage", "wrongseq", "notype", "gap", "badhead"} {
 		if err := b.Create(ctx, s); err != nil {
 			t.Fatal(err)
@@ -104,8 +105,8 @@ func TestBadgerCorruptEvent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := b.Read(ctx, tc.session, 1, 0)
-			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Read: got %v, want an error wrapping ErrCorrupt that says %q", err, tc.want)
+			if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Read: got %v, want an error wrapping store.ErrCorrupt that says %q", err, tc.want)
 			}
 		})
 	}
@@ -120,11 +121,11 @@ func TestBadgerCorruptEvent(t *testing.T) {
 	if _, err := b.Read(ctx, "garbage", 1, 2); err != nil {
 		t.Errorf("Read before the corrupt event: %v", err)
 	}
-	if _, err := b.Head(ctx, "badhead"); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("Head of a session with a malformed head key: got %v, want ErrCorrupt", err)
+	if _, err := b.Head(ctx, "badhead"); !errors.Is(err, store.ErrCorrupt) {
+		t.Errorf("Head of a session with a malformed head key: got %v, want store.ErrCorrupt", err)
 	}
-	if _, err := b.Append(ctx, "badhead", 5, testEvents(1)...); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("Append to a session with a malformed head key: got %v, want ErrCorrupt", err)
+	if _, err := b.Append(ctx, "badhead", 5, testEvents(1)...); !errors.Is(err, store.ErrCorrupt) {
+		t.Errorf("Append to a session with a malformed head key: got %v, want store.ErrCorrupt", err)
 	}
 }
 
@@ -132,7 +133,7 @@ func TestBadgerDeleteInBatches(t *testing.T) {
 	defer func(n int) { deleteBatch = n }(deleteBatch)
 	deleteBatch = 7
 	ctx := t.Context()
-	b := openTestBadger(t, t.TempDir(), BadgerOptions{})
+	b := openTestBadger(t, t.TempDir(), Options{})
 	for _, s := range []string{"s", "s:x"} {
 		if err := b.Create(ctx, s); err != nil {
 			t.Fatal(err)
@@ -156,7 +157,7 @@ func TestBadgerHalfDeletedSession(t *testing.T) {
 	// A crash between Delete's batches leaves events without a head. The
 	// session must not exist, and Create must start it empty.
 	ctx := t.Context()
-	b := openTestBadger(t, t.TempDir(), BadgerOptions{})
+	b := openTestBadger(t, t.TempDir(), Options{})
 	if err := b.Create(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
@@ -166,17 +167,17 @@ func TestBadgerHalfDeletedSession(t *testing.T) {
 	rawDelete(t, b, headKey("s")) // what the first batch of Delete does first
 	rawDelete(t, b, eventKey("s", 1))
 
-	if _, err := b.Head(ctx, "s"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Head of a half-deleted session: got %v, want ErrNotFound", err)
+	if _, err := b.Head(ctx, "s"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Head of a half-deleted session: got %v, want store.ErrNotFound", err)
 	}
-	if _, err := b.Read(ctx, "s", 1, 0); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Read of a half-deleted session: got %v, want ErrNotFound", err)
+	if _, err := b.Read(ctx, "s", 1, 0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Read of a half-deleted session: got %v, want store.ErrNotFound", err)
 	}
 	if ids, _ := b.Sessions(ctx); len(ids) != 0 {
 		t.Errorf("Sessions lists %q, want none", ids)
 	}
-	if err := b.Delete(ctx, "s"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Delete of a half-deleted session: got %v, want ErrNotFound", err)
+	if err := b.Delete(ctx, "s"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Delete of a half-deleted session: got %v, want store.ErrNotFound", err)
 	}
 
 	defer func(n int) { deleteBatch = n }(deleteBatch)
@@ -201,41 +202,41 @@ func TestBadgerHalfDeletedSession(t *testing.T) {
 
 func TestBadgerLockedInProcess(t *testing.T) {
 	dir := t.TempDir()
-	first := openTestBadger(t, dir, BadgerOptions{})
+	first := openTestBadger(t, dir, Options{})
 	start := time.Now()
-	second, err := OpenBadger(dir, BadgerOptions{Logger: discardLogger})
+	second, err := Open(dir, Options{Logger: discardLogger})
 	if err == nil {
 		second.Close()
-		t.Fatal("a second OpenBadger of an open directory succeeded")
+		t.Fatal("a second Open of an open directory succeeded")
 	}
-	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), dir) {
-		t.Errorf("second OpenBadger: got %v, want an error wrapping ErrLocked that names %s", err, dir)
+	if !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), dir) {
+		t.Errorf("second Open: got %v, want an error wrapping store.ErrLocked that names %s", err, dir)
 	}
 	if !strings.Contains(err.Error(), "in this process") {
-		t.Errorf("second OpenBadger: %q does not say the holder is this process", err)
+		t.Errorf("second Open: %q does not say the holder is this process", err)
 	}
 	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("second OpenBadger took %v to fail, want it at once", d)
+		t.Errorf("second Open took %v to fail, want it at once", d)
 	}
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
-	openTestBadger(t, dir, BadgerOptions{}) // released by Close
+	openTestBadger(t, dir, Options{}) // released by Close
 }
 
 func TestBadgerFormatVersion(t *testing.T) {
 	dir := t.TempDir()
-	b := openTestBadger(t, dir, BadgerOptions{})
+	b := openTestBadger(t, dir, Options{})
 	rawSet(t, b, []byte(versionKey), []byte("wagent-store/99"))
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := OpenBadger(dir, BadgerOptions{Logger: discardLogger})
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "wagent-store/99") {
-		t.Fatalf("OpenBadger of a store in another format: got %v, want ErrInvalid naming the format", err)
+	_, err := Open(dir, Options{Logger: discardLogger})
+	if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "wagent-store/99") {
+		t.Fatalf("Open of a store in another format: got %v, want store.ErrInvalid naming the format", err)
 	}
 	// The failed open released the directory.
-	if _, err := OpenBadger(dir, BadgerOptions{Logger: discardLogger}); errors.Is(err, ErrLocked) {
+	if _, err := Open(dir, Options{Logger: discardLogger}); errors.Is(err, store.ErrLocked) {
 		t.Errorf("a failed open kept the directory locked: %v", err)
 	}
 }
@@ -244,11 +245,11 @@ func TestBadgerValueLogGC(t *testing.T) {
 	// Large events go to the value log; after they are deleted, background
 	// GC runs, and Close stops it promptly.
 	ctx := t.Context()
-	b := openTestBadger(t, t.TempDir(), BadgerOptions{GCInterval: 5 * time.Millisecond})
+	b := openTestBadger(t, t.TempDir(), Options{GCInterval: 5 * time.Millisecond})
 	if err := b.Create(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
-	big := Event{Type: "t", Data: json.RawMessage(`"` + strings.Repeat("x", 900_000) + `"`)}
+	big := store.Event{Type: "t", Data: json.RawMessage(`"` + strings.Repeat("x", 900_000) + `"`)}
 	var head uint64
 	for range 20 {
 		h, err := b.Append(ctx, "s", head, big)
@@ -285,7 +286,7 @@ func TestBadgerLeanMemory(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	b := openTestBadger(t, t.TempDir(), BadgerOptions{})
+	b := openTestBadger(t, t.TempDir(), Options{})
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/wagent/wagent/hostabi"
-	"github.com/wagent/wagent/hostabi/wasmhost"
+	"github.com/wagent/wagent/wasmhost"
 )
 
 // Load a module (here the hand-written WAT op in testdata/wat/ping.wat),
@@ -18,7 +18,7 @@ func Example() {
 	}
 	defer rt.Close(ctx)
 
-	mod, err := rt.LoadFile(ctx, "../../testdata/wat/ping.wasm")
+	mod, err := rt.LoadFile(ctx, "../testdata/wat/ping.wasm")
 	if err != nil {
 		panic(err)
 	}

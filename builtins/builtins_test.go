@@ -12,20 +12,20 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
-	"github.com/wagent/wagent/guests/builtins"
 	"github.com/wagent/wagent/hostabi"
-	"github.com/wagent/wagent/hostabi/wasmhost"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/store"
+	"github.com/wagent/wagent/wasmhost"
 )
 
 var update = flag.Bool("update", false, "rewrite golden logs in testdata/golden/builtins")
 
 var (
 	pooled, fresh *wasmhost.Runtime
-	root          = filepath.Join("..", "..")
+	root          = ".."
 )
 
 func TestMain(m *testing.M) {

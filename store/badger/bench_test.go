@@ -1,4 +1,4 @@
-package store_test
+package badger_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/store"
+	"github.com/wagent/wagent/store/badger"
 )
 
 // Benchmarks for issue 2. Targets: synced append p50 within 2x of a raw
@@ -36,9 +37,9 @@ func benchEvents(n int) []store.Event {
 	return out
 }
 
-func openBench(b *testing.B, dir string, synced bool) *store.Badger {
+func openBench(b *testing.B, dir string, synced bool) *badger.Store {
 	b.Helper()
-	l, err := store.OpenBadger(dir, store.BadgerOptions{SyncWrites: synced, Logger: quietLogger})
+	l, err := badger.Open(dir, badger.Options{SyncWrites: synced, Logger: quietLogger})
 	if err != nil {
 		b.Fatal(err)
 	}

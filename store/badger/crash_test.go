@@ -1,4 +1,4 @@
-package store_test
+package badger_test
 
 import (
 	"bufio"
@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/wagent/wagent/store"
+	"github.com/wagent/wagent/store/badger"
 )
 
 // The test binary doubles as the child process of the crash tests: with
@@ -50,7 +51,7 @@ func TestMain(m *testing.M) {
 // "acked <head>" to stdout after each Append returns.
 func crashChildAppend(dir string, synced bool) int {
 	ctx := context.Background()
-	l, err := store.OpenBadger(dir, store.BadgerOptions{SyncWrites: synced})
+	l, err := badger.Open(dir, badger.Options{SyncWrites: synced})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -78,7 +79,7 @@ func crashChildAppend(dir string, synced bool) int {
 
 // crashChildHold opens the store and holds it until stdin closes.
 func crashChildHold(dir string) int {
-	l, err := store.OpenBadger(dir, store.BadgerOptions{})
+	l, err := badger.Open(dir, badger.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -274,7 +275,7 @@ func TestCrashSafety(t *testing.T) {
 			totalAcked++
 		}
 
-		l, err := store.OpenBadger(dir, store.BadgerOptions{Logger: quietLogger})
+		l, err := badger.Open(dir, badger.Options{Logger: quietLogger})
 		if err != nil {
 			t.Fatalf("round %d: reopen after the kill: %v", round, err)
 		}
@@ -299,7 +300,7 @@ func TestCrashSafety(t *testing.T) {
 	if totalAcked < kills/2 {
 		t.Errorf("only %d of %d children acknowledged an append before the kill: the test barely ran", totalAcked, kills)
 	}
-	l, err := store.OpenBadger(dir, store.BadgerOptions{Logger: quietLogger})
+	l, err := badger.Open(dir, badger.Options{Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,12 +317,12 @@ func TestLockedByAnotherProcess(t *testing.T) {
 		t.Fatalf("child said %q; stderr:\n%s", line, c.stderr.String())
 	}
 	start := time.Now()
-	l, err := store.OpenBadger(dir, store.BadgerOptions{Logger: quietLogger})
+	l, err := badger.Open(dir, badger.Options{Logger: quietLogger})
 	took := time.Since(start)
 	if err == nil {
 		l.Close()
 		c.kill(t)
-		t.Fatal("OpenBadger of a directory another process holds succeeded")
+		t.Fatal("Open of a directory another process holds succeeded")
 	}
 	if !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), dir) {
 		t.Errorf("got %v, want an error wrapping ErrLocked that names %s", err, dir)
@@ -333,15 +334,15 @@ func TestLockedByAnotherProcess(t *testing.T) {
 		t.Errorf("error is several lines: %q", err)
 	}
 	if took > time.Second {
-		t.Errorf("OpenBadger took %v to fail, want it at once", took)
+		t.Errorf("Open took %v to fail, want it at once", took)
 	}
 	t.Logf("error: %v", err)
 
 	// The kernel drops the lock of a dead process.
 	c.kill(t)
-	l, err = store.OpenBadger(dir, store.BadgerOptions{Logger: quietLogger})
+	l, err = badger.Open(dir, badger.Options{Logger: quietLogger})
 	if err != nil {
-		t.Fatalf("OpenBadger after the holder died: %v", err)
+		t.Fatalf("Open after the holder died: %v", err)
 	}
 	l.Close()
 }

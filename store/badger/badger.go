@@ -1,9 +1,10 @@
-package store
+package badger
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/wagent/wagent/store"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,13 +14,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	bdb "github.com/dgraph-io/badger/v4"
 )
 
-// BadgerOptions configures OpenBadger. The zero value is the default: a
+// Options configures Open. The zero value is the default: a
 // memory-lean profile, appends not fsynced one by one, value-log GC every
 // ten minutes, and badger's own warnings and errors sent to slog.Default.
-type BadgerOptions struct {
+type Options struct {
 	// SyncWrites makes every Append fsync before it returns, so that each
 	// append is durable on its own. Without it an append that returned
 	// survives the process being killed but not a power cut or a kernel
@@ -35,18 +36,18 @@ type BadgerOptions struct {
 	Logger *slog.Logger
 }
 
-// defaultGCInterval is the value-log GC period when BadgerOptions leaves it
+// defaultGCInterval is the value-log GC period when Options leaves it
 // zero. Events are small and mostly live in the LSM tree, so GC rarely has
 // anything to do; it matters after large events are deleted.
 const defaultGCInterval = 10 * time.Minute
 
-// Badger is the embedded Log backend, on badger v4 in one directory. Open it
-// with OpenBadger; it holds the directory until Close, and a second open of
-// the same directory, in this or another process, fails with ErrLocked.
+// Store is the embedded store.Log backend, on badger v4 in one directory. Open it
+// with Open; it holds the directory until Close, and a second open of
+// the same directory, in this or another process, fails with store.ErrLocked.
 //
 // # Durability
 //
-// With BadgerOptions.SyncWrites, every Append is fsynced before it returns:
+// With Options.SyncWrites, every Append is fsynced before it returns:
 // once Append returns, the events survive a power cut.
 //
 // Without it (the default), Append returns once badger has written the
@@ -57,9 +58,9 @@ const defaultGCInterval = 10 * time.Minute
 // an append is never half there: after any crash a session holds a prefix of
 // its appends, each complete. Call Sync where an append must be durable
 // before the world outside the process hears of it.
-type Badger struct {
+type Store struct {
 	dir  string // absolute, for messages
-	db   *badger.DB
+	db   *bdb.DB
 	lock *dirLock
 	log  *slog.Logger
 
@@ -68,14 +69,14 @@ type Badger struct {
 	mu     sync.RWMutex
 	closed bool
 
-	hub    hub
+	hub    store.Hub
 	gcStop chan struct{}
 	gcDone chan struct{}
 	// gcRounds counts value-log GC rounds, so tests can see GC run.
 	gcRounds atomic.Int64
 }
 
-var _ Log = (*Badger)(nil)
+var _ store.Log = (*Store)(nil)
 
 // deleteBatch bounds how many keys one transaction of Delete removes. A
 // variable so tests can make it small.
@@ -86,17 +87,17 @@ var deleteBatch = 1000
 // only means "look again".
 const conflictRetries = 16
 
-// OpenBadger opens (creating it if needed) the badger store in dir.
+// Open opens (creating it if needed) the badger store in dir.
 //
-// If another process, or another Badger in this process, holds dir, it fails
-// at once with an error that wraps ErrLocked and names the directory.
+// If another process, or another Store in this process, holds dir, it fails
+// at once with an error that wraps store.ErrLocked and names the directory.
 //
 // Opening after a crash recovers: badger replays its write-ahead log, and
-// OpenBadger first removes the empty files a crash can leave behind, which
+// Open first removes the empty files a crash can leave behind, which
 // badger v4.9.6 would otherwise refuse to open.
-func OpenBadger(dir string, opts BadgerOptions) (*Badger, error) {
+func Open(dir string, opts Options) (*Store, error) {
 	if dir == "" {
-		return nil, fmt.Errorf("%w: open store: empty directory name", ErrInvalid)
+		return nil, fmt.Errorf("%w: open store: empty directory name", store.ErrInvalid)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -117,11 +118,11 @@ func OpenBadger(dir string, opts BadgerOptions) (*Badger, error) {
 		lock.release()
 		return nil, fmt.Errorf("open store %s: %w", abs, err)
 	}
-	db, err := badger.Open(badgerOptions(abs, opts, logger))
+	db, err := bdb.Open(badgerOptions(abs, opts, logger))
 	if err != nil {
 		lock.release()
 		if isBadgerLockError(err) {
-			return nil, fmt.Errorf("%w: %s is held by another process", ErrLocked, abs)
+			return nil, fmt.Errorf("%w: %s is held by another process", store.ErrLocked, abs)
 		}
 		return nil, fmt.Errorf("open store %s: %w", abs, err)
 	}
@@ -130,7 +131,7 @@ func OpenBadger(dir string, opts BadgerOptions) (*Badger, error) {
 		lock.release()
 		return nil, fmt.Errorf("open store %s: %w", abs, err)
 	}
-	b := &Badger{dir: abs, db: db, lock: lock, log: logger}
+	b := &Store{dir: abs, db: db, lock: lock, log: logger}
 	interval := opts.GCInterval
 	if interval == 0 {
 		interval = defaultGCInterval
@@ -145,8 +146,8 @@ func OpenBadger(dir string, opts BadgerOptions) (*Badger, error) {
 
 // badgerOptions is the memory-lean profile: about 12 MiB of heap after open
 // instead of about 86 MiB with badger's defaults.
-func badgerOptions(dir string, opts BadgerOptions, logger *slog.Logger) badger.Options {
-	return badger.DefaultOptions(dir).
+func badgerOptions(dir string, opts Options, logger *slog.Logger) bdb.Options {
+	return bdb.DefaultOptions(dir).
 		WithSyncWrites(opts.SyncWrites).
 		WithLogger(badgerLogger{logger}).
 		WithMetricsEnabled(false).
@@ -155,7 +156,7 @@ func badgerOptions(dir string, opts BadgerOptions, logger *slog.Logger) badger.O
 		// One transaction may hold at most 15% of a memtable (about 1.2 MiB
 		// here), counting the values kept inline in the LSM tree. A value of
 		// valueThreshold bytes or more goes to the value log and counts as a
-		// 12-byte pointer, so a largest append (MaxAppendEvents events of
+		// 12-byte pointer, so a largest append (store.MaxAppendEvents events of
 		// up to just under valueThreshold, or a few 1 MiB events) fits.
 		WithValueThreshold(valueThreshold).
 		WithBlockCacheSize(8 << 20).
@@ -170,7 +171,7 @@ func badgerOptions(dir string, opts BadgerOptions, logger *slog.Logger) badger.O
 const valueThreshold = 4 << 10
 
 // removeEmptyLogFiles deletes empty memtable (.mem) and value-log (.vlog)
-// files from dir. Badger creates such a file and then sizes it; a process
+// files from dir. Store creates such a file and then sizes it; a process
 // killed in between leaves it empty, and badger v4.9.6 then refuses to open
 // the directory ("Create a new file", dgraph-io/badger#2207, unfixed in
 // v4.9.6). An empty file holds no entry and no value pointer can point into
@@ -202,17 +203,17 @@ func removeEmptyLogFiles(dir string, logger *slog.Logger) error {
 }
 
 // isBadgerLockError recognises badger's report that its directory lock is
-// held. Badger formats the cause with %v, so only its text is left.
+// held. Store formats the cause with %v, so only its text is left.
 func isBadgerLockError(err error) bool {
 	return strings.Contains(err.Error(), "Cannot acquire directory lock")
 }
 
 // checkFormat writes the layout version into a new store and refuses a store
 // written with another layout.
-func checkFormat(db *badger.DB) error {
-	return db.Update(func(txn *badger.Txn) error {
+func checkFormat(db *bdb.DB) error {
+	return db.Update(func(txn *bdb.Txn) error {
 		item, err := txn.Get([]byte(versionKey))
-		if errors.Is(err, badger.ErrKeyNotFound) {
+		if errors.Is(err, bdb.ErrKeyNotFound) {
 			return txn.Set([]byte(versionKey), []byte(formatVersion))
 		}
 		if err != nil {
@@ -223,30 +224,30 @@ func checkFormat(db *badger.DB) error {
 			return fmt.Errorf("read format version: %w", err)
 		}
 		if string(v) != formatVersion {
-			return fmt.Errorf("%w: the store's format is %q, this build reads %q", ErrInvalid, v, formatVersion)
+			return fmt.Errorf("%w: the store's format is %q, this build reads %q", store.ErrInvalid, v, formatVersion)
 		}
 		return nil
 	})
 }
 
-// begin enters an operation: it fails with ErrClosed after Close. The caller
+// begin enters an operation: it fails with store.ErrClosed after Close. The caller
 // must call b.mu.RUnlock when it returns nil.
-func (b *Badger) begin(op string) error {
+func (b *Store) begin(op string) error {
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
-		return fmt.Errorf("%w: %s", ErrClosed, op)
+		return fmt.Errorf("%w: %s", store.ErrClosed, op)
 	}
 	return nil
 }
 
-// Create makes an empty session. See Log.
-func (b *Badger) Create(ctx context.Context, session string) error {
+// Create makes an empty session. See store.Log.
+func (b *Store) Create(ctx context.Context, session string) error {
 	op := "create " + session
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	if err := ValidSessionID(session); err != nil {
+	if err := store.ValidSessionID(session); err != nil {
 		return err
 	}
 	if err := b.begin(op); err != nil {
@@ -263,12 +264,12 @@ func (b *Badger) Create(ctx context.Context, session string) error {
 // as the first batch of events, so a session that is half deleted (a crash
 // between batches, or more than deleteBatch events) no longer exists for any
 // reader; Create clears what is left if the id is used again.
-func (b *Badger) Delete(ctx context.Context, session string) error {
+func (b *Store) Delete(ctx context.Context, session string) error {
 	op := "delete " + session
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	if err := ValidSessionID(session); err != nil {
+	if err := store.ValidSessionID(session); err != nil {
 		return err
 	}
 	if err := b.begin(op); err != nil {
@@ -276,7 +277,7 @@ func (b *Badger) Delete(ctx context.Context, session string) error {
 	}
 	defer b.mu.RUnlock()
 	more := false
-	err := b.retry(op, func(txn *badger.Txn) error {
+	err := b.retry(op, func(txn *bdb.Txn) error {
 		if _, err := getHead(txn, op, session); err != nil {
 			return err
 		}
@@ -293,7 +294,7 @@ func (b *Badger) Delete(ctx context.Context, session string) error {
 	if err != nil {
 		return err
 	}
-	b.hub.reset(session)
+	b.hub.Reset(session)
 	if more {
 		return b.purge(ctx, op, session, false)
 	}
@@ -302,24 +303,24 @@ func (b *Badger) Delete(ctx context.Context, session string) error {
 
 // purge deletes session's events in batches while the session does not
 // exist. With create, it then writes head 0 in the transaction that found no
-// event left, or fails with ErrExists if the session exists; without, it
+// event left, or fails with store.ErrExists if the session exists; without, it
 // stops quietly if the session was created meanwhile (that Create purges).
 // Every batch reads the head key, so it conflicts with a concurrent Create.
-func (b *Badger) purge(ctx context.Context, op, session string, create bool) error {
+func (b *Store) purge(ctx context.Context, op, session string, create bool) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
 		done := false
-		err := b.retry(op, func(txn *badger.Txn) error {
+		err := b.retry(op, func(txn *bdb.Txn) error {
 			_, err := txn.Get(headKey(session))
 			switch {
 			case err == nil && create:
-				return fmt.Errorf("%w: %s", ErrExists, op)
+				return fmt.Errorf("%w: %s", store.ErrExists, op)
 			case err == nil:
 				done = true
 				return nil
-			case !errors.Is(err, badger.ErrKeyNotFound):
+			case !errors.Is(err, bdb.ErrKeyNotFound):
 				return fmt.Errorf("%s: %w", op, err)
 			}
 			more, err := deleteEvents(txn, session)
@@ -343,9 +344,9 @@ func (b *Badger) purge(ctx context.Context, op, session string, create bool) err
 
 // deleteEvents deletes up to deleteBatch of session's event keys in txn and
 // reports whether any are left.
-func deleteEvents(txn *badger.Txn, session string) (more bool, err error) {
+func deleteEvents(txn *bdb.Txn, session string) (more bool, err error) {
 	prefix := eventPrefix(session)
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	it := txn.NewIterator(bdb.IteratorOptions{Prefix: prefix})
 	defer it.Close()
 	n := 0
 	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
@@ -362,25 +363,25 @@ func deleteEvents(txn *badger.Txn, session string) (more bool, err error) {
 
 // retry runs fn in a read-write transaction, again while it loses a race with
 // another writer, up to conflictRetries times.
-func (b *Badger) retry(op string, fn func(txn *badger.Txn) error) error {
+func (b *Store) retry(op string, fn func(txn *bdb.Txn) error) error {
 	for range conflictRetries {
 		err := b.db.Update(fn)
-		if !errors.Is(err, badger.ErrConflict) {
+		if !errors.Is(err, bdb.ErrConflict) {
 			return err
 		}
 	}
-	return fmt.Errorf("%w: %s: lost %d races in a row", ErrConflict, op, conflictRetries)
+	return fmt.Errorf("%w: %s: lost %d races in a row", store.ErrConflict, op, conflictRetries)
 }
 
-// Append adds events after expectedHead atomically. See Log. The head key is
+// Append adds events after expectedHead atomically. See store.Log. The head key is
 // read in the same transaction that writes the events and the new head, so
 // of two appenders with the same expected head exactly one commits.
-func (b *Badger) Append(ctx context.Context, session string, expectedHead uint64, events ...Event) (uint64, error) {
+func (b *Store) Append(ctx context.Context, session string, expectedHead uint64, events ...store.Event) (uint64, error) {
 	op := "append to " + session
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
-	enc, err := CheckAppend(session, expectedHead, events)
+	enc, err := store.CheckAppend(session, expectedHead, events)
 	if err != nil {
 		return 0, err
 	}
@@ -389,13 +390,13 @@ func (b *Badger) Append(ctx context.Context, session string, expectedHead uint64
 	}
 	defer b.mu.RUnlock()
 	newHead := expectedHead + uint64(len(enc))
-	err = b.db.Update(func(txn *badger.Txn) error {
+	err = b.db.Update(func(txn *bdb.Txn) error {
 		head, err := getHead(txn, op, session)
 		if err != nil {
 			return err
 		}
 		if head != expectedHead {
-			return fmt.Errorf("%w: %s: head is %d, expected %d", ErrConflict, op, head, expectedHead)
+			return fmt.Errorf("%w: %s: head is %d, expected %d", store.ErrConflict, op, head, expectedHead)
 		}
 		for i, v := range enc {
 			if err := txn.Set(eventKey(session, expectedHead+uint64(i)+1), v); err != nil {
@@ -411,22 +412,22 @@ func (b *Badger) Append(ctx context.Context, session string, expectedHead uint64
 		}
 		return nil
 	})
-	if errors.Is(err, badger.ErrConflict) {
-		return 0, fmt.Errorf("%w: %s at head %d: another writer committed first", ErrConflict, op, expectedHead)
+	if errors.Is(err, bdb.ErrConflict) {
+		return 0, fmt.Errorf("%w: %s at head %d: another writer committed first", store.ErrConflict, op, expectedHead)
 	}
 	if err != nil {
 		return 0, err
 	}
-	b.hub.notify(session, newHead)
+	b.hub.Notify(session, newHead)
 	return newHead, nil
 }
 
-// getHead reads session's head key in txn for op; ErrNotFound if it is
+// getHead reads session's head key in txn for op; store.ErrNotFound if it is
 // absent.
-func getHead(txn *badger.Txn, op, session string) (uint64, error) {
+func getHead(txn *bdb.Txn, op, session string) (uint64, error) {
 	item, err := txn.Get(headKey(session))
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return 0, fmt.Errorf("%w: %s", ErrNotFound, op)
+	if errors.Is(err, bdb.ErrKeyNotFound) {
+		return 0, fmt.Errorf("%w: %s", store.ErrNotFound, op)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
@@ -439,37 +440,37 @@ func getHead(txn *badger.Txn, op, session string) (uint64, error) {
 	return head, err
 }
 
-// Read returns events by range. See Log. It reads the head and the events
+// Read returns events by range. See store.Log. It reads the head and the events
 // in one transaction and returns no event past that head.
-func (b *Badger) Read(ctx context.Context, session string, from uint64, limit int) ([]Event, error) {
+func (b *Store) Read(ctx context.Context, session string, from uint64, limit int) ([]store.Event, error) {
 	op := "read " + session
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	if err := ValidSessionID(session); err != nil {
+	if err := store.ValidSessionID(session); err != nil {
 		return nil, err
 	}
 	if err := b.begin(op); err != nil {
 		return nil, err
 	}
 	defer b.mu.RUnlock()
-	var out []Event
-	err := b.db.View(func(txn *badger.Txn) error {
+	var out []store.Event
+	err := b.db.View(func(txn *bdb.Txn) error {
 		head, err := getHead(txn, op, session)
 		if err != nil {
 			return err
 		}
-		first, last, ok := readRange(from, limit, head)
+		first, last, ok := store.ReadRange(from, limit, head)
 		if !ok {
 			return nil
 		}
 		n := last - first + 1
-		out = make([]Event, 0, min(n, 1<<14))
+		out = make([]store.Event, 0, min(n, 1<<14))
 		prefix := eventPrefix(session)
 		// No value prefetching: events below valueThreshold sit in the LSM
 		// tree beside their keys, and prefetching starts a goroutine per
 		// event, which costs more than it saves.
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		it := txn.NewIterator(bdb.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		want := first
 		for it.Seek(eventKey(session, first)); it.ValidForPrefix(prefix) && want <= last; it.Next() {
@@ -478,10 +479,10 @@ func (b *Badger) Read(ctx context.Context, session string, from uint64, limit in
 			if !ok || seq != want {
 				break // reported below as the missing seq
 			}
-			var e Event
+			var e store.Event
 			err := item.Value(func(v []byte) error {
 				var err error
-				e, err = DecodeEvent(session, seq, v)
+				e, err = store.DecodeEvent(session, seq, v)
 				return err
 			})
 			if err != nil {
@@ -496,7 +497,7 @@ func (b *Badger) Read(ctx context.Context, session string, from uint64, limit in
 			}
 		}
 		if want <= last {
-			return fmt.Errorf("%w: session %s seq %d: missing below head %d", ErrCorrupt, session, want, head)
+			return fmt.Errorf("%w: session %s seq %d: missing below head %d", store.ErrCorrupt, session, want, head)
 		}
 		return nil
 	})
@@ -506,13 +507,13 @@ func (b *Badger) Read(ctx context.Context, session string, from uint64, limit in
 	return out, nil
 }
 
-// Head returns the seq of the session's last event. See Log.
-func (b *Badger) Head(ctx context.Context, session string) (uint64, error) {
+// Head returns the seq of the session's last event. See store.Log.
+func (b *Store) Head(ctx context.Context, session string) (uint64, error) {
 	op := "head of " + session
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
-	if err := ValidSessionID(session); err != nil {
+	if err := store.ValidSessionID(session); err != nil {
 		return 0, err
 	}
 	if err := b.begin(op); err != nil {
@@ -520,7 +521,7 @@ func (b *Badger) Head(ctx context.Context, session string) (uint64, error) {
 	}
 	defer b.mu.RUnlock()
 	var head uint64
-	err := b.db.View(func(txn *badger.Txn) error {
+	err := b.db.View(func(txn *bdb.Txn) error {
 		var err error
 		head, err = getHead(txn, op, session)
 		return err
@@ -528,8 +529,8 @@ func (b *Badger) Head(ctx context.Context, session string) (uint64, error) {
 	return head, err
 }
 
-// Sessions lists every session id, sorted. See Log.
-func (b *Badger) Sessions(ctx context.Context) ([]string, error) {
+// Sessions lists every session id, sorted. See store.Log.
+func (b *Store) Sessions(ctx context.Context) ([]string, error) {
 	op := "list sessions"
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
@@ -539,14 +540,14 @@ func (b *Badger) Sessions(ctx context.Context) ([]string, error) {
 	}
 	defer b.mu.RUnlock()
 	var ids []string
-	err := b.db.View(func(txn *badger.Txn) error {
+	err := b.db.View(func(txn *bdb.Txn) error {
 		prefix := []byte{headTag}
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		it := txn.NewIterator(bdb.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
 			id, ok := sessionOfHeadKey(it.Item().Key())
 			if !ok {
-				return fmt.Errorf("%w: %s: malformed head key %q", ErrCorrupt, op, it.Item().Key())
+				return fmt.Errorf("%w: %s: malformed head key %q", store.ErrCorrupt, op, it.Item().Key())
 			}
 			ids = append(ids, id)
 		}
@@ -561,16 +562,16 @@ func (b *Badger) Sessions(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// Watch returns a channel of the session's heads after each append. See Log.
+// Watch returns a channel of the session's heads after each append. See store.Log.
 // Notifications are sent in this process after commit, never through
 // badger's Subscribe, which would let a slow reader stall writers.
-func (b *Badger) Watch(session string) (<-chan uint64, func()) {
-	return b.hub.watch(session)
+func (b *Store) Watch(session string) (<-chan uint64, func()) {
+	return b.hub.Watch(session)
 }
 
 // Sync makes every append that returned before it durable (an fsync of
 // badger's write-ahead and value logs).
-func (b *Badger) Sync(ctx context.Context) error {
+func (b *Store) Sync(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
@@ -586,19 +587,19 @@ func (b *Badger) Sync(ctx context.Context) error {
 
 // Close waits for operations in flight, stops value-log GC, closes every
 // watch channel, closes the database and releases the directory. A second
-// Close fails with ErrClosed.
-func (b *Badger) Close() error {
+// Close fails with store.ErrClosed.
+func (b *Store) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return fmt.Errorf("%w: close %s", ErrClosed, b.dir)
+		return fmt.Errorf("%w: close %s", store.ErrClosed, b.dir)
 	}
 	b.closed = true
 	if b.gcStop != nil {
 		close(b.gcStop)
 		<-b.gcDone
 	}
-	b.hub.close()
+	b.hub.Close()
 	err := b.db.Close()
 	if lerr := b.lock.release(); err == nil {
 		err = lerr
@@ -612,7 +613,7 @@ func (b *Badger) Close() error {
 // runGC collects the value log every interval until Close. Each round
 // rewrites files while badger finds one worth rewriting; ErrNoRewrite (none
 // is) and ErrRejected (a GC is running already) are the normal ends.
-func (b *Badger) runGC(interval time.Duration) {
+func (b *Store) runGC(interval time.Duration) {
 	defer close(b.gcDone)
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -626,7 +627,7 @@ func (b *Badger) runGC(interval time.Duration) {
 		for {
 			err := b.db.RunValueLogGC(0.5)
 			if err != nil {
-				if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
+				if !errors.Is(err, bdb.ErrNoRewrite) && !errors.Is(err, bdb.ErrRejected) {
 					b.log.Warn("store: value log gc failed", "dir", b.dir, "err", err)
 				}
 				break

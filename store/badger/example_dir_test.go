@@ -1,4 +1,4 @@
-package store_test
+package badger_test
 
 import "os"
 

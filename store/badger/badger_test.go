@@ -1,4 +1,4 @@
-package store_test
+package badger_test
 
 import (
 	"io"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/wagent/wagent/store"
+	"github.com/wagent/wagent/store/badger"
 	"github.com/wagent/wagent/store/storetest"
 )
 
@@ -14,9 +15,9 @@ var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func TestBadgerConformance(t *testing.T) {
 	storetest.RunDurable(t, func(t *testing.T, dir string) store.Log {
-		l, err := store.OpenBadger(dir, store.BadgerOptions{Logger: quietLogger})
+		l, err := badger.Open(dir, badger.Options{Logger: quietLogger})
 		if err != nil {
-			t.Fatalf("OpenBadger: %v", err)
+			t.Fatalf("badger.Open: %v", err)
 		}
 		return l
 	})
@@ -27,9 +28,9 @@ func TestBadgerSyncWritesConformance(t *testing.T) {
 		t.Skip("fsyncs every append; run without -short")
 	}
 	storetest.RunDurable(t, func(t *testing.T, dir string) store.Log {
-		l, err := store.OpenBadger(dir, store.BadgerOptions{SyncWrites: true, Logger: quietLogger})
+		l, err := badger.Open(dir, badger.Options{SyncWrites: true, Logger: quietLogger})
 		if err != nil {
-			t.Fatalf("OpenBadger: %v", err)
+			t.Fatalf("badger.Open: %v", err)
 		}
 		return l
 	})

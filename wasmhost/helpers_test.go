@@ -42,7 +42,7 @@ func rt(t testing.TB) *Runtime {
 }
 
 // repo returns a path from the repository root.
-func repo(p string) string { return filepath.Join("..", "..", filepath.FromSlash(p)) }
+func repo(p string) string { return filepath.Join("..", filepath.FromSlash(p)) }
 
 // load loads (once) a module from a path relative to the repository root.
 func load(t testing.TB, path string, opts ...LoadOption) *Module {

@@ -2,7 +2,7 @@ package wasmhost
 
 // Benchmarks of the wasm runtime, in one run against their baselines:
 //
-//	go test ./hostabi/wasmhost -run '^$' -bench . -benchtime 2s
+//	go test ./wasmhost -run '^$' -bench . -benchtime 2s
 //
 // x_native is a wasm call's time over the native op's; x_10msgs is a call
 // at 1000 prior messages over one at 10.

@@ -1,4 +1,4 @@
-package store
+package badger
 
 import (
 	"os"
@@ -10,12 +10,12 @@ func TestBadgerOpensOverEmptyLogFiles(t *testing.T) {
 	// A process killed between badger creating a memtable or value-log file
 	// and sizing it leaves the file empty, and badger v4.9.6 then refuses to
 	// open the directory ("Create a new file", dgraph-io/badger#2207).
-	// OpenBadger removes such files first: they hold nothing.
+	// Open removes such files first: they hold nothing.
 	for _, name := range []string{"00009.mem", "000009.vlog", "000002.vlog"} {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
 			dir := t.TempDir()
-			b := openTestBadger(t, dir, BadgerOptions{})
+			b := openTestBadger(t, dir, Options{})
 			if err := b.Create(ctx, "s"); err != nil {
 				t.Fatal(err)
 			}
@@ -28,7 +28,7 @@ func TestBadgerOpensOverEmptyLogFiles(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			b = openTestBadger(t, dir, BadgerOptions{})
+			b = openTestBadger(t, dir, Options{})
 			got, err := b.Read(ctx, "s", 1, 0)
 			if err != nil || len(got) != 3 {
 				t.Fatalf("Read after reopen: %d events, %v; want 3", len(got), err)

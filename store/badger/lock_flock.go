@@ -1,10 +1,11 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
-package store
+package badger
 
 import (
 	"errors"
 	"fmt"
+	"github.com/wagent/wagent/store"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,9 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lockFileName is wagent's own lock in the store's directory. Badger takes a
+// lockFileName is wagent's own lock in the store's directory. Store takes a
 // lock of its own too, but reports a held one only as text; this one lets
-// OpenBadger say ErrLocked for certain, and name the process holding it.
+// Open say store.ErrLocked for certain, and name the process holding it.
 const lockFileName = "wagent.lock"
 
 type dirLock struct{ f *os.File }
@@ -33,7 +34,7 @@ func lockDir(dir string) (*dirLock, error) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s is held by %s", ErrLocked, dir, holder(path))
+			return nil, fmt.Errorf("%w: %s is held by %s", store.ErrLocked, dir, holder(path))
 		}
 		return nil, fmt.Errorf("open store %s: lock %s: %w", dir, path, err)
 	}

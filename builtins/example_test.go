@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/provider/script"
-	"github.com/wagent/wagent/guests/builtins"
-	"github.com/wagent/wagent/hostabi/wasmhost"
 	"github.com/wagent/wagent/pipeline"
-	"github.com/wagent/wagent/store"
+	"github.com/wagent/wagent/store/badger"
+	"github.com/wagent/wagent/wasmhost"
 )
 
 // A Go program embedding wagent: it opens a store, loads a pipeline that
@@ -25,7 +25,7 @@ func Example_embedding() {
 	defer os.RemoveAll(dir)
 
 	// 1. The store: one directory, no server.
-	log, err := store.OpenBadger(filepath.Join(dir, "store"), store.BadgerOptions{})
+	log, err := badger.Open(filepath.Join(dir, "store"), badger.Options{})
 	if err != nil {
 		panic(err)
 	}
@@ -38,7 +38,7 @@ func Example_embedding() {
 		panic(err)
 	}
 	defer rt.Close(ctx)
-	plugin, err := os.ReadFile("../../examples/wasm-ops/calculator/calculator.wasm")
+	plugin, err := os.ReadFile("../examples/wasm-ops/calculator/calculator.wasm")
 	if err != nil {
 		panic(err)
 	}
