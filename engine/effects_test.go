@@ -68,7 +68,7 @@ func TestBadEffectsAreRefused(t *testing.T) {
 				t.Fatalf("no op/fault recorded; log:\n%s", et.Lines(evs))
 			}
 			f := fs[0]
-			if f.Op != "bad" || f.Kind != engine.FaultInvalidEffect || !strings.Contains(f.Message, tc.message) {
+			if f.Op != "bad" || f.Kind != hostabi.FaultInvalidEffect || !strings.Contains(f.Message, tc.message) {
 				t.Errorf("fault %+v, want op bad, kind invalid-effect, message containing %q", f, tc.message)
 			}
 			// None of the bad op's effects were applied: the calculator ran
@@ -95,7 +95,7 @@ func TestBadEffectsAreRefused(t *testing.T) {
 func TestFaultingGuardFailsClosed(t *testing.T) {
 	guard := &et.OpFunc{M: &hostabi.Manifest{Name: "approval", Hooks: []hostabi.Hook{hostabi.HookTool}, Guard: true},
 		F: func(ctx context.Context, v *hostabi.View, r engine.Reader) ([]hostabi.Effect, error) {
-			return nil, &engine.Fault{Kind: engine.FaultTrap, Message: "unreachable executed"}
+			return nil, &hostabi.Fault{Kind: hostabi.FaultTrap, Message: "unreachable executed"}
 		}}
 	p := &et.Replay{Replies: []et.Reply{
 		{Calls: []hostabi.ToolCall{et.Call("c1", "calc_add", `{"value":7}`)}},
@@ -113,7 +113,7 @@ func TestFaultingGuardFailsClosed(t *testing.T) {
 		}
 	}
 	fs := faults(t, evs)
-	if len(fs) != 1 || fs[0].Kind != engine.FaultTrap {
+	if len(fs) != 1 || fs[0].Kind != hostabi.FaultTrap {
 		t.Fatalf("faults %+v, want one trap", fs)
 	}
 	var r engine.ToolResult

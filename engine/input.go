@@ -62,14 +62,10 @@ type Decision struct {
 	Note   string
 }
 
-// AlwaysNotePrefix starts the note Decide writes, for the op that asked,
-// when a person decides with scope "always": "always/TOOL" = allow|deny.
-const AlwaysNotePrefix = "always/"
-
 // Decide records decisions for calls waiting on an approval request. A
 // decision for a call that is not waiting is refused and nothing is
 // appended. A decision with scope "always" is also remembered as a note of
-// the op that asked (see AlwaysNotePrefix), so that op can apply it to
+// the op that asked (see hostabi.AlwaysNotePrefix), so that op can apply it to
 // later calls of the same tool in the session.
 func (m *Machine) Decide(ctx context.Context, ds ...Decision) error {
 	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
@@ -96,7 +92,7 @@ func (m *Machine) Decide(ctx context.Context, ds ...Decision) error {
 				if d.Allow {
 					v = "allow"
 				}
-				mv.add(EvOpNote, OpNote{Op: c.AskedBy, Key: AlwaysNotePrefix + c.Name, Value: v})
+				mv.add(EvOpNote, OpNote{Op: c.AskedBy, Key: hostabi.AlwaysNotePrefix + c.Name, Value: v})
 			}
 		}
 		if len(ds) == 0 {
@@ -232,10 +228,6 @@ func (m *Machine) abort(ctx context.Context, cause Cause, nTurn, nStep int) erro
 	return err
 }
 
-// CodeInterrupted answers a started call of an idempotent tool whose run
-// was interrupted: it is safe to call again.
-const CodeInterrupted = "TOOL_INTERRUPTED"
-
 // closeTurn appends what closes the open turn: the kept partial answer,
 // results for unanswered calls, requeued input, step/end and turn/end.
 func (m *Machine) closeTurn(mv *move, reason string, cause *Cause, requeue bool, message string) {
@@ -248,7 +240,7 @@ func (m *Machine) closeTurn(mv *move, reason string, cause *Cause, requeue bool,
 			r := ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Op: "host"}
 			switch {
 			case c.Started && c.Idempotent:
-				r.Code, r.Content = CodeInterrupted, "the tool was interrupted before its result was recorded; it is idempotent, so it is safe to call again"
+				r.Code, r.Content = hostabi.CodeInterrupted, "the tool was interrupted before its result was recorded; it is idempotent, so it is safe to call again"
 			case c.Started:
 				r.Code, r.Content = hostabi.CodeOutcomeUnknown, "the tool started but its result was never recorded; it may or may not have taken effect"
 			default:

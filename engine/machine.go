@@ -500,8 +500,8 @@ func (m *Machine) ask(ctx context.Context, mv *move, i int, view *hostabi.View) 
 		if ctx.Err() != nil {
 			return nil, false
 		}
-		kind, msg := FaultError, err.Error()
-		var f *Fault
+		kind, msg := hostabi.FaultError, err.Error()
+		var f *hostabi.Fault
 		if errors.As(err, &f) {
 			kind, msg = f.Kind, f.Message
 		}
@@ -512,7 +512,7 @@ func (m *Machine) ask(ctx context.Context, mv *move, i int, view *hostabi.View) 
 	for j := range effects {
 		e := &effects[j]
 		if err := e.Check(view.Hook); err != nil {
-			m.fault(mv, man.Name, view.Hook, FaultInvalidEffect, fmt.Sprintf("effect %d: %v", j, err))
+			m.fault(mv, man.Name, view.Hook, hostabi.FaultInvalidEffect, fmt.Sprintf("effect %d: %v", j, err))
 			return nil, true
 		}
 		switch e.Kind {
@@ -541,7 +541,7 @@ func (m *Machine) fault(mv *move, op string, hook hostabi.Hook, kind, msg string
 // refuse records a decisive effect list the engine will not apply: none of
 // it is appended, the fault is.
 func (m *Machine) refuse(mv *move, op string, hook hostabi.Hook, format string, args ...any) {
-	m.fault(mv, op, hook, FaultInvalidEffect, fmt.Sprintf(format, args...))
+	m.fault(mv, op, hook, hostabi.FaultInvalidEffect, fmt.Sprintf(format, args...))
 }
 
 // quarantined reports whether op i faulted too often this turn to be asked.

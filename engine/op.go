@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/wagent/wagent/hostabi"
 )
@@ -22,7 +21,7 @@ type Operation interface {
 	// Handle answers one hook. Nil or empty effects mean skip. An error is a
 	// fault: the engine records it as op/fault, appends nothing else the op
 	// asked for, and treats the op as having skipped (a guard op's calls are
-	// denied instead). Return a *Fault to name the kind of fault.
+	// denied instead). Return a *hostabi.Fault to name the kind of fault.
 	Handle(ctx context.Context, view *hostabi.View, r Reader) ([]hostabi.Effect, error)
 }
 
@@ -36,21 +35,18 @@ type Reader interface {
 	Note(key string) (string, bool)
 }
 
-// Fault kinds recorded in op/fault events.
-const (
-	FaultTrap          = "trap"
-	FaultTimeout       = "timeout"
-	FaultMemory        = "memory"
-	FaultABI           = "abi"
-	FaultLimit         = "limit"
-	FaultInvalidEffect = "invalid-effect"
-	FaultError         = "error"
-)
-
-// Fault is an op failure with a kind, as recorded in op/fault.
-type Fault struct {
-	Kind    string
-	Message string
+// OpFunc is an Operation made of a manifest and a function, the way
+// http.HandlerFunc makes a Handler of a function: for native ops in Go
+// programs and tests.
+type OpFunc struct {
+	M *hostabi.Manifest
+	F func(ctx context.Context, v *hostabi.View, r Reader) ([]hostabi.Effect, error)
 }
 
-func (f *Fault) Error() string { return fmt.Sprintf("%s: %s", f.Kind, f.Message) }
+// Manifest returns the op's manifest.
+func (o *OpFunc) Manifest() *hostabi.Manifest { return o.M }
+
+// Handle calls F.
+func (o *OpFunc) Handle(ctx context.Context, v *hostabi.View, r Reader) ([]hostabi.Effect, error) {
+	return o.F(ctx, v, r)
+}

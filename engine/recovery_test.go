@@ -99,7 +99,7 @@ func TestRecoveryAtEveryBoundary(t *testing.T) {
 			if s {
 				want = hostabi.CodeOutcomeUnknown
 				if id == "c3" { // calc_total is idempotent
-					want = engine.CodeInterrupted
+					want = hostabi.CodeInterrupted
 				}
 			}
 			if codes[id] != want {

@@ -75,12 +75,44 @@ const (
 
 // Tool result codes the host writes.
 const (
+	// CodeOutcomeUnknown answers a call that started (its tool/call is in
+	// the log) under an earlier writer and never recorded a result: it may
+	// or may not have taken effect.
 	CodeOutcomeUnknown = "TOOL_OUTCOME_UNKNOWN"
-	CodeNotStarted     = "TOOL_NOT_STARTED"
-	CodeDenied         = "TOOL_DENIED"
-	CodeUnavailable    = "TOOL_UNAVAILABLE"
-	CodeUnknownTool    = "TOOL_UNKNOWN"
+	// CodeInterrupted answers a started call of an idempotent tool whose
+	// run was interrupted: it is safe to call again.
+	CodeInterrupted = "TOOL_INTERRUPTED"
+	CodeNotStarted  = "TOOL_NOT_STARTED"
+	CodeDenied      = "TOOL_DENIED"
+	CodeUnavailable = "TOOL_UNAVAILABLE"
+	CodeUnknownTool = "TOOL_UNKNOWN"
 )
+
+// AlwaysNotePrefix starts the note the host writes for the guard that
+// asked, when a person decides a call with scope "always":
+// "always/TOOL" = "allow" or "deny". The guard reads it when it meets the
+// tool again in the session.
+const AlwaysNotePrefix = "always/"
+
+// Fault kinds, as recorded in op/fault events (ABI.md §5).
+const (
+	FaultTrap          = "trap"
+	FaultTimeout       = "timeout"
+	FaultMemory        = "memory"
+	FaultABI           = "abi"
+	FaultLimit         = "limit"
+	FaultInvalidEffect = "invalid-effect"
+	FaultError         = "error"
+)
+
+// Fault is an op failure with a kind, as recorded in op/fault. Operations
+// return it (wrapped or not) to name the kind of a failure.
+type Fault struct {
+	Kind    string
+	Message string
+}
+
+func (f *Fault) Error() string { return fmt.Sprintf("%s: %s", f.Kind, f.Message) }
 
 // Limits on effects that hold for every op, whatever its pipeline limits.
 const (

@@ -18,7 +18,7 @@
 //	effects, err := op.Handle(ctx, view, reader)           // engine.Operation
 //
 // A call that traps, runs past its deadline, grows its memory past the
-// limit, hands over too much or breaks the ABI returns an *engine.Fault of
+// limit, hands over too much or breaks the ABI returns an *hostabi.Fault of
 // the matching kind; the instance is discarded and the next call gets a
 // fresh one. Guests get no real clock, no randomness, no environment and no
 // file system beyond the read-only mounts they request and are granted.

@@ -3,7 +3,6 @@ package wasmhost
 import (
 	"testing"
 
-	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
 )
 
@@ -26,7 +25,7 @@ func FuzzHostEffects(f *testing.F) {
 		fault := c.acceptEffects(b)
 		if fault != nil {
 			switch fault.Kind {
-			case engine.FaultABI, engine.FaultLimit, engine.FaultInvalidEffect:
+			case hostabi.FaultABI, hostabi.FaultLimit, hostabi.FaultInvalidEffect:
 			default:
 				t.Fatalf("fault kind %q for %q", fault.Kind, b)
 			}

@@ -122,12 +122,12 @@ func commandView(name string) *hostabi.View {
 	return &hostabi.View{Hook: hostabi.HookCommand, Session: "s1", Turn: 1, Command: &hostabi.CommandView{Name: name}}
 }
 
-// wantFault checks err is a *engine.Fault of kind whose message contains sub.
+// wantFault checks err is a *hostabi.Fault of kind whose message contains sub.
 func wantFault(t *testing.T, err error, kind, sub string) {
 	t.Helper()
-	f, ok := err.(*engine.Fault)
+	f, ok := err.(*hostabi.Fault)
 	if !ok {
-		t.Fatalf("err = %v (%T), want a *engine.Fault of kind %s", err, err, kind)
+		t.Fatalf("err = %v (%T), want a *hostabi.Fault of kind %s", err, err, kind)
 	}
 	if f.Kind != kind || !strings.Contains(f.Message, sub) {
 		t.Fatalf("fault = %s: %q, want %s containing %q", f.Kind, f.Message, kind, sub)

@@ -9,7 +9,6 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
-	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
 )
 
@@ -50,10 +49,10 @@ func instantiateHost(ctx context.Context, r wazero.Runtime) error {
 		b = b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
 			inst, _ := ctx.Value(instKey{}).(*instance)
 			if inst == nil || !inst.call.active {
-				panic(&engine.Fault{Kind: engine.FaultABI, Message: fmt.Sprintf("%s.%s called outside a hook call (from _initialize?)", hostabi.ImportModule, name)})
+				panic(&hostabi.Fault{Kind: hostabi.FaultABI, Message: fmt.Sprintf("%s.%s called outside a hook call (from _initialize?)", hostabi.ImportModule, name)})
 			}
 			if inst.call.checkClock && time.Now().After(inst.call.deadline) {
-				inst.fail(engine.FaultTimeout, "call exceeded its deadline of %v", inst.call.limits.Timeout)
+				inst.fail(hostabi.FaultTimeout, "call exceeded its deadline of %v", inst.call.limits.Timeout)
 			}
 			hf.fn(inst, mod.Memory(), stack)
 		}), hf.params, hf.results).Export(name)
@@ -66,11 +65,11 @@ func instantiateHost(ctx context.Context, r wazero.Runtime) error {
 // with an abi fault. The check is done in 64 bits, so ptr+n cannot wrap.
 func (inst *instance) guestBytes(mem api.Memory, what string, ptr, n uint32) []byte {
 	if uint64(ptr)+uint64(n) > 1<<32 {
-		inst.fail(engine.FaultABI, "%s: buffer at %#x of %d bytes wraps past 4 GiB", what, ptr, n)
+		inst.fail(hostabi.FaultABI, "%s: buffer at %#x of %d bytes wraps past 4 GiB", what, ptr, n)
 	}
 	b, ok := mem.Read(ptr, n)
 	if !ok {
-		inst.fail(engine.FaultABI, "%s: buffer at %#x of %d bytes is outside the guest's %d bytes of memory", what, ptr, n, mem.Size())
+		inst.fail(hostabi.FaultABI, "%s: buffer at %#x of %d bytes is outside the guest's %d bytes of memory", what, ptr, n, mem.Size())
 	}
 	return b
 }
@@ -140,7 +139,7 @@ func hostEffects(inst *instance, mem api.Memory, stack []uint64) {
 	c := &inst.call
 	ptr, n := uint32(stack[0]), uint32(stack[1])
 	if int64(c.outBytes)+int64(n) > int64(c.limits.MaxOutputBytes) {
-		inst.fail(engine.FaultLimit, "output of %d bytes is over the limit of %d bytes per call", int64(c.outBytes)+int64(n), c.limits.MaxOutputBytes)
+		inst.fail(hostabi.FaultLimit, "output of %d bytes is over the limit of %d bytes per call", int64(c.outBytes)+int64(n), c.limits.MaxOutputBytes)
 	}
 	b := inst.guestBytes(mem, "effects", ptr, n)
 	c.outBytes += int(n)
@@ -153,19 +152,19 @@ func hostEffects(inst *instance, mem api.Memory, stack []uint64) {
 // acceptEffects decodes a chunk of guest output and checks it against the
 // call's effect limit, view and manifest; the effects join the call's
 // answer. The bytes are not kept.
-func (c *callState) acceptEffects(b []byte) *engine.Fault {
+func (c *callState) acceptEffects(b []byte) *hostabi.Fault {
 	before := len(c.effects)
 	list, err := hostabi.ParseEffects(c.effects, b)
 	if err != nil {
-		return &engine.Fault{Kind: engine.FaultABI, Message: fmt.Sprintf("effects are not a JSON array of effects: %v", err)}
+		return &hostabi.Fault{Kind: hostabi.FaultABI, Message: fmt.Sprintf("effects are not a JSON array of effects: %v", err)}
 	}
 	c.effects = list
 	if len(c.effects) > c.limits.MaxEffects {
-		return &engine.Fault{Kind: engine.FaultLimit, Message: fmt.Sprintf("%d effects are over the limit of %d per call", len(c.effects), c.limits.MaxEffects)}
+		return &hostabi.Fault{Kind: hostabi.FaultLimit, Message: fmt.Sprintf("%d effects are over the limit of %d per call", len(c.effects), c.limits.MaxEffects)}
 	}
 	for i := before; i < len(c.effects); i++ {
 		if err := c.effects[i].CheckFor(c.manifest, c.view); err != nil {
-			return &engine.Fault{Kind: engine.FaultInvalidEffect, Message: fmt.Sprintf("effect %d (%s): %v", i, c.effects[i].Kind, err)}
+			return &hostabi.Fault{Kind: hostabi.FaultInvalidEffect, Message: fmt.Sprintf("effect %d (%s): %v", i, c.effects[i].Kind, err)}
 		}
 	}
 	return nil

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
 )
 
@@ -53,21 +52,21 @@ func TestHostileCall(t *testing.T) {
 		want     string
 		maxDelay time.Duration
 	}{
-		{file: "loop", limits: Limits{Timeout: 50 * time.Millisecond}, kind: engine.FaultTimeout, want: "call exceeded its deadline of 50ms", maxDelay: 2 * time.Second},
-		{file: "grow", limits: Limits{MemoryPages: 4}, kind: engine.FaultMemory, want: "memory limit of 4 pages (0 MiB) reached: the guest asked to grow to 5 pages"},
-		{file: "huge_output", limits: Limits{MemoryPages: 200}, kind: engine.FaultLimit, want: "output of 8388608 bytes is over the limit of 4194304 bytes per call"},
-		{file: "many_effects", kind: engine.FaultLimit, want: "257 effects are over the limit of 256 per call"},
-		{file: "malformed", kind: engine.FaultABI, want: "effects are not a JSON array of effects"},
-		{file: "unknown_kind", kind: engine.FaultInvalidEffect, want: `effect 0 (launch_missiles): invalid effect: unknown kind "launch_missiles"`},
-		{file: "wrong_hook", kind: engine.FaultInvalidEffect, want: `kind "steer" is not allowed at hook "tool"`},
-		{file: "not_owned", view: ownedView, kind: engine.FaultInvalidEffect, want: `result for call "c2", which belongs to op "someone-else"`},
-		{file: "trap", kind: engine.FaultTrap, want: "unreachable"},
-		{file: "recurse", limits: Limits{Timeout: 20 * time.Second}, kind: engine.FaultTrap, want: "stack overflow"}, // slow under -race: wazero grows its machine stack to about 100 MB first
-		{file: "oob_read", kind: engine.FaultABI, want: "view: buffer at 0xfde8 of 4096 bytes is outside the guest's 65536 bytes of memory"},
-		{file: "overflow", kind: engine.FaultABI, want: "view: buffer at 0xfffffff0 of 32 bytes wraps past 4 GiB"},
-		{file: "init_calls_host", kind: engine.FaultABI, want: "starting the module: wagent.view called outside a hook call"},
-		{file: "bad_status", kind: engine.FaultABI, want: "handler returned status 7"},
-		{file: "init_loop", limits: Limits{InitTimeout: 50 * time.Millisecond}, kind: engine.FaultTimeout, want: "starting the module: call exceeded its deadline of 50ms", maxDelay: 2 * time.Second},
+		{file: "loop", limits: Limits{Timeout: 50 * time.Millisecond}, kind: hostabi.FaultTimeout, want: "call exceeded its deadline of 50ms", maxDelay: 2 * time.Second},
+		{file: "grow", limits: Limits{MemoryPages: 4}, kind: hostabi.FaultMemory, want: "memory limit of 4 pages (0 MiB) reached: the guest asked to grow to 5 pages"},
+		{file: "huge_output", limits: Limits{MemoryPages: 200}, kind: hostabi.FaultLimit, want: "output of 8388608 bytes is over the limit of 4194304 bytes per call"},
+		{file: "many_effects", kind: hostabi.FaultLimit, want: "257 effects are over the limit of 256 per call"},
+		{file: "malformed", kind: hostabi.FaultABI, want: "effects are not a JSON array of effects"},
+		{file: "unknown_kind", kind: hostabi.FaultInvalidEffect, want: `effect 0 (launch_missiles): invalid effect: unknown kind "launch_missiles"`},
+		{file: "wrong_hook", kind: hostabi.FaultInvalidEffect, want: `kind "steer" is not allowed at hook "tool"`},
+		{file: "not_owned", view: ownedView, kind: hostabi.FaultInvalidEffect, want: `result for call "c2", which belongs to op "someone-else"`},
+		{file: "trap", kind: hostabi.FaultTrap, want: "unreachable"},
+		{file: "recurse", limits: Limits{Timeout: 20 * time.Second}, kind: hostabi.FaultTrap, want: "stack overflow"}, // slow under -race: wazero grows its machine stack to about 100 MB first
+		{file: "oob_read", kind: hostabi.FaultABI, want: "view: buffer at 0xfde8 of 4096 bytes is outside the guest's 65536 bytes of memory"},
+		{file: "overflow", kind: hostabi.FaultABI, want: "view: buffer at 0xfffffff0 of 32 bytes wraps past 4 GiB"},
+		{file: "init_calls_host", kind: hostabi.FaultABI, want: "starting the module: wagent.view called outside a hook call"},
+		{file: "bad_status", kind: hostabi.FaultABI, want: "handler returned status 7"},
+		{file: "init_loop", limits: Limits{InitTimeout: 50 * time.Millisecond}, kind: hostabi.FaultTimeout, want: "starting the module: call exceeded its deadline of 50ms", maxDelay: 2 * time.Second},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			op := newOp(t, load(t, "testdata/hostile/"+tc.file+".wasm"), Config{Limits: tc.limits})
@@ -137,9 +136,9 @@ func TestHostileGoGuest(t *testing.T) {
 	}
 	peek()
 	for _, tc := range []struct{ cmd, kind, want string }{
-		{"panic", engine.FaultTrap, "the guest wrote: panic: boom"},
-		{"hog", engine.FaultMemory, "memory limit of 256 pages (16 MiB) reached"},
-		{"spin", engine.FaultTimeout, "call exceeded its deadline of 200ms"},
+		{"panic", hostabi.FaultTrap, "the guest wrote: panic: boom"},
+		{"hog", hostabi.FaultMemory, "memory limit of 256 pages (16 MiB) reached"},
+		{"spin", hostabi.FaultTimeout, "call exceeded its deadline of 200ms"},
 	} {
 		_, err := op.Handle(context.Background(), commandView(tc.cmd), nil)
 		wantFault(t, err, tc.kind, tc.want)

@@ -148,7 +148,7 @@ type callState struct {
 	noteKey    string
 	note       []byte
 	lastError  string
-	fault      *engine.Fault
+	fault      *hostabi.Fault
 }
 
 func (p *pool) instantiate(ctx context.Context, lim Limits) (*instance, error) {
@@ -176,7 +176,7 @@ func (p *pool) instantiate(ctx context.Context, lim Limits) (*instance, error) {
 	// _initialize is called below, under the deadline).
 	mod, err := p.mod.cm.rt.r.InstantiateModule(ictx, p.mod.cm.mod, cfg)
 	if err != nil {
-		return nil, &engine.Fault{Kind: engine.FaultTrap, Message: "starting the module: " + firstLine(err.Error())}
+		return nil, &hostabi.Fault{Kind: hostabi.FaultTrap, Message: "starting the module: " + firstLine(err.Error())}
 	}
 	inst.mod = mod
 	inst.mem = mod.Memory()
@@ -186,7 +186,7 @@ func (p *pool) instantiate(ctx context.Context, lim Limits) (*instance, error) {
 		b, ok2 := mod.ExportedGlobal(budgetGlobal).(api.MutableGlobal)
 		if !ok || !ok2 {
 			mod.Close(ctx)
-			return nil, &engine.Fault{Kind: engine.FaultABI, Message: "instrumented module lost its stop flag"}
+			return nil, &hostabi.Fault{Kind: hostabi.FaultABI, Message: "instrumented module lost its stop flag"}
 		}
 		inst.stop, inst.budget = g, b
 		inst.timer = time.AfterFunc(time.Hour, inst.fire)
@@ -283,7 +283,7 @@ func (inst *instance) discard() {
 // fail records a fault and unwinds the guest: host functions call it, and
 // wazero turns the panic into the call's error.
 func (inst *instance) fail(kind, format string, args ...any) {
-	f := &engine.Fault{Kind: kind, Message: fmt.Sprintf(format, args...)}
+	f := &hostabi.Fault{Kind: kind, Message: fmt.Sprintf(format, args...)}
 	if inst.call.fault == nil {
 		inst.call.fault = f
 	}
@@ -331,9 +331,9 @@ func (inst *instance) handle(ctx context.Context, o *Op, view *hostabi.View, r e
 		if msg == "" {
 			msg = "the op reported an error without logging why"
 		}
-		return nil, &engine.Fault{Kind: engine.FaultError, Message: msg}
+		return nil, &hostabi.Fault{Kind: hostabi.FaultError, Message: msg}
 	default:
-		return nil, &engine.Fault{Kind: engine.FaultABI, Message: fmt.Sprintf("handler returned status %d; ABI v%d defines 0 (ok) and 1 (error)", status, hostabi.Major)}
+		return nil, &hostabi.Fault{Kind: hostabi.FaultABI, Message: fmt.Sprintf("handler returned status %d; ABI v%d defines 0 (ok) and 1 (error)", status, hostabi.Major)}
 	}
 	if len(c.effects) == 0 {
 		return nil, nil
@@ -342,36 +342,36 @@ func (inst *instance) handle(ctx context.Context, o *Op, view *hostabi.View, r e
 }
 
 // classify turns a failed call into a fault.
-func (inst *instance) classify(err error, timeout time.Duration) *engine.Fault {
+func (inst *instance) classify(err error, timeout time.Duration) *hostabi.Fault {
 	if f := inst.call.fault; f != nil {
 		return f
 	}
 	if err == errDeadline {
-		return &engine.Fault{Kind: engine.FaultTimeout, Message: fmt.Sprintf("call exceeded its deadline of %v", timeout)}
+		return &hostabi.Fault{Kind: hostabi.FaultTimeout, Message: fmt.Sprintf("call exceeded its deadline of %v", timeout)}
 	}
-	var f *engine.Fault
+	var f *hostabi.Fault
 	if errors.As(err, &f) {
 		return f
 	}
 	if inst.lin.refused > 0 {
-		return &engine.Fault{Kind: engine.FaultMemory, Message: fmt.Sprintf("memory limit of %d pages (%d MiB) reached: the guest asked to grow to %d pages", inst.lin.limit/65536, inst.lin.limit>>20, inst.lin.refused/65536)}
+		return &hostabi.Fault{Kind: hostabi.FaultMemory, Message: fmt.Sprintf("memory limit of %d pages (%d MiB) reached: the guest asked to grow to %d pages", inst.lin.limit/65536, inst.lin.limit>>20, inst.lin.refused/65536)}
 	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
 		switch exit.ExitCode() {
 		case sys.ExitCodeDeadlineExceeded:
-			return &engine.Fault{Kind: engine.FaultTimeout, Message: fmt.Sprintf("call exceeded its deadline of %v", timeout)}
+			return &hostabi.Fault{Kind: hostabi.FaultTimeout, Message: fmt.Sprintf("call exceeded its deadline of %v", timeout)}
 		case sys.ExitCodeContextCanceled:
-			return &engine.Fault{Kind: engine.FaultTimeout, Message: "call was canceled"}
+			return &hostabi.Fault{Kind: hostabi.FaultTimeout, Message: "call was canceled"}
 		}
 		msg := fmt.Sprintf("guest exited with code %d", exit.ExitCode())
 		if hint := inst.out.panicLine(); hint != "" {
 			msg += ": " + hint
 			if strings.Contains(hint, "out of memory") {
-				return &engine.Fault{Kind: engine.FaultMemory, Message: msg}
+				return &hostabi.Fault{Kind: hostabi.FaultMemory, Message: msg}
 			}
 		}
-		return &engine.Fault{Kind: engine.FaultTrap, Message: msg}
+		return &hostabi.Fault{Kind: hostabi.FaultTrap, Message: msg}
 	}
 	msg := firstLine(err.Error())
 	msg = strings.TrimPrefix(msg, "wasm error: ")
@@ -381,10 +381,10 @@ func (inst *instance) classify(err error, timeout time.Duration) *engine.Fault {
 	if hint := inst.out.panicLine(); hint != "" {
 		msg += "; the guest wrote: " + hint
 		if strings.Contains(hint, "out of memory") {
-			return &engine.Fault{Kind: engine.FaultMemory, Message: msg}
+			return &hostabi.Fault{Kind: hostabi.FaultMemory, Message: msg}
 		}
 	}
-	return &engine.Fault{Kind: engine.FaultTrap, Message: msg}
+	return &hostabi.Fault{Kind: hostabi.FaultTrap, Message: msg}
 }
 
 func (inst *instance) logLine(level int32, text string) {

@@ -188,7 +188,7 @@ func (o *Op) Warm(ctx context.Context) error {
 }
 
 // Handle runs the module's handler for view.Hook. A hook the manifest does
-// not declare is skipped. Failures come back as *engine.Fault (kind trap,
+// not declare is skipped. Failures come back as *hostabi.Fault (kind trap,
 // timeout, memory, abi, limit, invalid-effect or error); when ctx is
 // canceled, ctx's error comes back instead, as it is not the op's fault.
 func (o *Op) Handle(ctx context.Context, view *hostabi.View, r engine.Reader) ([]hostabi.Effect, error) {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
-	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
 )
 
@@ -90,7 +89,7 @@ func TestPingWAT(t *testing.T) {
 	v := commandView("ping")
 	v.Command.Args = strings.Repeat("x", 70000)
 	_, err = op.Handle(context.Background(), v, nil)
-	wantFault(t, err, engine.FaultError, "ping: view does not fit")
+	wantFault(t, err, hostabi.FaultError, "ping: view does not fit")
 	if _, err := op.Handle(context.Background(), commandView("ping"), nil); err != nil {
 		t.Fatalf("after the error: %v", err)
 	}

@@ -14,19 +14,8 @@ import (
 	"github.com/wagent/wagent/hostabi"
 )
 
-// OpFunc is a native operation from a manifest and a function.
-type OpFunc struct {
-	M *hostabi.Manifest
-	F func(ctx context.Context, v *hostabi.View, r engine.Reader) ([]hostabi.Effect, error)
-}
-
-// Manifest returns the op's manifest.
-func (o *OpFunc) Manifest() *hostabi.Manifest { return o.M }
-
-// Handle calls F.
-func (o *OpFunc) Handle(ctx context.Context, v *hostabi.View, r engine.Reader) ([]hostabi.Effect, error) {
-	return o.F(ctx, v, r)
-}
+// OpFunc is engine.OpFunc, kept here so tests read the same.
+type OpFunc = engine.OpFunc
 
 var calcTools = []string{"calc_add", "calc_subtract", "calc_multiply", "calc_divide", "calc_total"}
 

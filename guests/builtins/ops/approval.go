@@ -149,7 +149,7 @@ func judge(c *pdk.Call, cfg *approvalConfig, call *hostabi.PendingCall) (string,
 			return "ask", ""
 		}
 	}
-	if v, ok := c.Note("always/" + call.Name); ok {
+	if v, ok := c.Note(hostabi.AlwaysNotePrefix + call.Name); ok {
 		switch v {
 		case "allow":
 			return "allow", "allowed always in this session"
