@@ -41,20 +41,21 @@ func Example() {
 	// Output:
 	// 1 session/created
 	// 2 inbox/spliced
-	// 3 turn/start
-	// 4 inbox/spliced
-	// 5 user/message
-	// 6 step/start
-	// 7 request/header
-	// 8 assistant/message
-	// 9 approval/decision
-	// 10 tool/call
-	// 11 op/note
-	// 12 tool/result
-	// 13 step/end
-	// 14 step/start
-	// 15 request/header
-	// 16 assistant/message
-	// 17 step/end
-	// 18 turn/end
+	// 3 session/writer
+	// 4 turn/start
+	// 5 inbox/spliced
+	// 6 user/message
+	// 7 step/start
+	// 8 request/header
+	// 9 assistant/message
+	// 10 approval/decision
+	// 11 tool/call
+	// 12 op/note
+	// 13 tool/result
+	// 14 step/end
+	// 15 step/start
+	// 16 request/header
+	// 17 assistant/message
+	// 18 step/end
+	// 19 turn/end
 }

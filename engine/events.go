@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/wagent/wagent/hostabi"
 )
@@ -26,7 +27,8 @@ const (
 	EvOpFault          = "op/fault"
 	EvRetryScheduled   = "retry/scheduled"
 	EvCommandReply     = "command/reply"
-	EvSessionRecovered = "session/recovered"
+	EvSessionRecovered = "session/recovered" // written by earlier versions; read, never written
+	EvSessionWriter    = "session/writer"
 )
 
 // Inbox list names.
@@ -134,9 +136,14 @@ type Contribution struct {
 // RequestHeader is the data of request/header: the frozen request config of
 // a step. Every attempt of the step uses it.
 type RequestHeader struct {
-	Model       string         `json:"model,omitempty"`
-	MaxTokens   int            `json:"max_tokens,omitempty"`
-	Tools       []HeaderTool   `json:"tools,omitempty"`
+	Model     string       `json:"model,omitempty"`
+	MaxTokens int          `json:"max_tokens,omitempty"`
+	Tools     []HeaderTool `json:"tools,omitempty"`
+	// Guards names the pipeline's guard ops at the tool hook: every one of
+	// them must pass a call before it runs, and only they decide calls
+	// (the fold checks both). Always written, empty or not: a header
+	// without the key comes from a version that did not record guards.
+	Guards      []string       `json:"guards"`
 	PromptParts []Contribution `json:"prompt_parts,omitempty"`
 	TopOfMind   []Contribution `json:"top_of_mind,omitempty"`
 }
@@ -174,6 +181,10 @@ type ApprovalDecision struct {
 	CallID string `json:"call_id"`
 	Allow  bool   `json:"allow"`
 	Scope  string `json:"scope,omitempty"`
+	// Guard is the guard op the decision counts for: the guard itself, or
+	// the guard whose approval request a person answered. Every guard
+	// decides for itself; a call runs only when none denied it.
+	Guard string `json:"guard,omitempty"`
 	// Who decided: "op:NAME" for an op, or whoever the caller names.
 	Who  string `json:"who"`
 	Note string `json:"note,omitempty"`
@@ -187,6 +198,16 @@ type ToolCallEvent struct {
 	Arguments  json.RawMessage `json:"arguments"`
 	Op         string          `json:"op"`
 	Idempotent bool            `json:"idempotent,omitempty"`
+	// Writer is the incarnation (session/writer) that started the call. A
+	// call started by an earlier writer and never answered is answered
+	// TOOL_OUTCOME_UNKNOWN by the next one, or run again when idempotent.
+	Writer string `json:"writer,omitempty"`
+	// Guards are the guard ops that were asked about the call and let it
+	// pass (allowed it, or had no objection), in pipeline order.
+	Guards []string `json:"guards,omitempty"`
+	// Rerun marks an idempotent call started again by a later writer after
+	// the earlier one died before its result was recorded.
+	Rerun bool `json:"rerun,omitempty"`
 }
 
 // ToolResult is the data of tool/result.
@@ -230,8 +251,20 @@ type CommandReply struct {
 	Text    string `json:"text"`
 }
 
-// SessionRecovered is the data of session/recovered: a process found the
-// session's last turn left open by another that died, and closed it.
+// SessionWriter is the data of session/writer: an incarnation (a process,
+// or a worker) began writing the session. The events after it, up to the
+// next session/writer, are its own; each tool/call names it too.
+type SessionWriter struct {
+	ID string `json:"id"`
+	// Host and PID say where it ran; Start when it began.
+	Host  string    `json:"host,omitempty"`
+	PID   int       `json:"pid,omitempty"`
+	Start time.Time `json:"start"`
+}
+
+// SessionRecovered is the data of session/recovered, which earlier
+// versions wrote when they closed a turn a dead process had left open.
+// Today a turn a crash interrupted goes on instead.
 type SessionRecovered struct {
 	Turn int `json:"turn"`
 	// Requeued counts claimed input put back in the inbox.

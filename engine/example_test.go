@@ -47,20 +47,21 @@ func Example() {
 	fmt.Println(outcome, err, m.State().Notes["calc"]["total"])
 	// Output:
 	// 2 inbox/spliced
-	// 3 turn/start
-	// 4 inbox/spliced
-	// 5 user/message
-	// 6 step/start
-	// 7 request/header
-	// 8 assistant/message
-	// 9 tool/call
-	// 10 op/note
-	// 11 tool/result
-	// 12 step/end
-	// 13 step/start
-	// 14 request/header
-	// 15 assistant/message
-	// 16 step/end
-	// 17 turn/end
+	// 3 session/writer
+	// 4 turn/start
+	// 5 inbox/spliced
+	// 6 user/message
+	// 7 step/start
+	// 8 request/header
+	// 9 assistant/message
+	// 10 tool/call
+	// 11 op/note
+	// 12 tool/result
+	// 13 step/end
+	// 14 step/start
+	// 15 request/header
+	// 16 assistant/message
+	// 17 step/end
+	// 18 turn/end
 	// idle <nil> 40
 }

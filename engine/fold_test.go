@@ -12,8 +12,25 @@ import (
 	"github.com/wagent/wagent/store"
 )
 
+// ev makes an event; turn and step events are placed where their data
+// says, others are left unplaced (0, 0), as input from outside may be.
 func ev(seq uint64, typ string, data string) store.Event {
-	return store.Event{Seq: seq, Type: typ, Time: time.Unix(0, 0).UTC(), Data: json.RawMessage(data)}
+	e := store.Event{Seq: seq, Type: typ, Time: time.Unix(0, 0).UTC(), Data: json.RawMessage(data)}
+	var place struct{ Turn, Step int }
+	json.Unmarshal(e.Data, &place)
+	switch typ {
+	case engine.EvTurnStart, engine.EvTurnEnd:
+		e.Turn = place.Turn
+	case engine.EvStepStart, engine.EvStepEnd:
+		e.Turn, e.Step = place.Turn, place.Step
+	}
+	return e
+}
+
+// at places an event at turn and step.
+func at(e store.Event, turn, step int) store.Event {
+	e.Turn, e.Step = turn, step
+	return e
 }
 
 func TestFoldRefusesBrokenLogs(t *testing.T) {
@@ -37,6 +54,24 @@ func TestFoldRefusesBrokenLogs(t *testing.T) {
 		{"splice out of range", []store.Event{created, ev(2, engine.EvInboxSpliced, `{"list":"next-turn","start":0,"removed":1}`)}, "seq 2: splice of next-turn at 0 removing 1 is out of range"},
 		{"malformed data", []store.Event{created, ev(2, engine.EvTurnStart, `{"turn":"one"}`)}, "seq 2: turn/start data"},
 		{"answer without request", []store.Event{created, turn1, ev(3, engine.EvStepStart, `{"turn":1,"step":1}`), ev(4, engine.EvAssistantMessage, `{"content":"hi"}`)}, "seq 4: assistant message without a pending request"},
+		// The envelope and the data agree.
+		{"envelope turn is not the data's", []store.Event{created, at(ev(2, engine.EvTurnStart, `{"turn":1}`), 99, 0)}, "seq 2: turn/start is placed at turn 99 step 0, but its data says turn 1 step 0"},
+		{"event placed in another turn", []store.Event{created, turn1, ev(3, engine.EvStepStart, `{"turn":1,"step":1}`), at(ev(4, engine.EvAssistantMessage, `{"content":"hi"}`), 99, 1)}, "seq 4: assistant/message is placed at turn 99 step 1, but the log is at turn 1 step 1"},
+		{"step end placed outside its step", []store.Event{created, turn1, ev(3, engine.EvStepStart, `{"turn":1,"step":1}`), at(ev(4, engine.EvStepEnd, `{"turn":1,"step":1,"outcome":"x"}`), 1, 0)}, "seq 4: step/end is placed at turn 1 step 0, but its data says turn 1 step 1"},
+		// Guards decide, owners run, in that order.
+		{"owner answers before its intent", guarded(ev(9, engine.EvToolResult, `{"call_id":"c1","content":"7","op":"calc"}`)), "seq 9: tool/result for call c1 from its owner calc before its tool/call"},
+		{"another op answers an owned call", guarded(ev(9, engine.EvToolResult, `{"call_id":"c1","content":"7","op":"mallory"}`)), `seq 9: tool/result for call c1 from "mallory", but the tool belongs to "calc"`},
+		{"an op that is not a guard decides", guarded(ev(9, engine.EvApprovalDecision, `{"call_id":"c1","allow":true,"guard":"mallory","who":"op:mallory"}`)), `seq 9: decision for call c1 counts for "mallory", which is not a guard of this step`},
+		{"a person decides what no guard asked", guarded(ev(9, engine.EvApprovalDecision, `{"call_id":"c1","allow":true,"guard":"approval","who":"eve"}`)), "seq 9: eve decided call c1 for approval, which asked no person"},
+		{"an op that is not a guard asks", guarded(ev(9, engine.EvApprovalRequest, `{"op":"mallory","call_ids":["c1"]}`)), "seq 9: approval requested by mallory, which is not a guard of this step"},
+		{"a call runs without its guard", guarded(ev(9, engine.EvToolCall, `{"call_id":"c1","name":"calc_add","op":"calc","writer":"w"}`)), "seq 9: tool/call for call c1 was not passed by guard approval"},
+		{"a call runs after a denial", guarded(
+			ev(9, engine.EvApprovalDecision, `{"call_id":"c1","allow":false,"guard":"approval","who":"op:approval"}`),
+			ev(10, engine.EvToolCall, `{"call_id":"c1","name":"calc_add","op":"calc","writer":"w","guards":["approval"]}`)), "seq 10: tool/call for call c1, which a guard denied"},
+		{"a call runs twice", guarded(
+			ev(9, engine.EvToolCall, `{"call_id":"c1","name":"calc_add","op":"calc","writer":"w","guards":["approval"]}`),
+			ev(10, engine.EvToolCall, `{"call_id":"c1","name":"calc_add","op":"calc","writer":"w","guards":["approval"],"rerun":true}`)), "seq 10: tool/call for call c1, which already started"},
+		{"a call names the wrong owner", guarded(ev(9, engine.EvToolCall, `{"call_id":"c1","name":"calc_add","op":"mallory","writer":"w","guards":["approval"]}`)), `seq 9: tool/call for call c1 names op "mallory", but the tool belongs to "calc"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,6 +81,23 @@ func TestFoldRefusesBrokenLogs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// guarded is a log at a step whose header names the guard approval and
+// whose answer calls calc_add (owned by calc, not idempotent), followed by
+// more.
+func guarded(more ...store.Event) []store.Event {
+	evs := []store.Event{
+		ev(1, engine.EvSessionCreated, `{}`),
+		ev(2, engine.EvInboxSpliced, `{"list":"next-turn","start":0,"inserted":[{"id":"m","content":"go"}]}`),
+		ev(3, engine.EvTurnStart, `{"turn":1}`),
+		ev(4, engine.EvInboxSpliced, `{"list":"next-turn","start":0,"removed":1,"outcome":"claimed"}`),
+		ev(5, engine.EvUserMessage, `{"id":"m","content":"go"}`),
+		ev(6, engine.EvStepStart, `{"turn":1,"step":1}`),
+		ev(7, engine.EvRequestHeader, `{"tools":[{"name":"calc_add","owner":"calc"}],"guards":["approval"]}`),
+		ev(8, engine.EvAssistantMessage, `{"content":"","tool_calls":[{"id":"c1","name":"calc_add","arguments":{}}]}`),
+	}
+	return append(evs, more...)
 }
 
 // The fold accepts every golden log, event by event.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
@@ -13,43 +14,20 @@ import (
 // allow (a decision for a call that is not pending, a duplicate message id).
 var ErrRefused = errors.New("engine: refused")
 
-// Enqueue appends input to an inbox list (ListNextTurn or ListNextStep).
-// Messages without an id get one derived from the event's seq. It returns
-// the ids. The append is synced unless the machine's durability is
-// SyncNever: input that was acknowledged is never lost.
+// Enqueue appends input to an inbox list (ListNextTurn or ListNextStep),
+// through the same inbox path as a Session's verbs. Messages without an id
+// get one derived from the event's seq. It returns the ids. The append is
+// synced unless the machine's durability is SyncNever: input that was
+// acknowledged is never lost.
 func (m *Machine) Enqueue(ctx context.Context, list string, msgs ...hostabi.InputMessage) ([]string, error) {
-	if list != ListNextTurn && list != ListNextStep {
-		return nil, fmt.Errorf("%w: inbox list %q is neither %s nor %s", ErrRefused, list, ListNextTurn, ListNextStep)
+	ids, err := m.lg.enqueue(ctx, list, msgs, m.cfg.Durability != SyncNever)
+	if err != nil {
+		return nil, err
 	}
-	if len(msgs) == 0 {
-		return nil, fmt.Errorf("%w: no messages to enqueue", ErrRefused)
+	if _, err := m.catchUp(ctx); err != nil {
+		return ids, err
 	}
-	return m.appendWith(ctx, func(mv *move) ([]string, error) {
-		s := m.st
-		ins := make([]hostabi.InputMessage, len(msgs))
-		seen := map[string]bool{}
-		ids := make([]string, len(msgs))
-		for i, msg := range msgs {
-			if msg.ID == "" {
-				msg.ID = fmt.Sprintf("m%d-%d", s.Head+1, i)
-				for s.HasID(msg.ID) { // a caller chose this id for its own input
-					msg.ID += "'"
-				}
-			}
-			if s.HasID(msg.ID) || seen[msg.ID] {
-				return nil, fmt.Errorf("%w: message id %q is already used in session %s", ErrRefused, msg.ID, s.Session)
-			}
-			seen[msg.ID] = true
-			ins[i], ids[i] = msg, msg.ID
-		}
-		start := len(s.NextTurn)
-		if list == ListNextStep {
-			start = len(s.NextStep)
-		}
-		mv.add(EvInboxSpliced, InboxSpliced{List: list, Start: start, Inserted: ins})
-		mv.sync = true
-		return ids, nil
-	})
+	return ids, nil
 }
 
 // Decision is a person's (or another program's) answer to an approval
@@ -63,18 +41,29 @@ type Decision struct {
 }
 
 // Decide records decisions for calls waiting on an approval request. A
-// decision for a call that is not waiting is refused and nothing is
-// appended. A decision with scope "always" is also remembered as a note of
-// the op that asked (see hostabi.AlwaysNotePrefix), so that op can apply it to
+// person's decision answers every guard that asked about the call: an
+// allow counts for each of them, a deny denies the call. A decision for a
+// call that is not waiting is refused and nothing is appended; so is a
+// second decision for the same call, and of two processes deciding the
+// same call at once, one wins and the other is refused as already decided.
+// A decision with scope "always" is also remembered as a note of each
+// guard that asked (see hostabi.AlwaysNotePrefix), so it can apply it to
 // later calls of the same tool in the session.
 func (m *Machine) Decide(ctx context.Context, ds ...Decision) error {
 	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
 		s := m.st
+		if len(ds) == 0 {
+			return nil, fmt.Errorf("%w: no decisions", ErrRefused)
+		}
 		seen := map[string]bool{}
 		for _, d := range ds {
 			c := s.Call(d.CallID)
-			if c == nil || c.Done || !c.Requested || c.Decision != "" || seen[d.CallID] {
-				return nil, fmt.Errorf("%w: call %q is not waiting for a decision in session %s (waiting: %v)", ErrRefused, d.CallID, s.Session, s.Waiting())
+			if c == nil || c.Done || !c.Requested || seen[d.CallID] {
+				why := "is not waiting for a decision"
+				if c != nil && (c.Done || c.Decision != "") && !c.Requested {
+					why = "was already decided"
+				}
+				return nil, fmt.Errorf("%w: call %q %s in session %s (waiting: %v)", ErrRefused, d.CallID, why, s.Session, s.Waiting())
 			}
 			if d.Scope != "" && d.Scope != hostabi.ScopeOnce && d.Scope != hostabi.ScopeAlways {
 				return nil, fmt.Errorf("%w: scope %q is neither %q nor %q", ErrRefused, d.Scope, hostabi.ScopeOnce, hostabi.ScopeAlways)
@@ -84,19 +73,19 @@ func (m *Machine) Decide(ctx context.Context, ds ...Decision) error {
 			if who == "" {
 				who = "user"
 			}
-			m.decision(mv, c, ApprovalDecision{CallID: d.CallID, Allow: d.Allow, Scope: d.Scope, Who: who, Note: d.Note})
-			if d.Scope == hostabi.ScopeAlways && c.AskedBy != "" {
-				// Remembered for the op that asked: it reads the note
-				// "always/TOOL" when it meets the tool again.
-				v := "deny"
-				if d.Allow {
-					v = "allow"
+			for _, g := range askers(c) {
+				m.decision(mv, c, ApprovalDecision{CallID: d.CallID, Allow: d.Allow, Scope: d.Scope, Guard: g, Who: who, Note: d.Note})
+				if d.Scope == hostabi.ScopeAlways {
+					v := "deny"
+					if d.Allow {
+						v = "allow"
+					}
+					mv.add(EvOpNote, OpNote{Op: g, Key: hostabi.AlwaysNotePrefix + c.Name, Value: v})
 				}
-				mv.add(EvOpNote, OpNote{Op: c.AskedBy, Key: hostabi.AlwaysNotePrefix + c.Name, Value: v})
+				if !d.Allow {
+					break // the call is answered
+				}
 			}
-		}
-		if len(ds) == 0 {
-			return nil, fmt.Errorf("%w: no decisions", ErrRefused)
 		}
 		mv.sync = true
 		return nil, nil
@@ -104,11 +93,24 @@ func (m *Machine) Decide(ctx context.Context, ds ...Decision) error {
 	return err
 }
 
+// askers lists the guards whose approval request for c waits, in a stable
+// order.
+func askers(c *CallState) []string {
+	gs := make([]string, 0, len(c.Asked))
+	for g := range c.Asked {
+		gs = append(gs, g)
+	}
+	sort.Strings(gs)
+	return gs
+}
+
 // appendWith builds a move from the current state and appends it, catching
-// up and building again if another writer moved the head.
+// up and building again if another writer moved the head. Input, decisions
+// and cancellations use it: they are not transitions and open no writer's
+// span.
 func (m *Machine) appendWith(ctx context.Context, build func(*move) ([]string, error)) ([]string, error) {
 	for tries := 0; ; tries++ {
-		if err := m.catchUp(ctx); err != nil {
+		if _, err := m.catchUp(ctx); err != nil {
 			return nil, err
 		}
 		mv := m.newMove()
@@ -128,6 +130,7 @@ func (m *Machine) appendWith(ctx context.Context, build func(*move) ([]string, e
 				return nil, fmt.Errorf("engine: own append refused by the fold (a bug): %w", err)
 			}
 		}
+		ctx = context.WithoutCancel(ctx)
 		if m.cfg.Durability != SyncNever && mv.sync {
 			if err := m.cfg.Log.Sync(ctx); err != nil {
 				return nil, fmt.Errorf("engine: sync session %s: %w", m.st.Session, err)
@@ -138,51 +141,6 @@ func (m *Machine) appendWith(ctx context.Context, build func(*move) ([]string, e
 		}
 		return ids, nil
 	}
-}
-
-// Recover closes a turn that a process which died left open: a started
-// call without a result is answered TOOL_OUTCOME_UNKNOWN (TOOL_INTERRUPTED
-// for a tool declared idempotent: safe to call again), calls that never
-// started get TOOL_NOT_STARTED, claimed input not yet admitted goes back to
-// the front of its inbox list, and the step and turn end "interrupted".
-//
-// A session parked for a person (an approval request waiting, or decided
-// and not yet acted on) is not a crash: Recover leaves it alone. It reports
-// whether it appended anything.
-func (m *Machine) Recover(ctx context.Context) (bool, error) {
-	var did bool
-	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
-		s := m.st
-		did = false
-		if !s.TurnOpen || m.parked() {
-			return nil, nil
-		}
-		mv.add(EvSessionRecovered, SessionRecovered{Turn: s.Turn, Requeued: len(s.Claimed)})
-		m.closeTurn(mv, ReasonInterrupted, nil, true, "the process running this turn stopped before it ended")
-		did = true
-		return nil, nil
-	})
-	return did, err
-}
-
-// parked reports whether an open turn waits on a person rather than on a
-// process: some pending call has an approval request, and no call is
-// half-run.
-func (m *Machine) parked() bool {
-	s := m.st
-	if !s.StepOpen || s.Phase != PhaseAnswered {
-		return false
-	}
-	requested := false
-	for _, c := range s.Pending() {
-		if c.Started {
-			return false
-		}
-		if c.Requested {
-			requested = true
-		}
-	}
-	return requested
 }
 
 // Abort ends the open turn early with reason "aborted" and the cause as
@@ -239,6 +197,8 @@ func (m *Machine) closeTurn(mv *move, reason string, cause *Cause, requeue bool,
 		for _, c := range s.Pending() {
 			r := ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Op: "host"}
 			switch {
+			case c.Decision == "deny":
+				r.Code, r.Content = hostabi.CodeDenied, "the call was denied"
 			case c.Started && c.Idempotent:
 				r.Code, r.Content = hostabi.CodeInterrupted, "the tool was interrupted before its result was recorded; it is idempotent, so it is safe to call again"
 			case c.Started:

@@ -1,10 +1,14 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/wagent/wagent/engine/provider"
@@ -48,16 +52,40 @@ type Config struct {
 	// when ctx is done).
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Observer receives live events. It is called synchronously from the
-	// goroutine driving the machine and must not block for long.
+	// goroutine driving the machine, and from the goroutine that appends
+	// input (Enqueue, a Session's verbs) for that input's event: it must be
+	// safe for concurrent use and must not block for long.
 	Observer func(Live)
 	// MaxFaultsPerTurn: an op that faulted this often in a turn is not asked
 	// again until the next turn (a guard op's calls are denied). Default 3.
 	MaxFaultsPerTurn int
+	// MaxAttempts bounds the model requests of one step, whatever the ops
+	// say: after that many failed attempts the step and turn end in error.
+	// Default 10.
+	MaxAttempts int
+
+	// Writer names this incarnation: the first transition it appends
+	// opens with a session/writer event, and every tool call it starts
+	// names it. A call started by another writer and never answered is
+	// answered TOOL_OUTCOME_UNKNOWN (or run again when idempotent). Default
+	// a fresh id per Open (host, process id and random bits); machines
+	// rebuilt within one process for one run may share one.
+	Writer string
+}
+
+// NewWriterID returns a fresh incarnation id: the host name, the process
+// id and random bits.
+func NewWriterID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
 // Live is something streamed to watchers as it happens. Kind "event"
 // carries a log event after it was appended; "delta" a piece of streamed
 // text; "log" a line an op logged; "error" a fault or refused effect.
+// Everything but deltas is published only after the append it belongs to.
 type Live struct {
 	Kind    string       `json:"kind"`
 	Session string       `json:"session"`
@@ -94,9 +122,12 @@ func (o Outcome) String() string {
 // use; one goroutine drives it (the driver serialises callers).
 type Machine struct {
 	cfg Config
+	lg  *inboxLog
 	st  *State
 	// partial is text a cancelled stream had shown, kept for Abort.
 	partial *AssistantMessage
+	// who is this incarnation's session/writer (its Start set on use).
+	who SessionWriter
 }
 
 // Create makes a new session whose log starts with session/created.
@@ -104,15 +135,15 @@ func Create(ctx context.Context, log store.Log, session string, info SessionCrea
 	if err := log.Create(ctx, session); err != nil {
 		return err
 	}
-	data, _ := json.Marshal(info)
+	data, _ := encode(info)
 	_, err := log.Append(ctx, session, 0, store.Event{Type: EvSessionCreated, Time: now, Data: data})
 	return err
 }
 
 // Open folds the session's log and returns a machine ready to advance it.
 // A log that breaks an invariant is refused with an error naming the seq.
-// Open does not repair a turn left open by a process that died; call
-// Recover for that.
+// A turn a crash interrupted is not repaired here: the next transition
+// goes on with it (see Advance).
 func Open(ctx context.Context, cfg Config) (*Machine, error) {
 	if cfg.Log == nil {
 		return nil, errors.New("engine: config needs a Log")
@@ -135,19 +166,43 @@ func Open(ctx context.Context, cfg Config) (*Machine, error) {
 	if cfg.MaxFaultsPerTurn <= 0 {
 		cfg.MaxFaultsPerTurn = 3
 	}
-	m := &Machine{cfg: cfg, st: NewState(cfg.Session)}
-	if err := m.catchUp(ctx); err != nil {
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 10
+	}
+	var who SessionWriter
+	if cfg.Writer == "" {
+		cfg.Writer = NewWriterID()
+		// Generated ids say where they run; a caller's own id says what it
+		// wants to.
+		who.Host, _ = os.Hostname()
+		who.PID = os.Getpid()
+	}
+	who.ID = cfg.Writer
+	lg, ok := cfg.Log.(*inboxLog)
+	if !ok {
+		lg = newInboxLog(cfg.Log, cfg.Session, cfg.Clock)
+		cfg.Log = lg
+	}
+	m := &Machine{cfg: cfg, lg: lg, st: NewState(cfg.Session), who: who}
+	if _, err := m.catchUp(ctx); err != nil {
 		return nil, err
 	}
 	if m.st.Created == nil {
 		return nil, fmt.Errorf("engine: session %s has no %s event: %w", cfg.Session, EvSessionCreated, store.ErrNotFound)
 	}
+	lg.init(m.st)
+	if lg.live == nil {
+		lg.live = m.publish
+	}
 	return m, nil
 }
 
-// State returns the folded state. It is owned by the machine: read it only
-// from the goroutine driving the machine.
-func (m *Machine) State() *State { return m.st }
+// State returns a copy of the folded state, safe to keep and read while
+// the machine goes on.
+func (m *Machine) State() *State { return m.st.Clone() }
+
+// Writer returns this incarnation's id.
+func (m *Machine) Writer() string { return m.cfg.Writer }
 
 func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
@@ -164,22 +219,32 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // catchUp folds events appended since the machine's head (by itself in
-// another incarnation, or by other writers such as Send or a decision).
-func (m *Machine) catchUp(ctx context.Context) error {
+// another incarnation, or by other writers such as Send or a decision). It
+// reports whether every event it folded only added input to the inbox.
+func (m *Machine) catchUp(ctx context.Context) (onlyInput bool, err error) {
+	onlyInput = true
 	for {
 		evs, err := m.cfg.Log.Read(ctx, m.st.Session, m.st.Head+1, 4096)
 		if err != nil {
-			return err
+			return false, err
 		}
 		for _, e := range evs {
 			if err := m.st.Apply(e); err != nil {
-				return err
+				return false, err
+			}
+			if !isInsertion(e) {
+				onlyInput = false
 			}
 		}
 		if len(evs) < 4096 {
-			return nil
+			return onlyInput, nil
 		}
 	}
+}
+
+// isInsertion reports whether e only adds input to an inbox list.
+func isInsertion(e store.Event) bool {
+	return e.Type == EvInboxSpliced && !bytes.Contains(e.Data, []byte(`"removed"`))
 }
 
 // Run advances until the session waits for a person or nothing applies.
@@ -193,8 +258,17 @@ func (m *Machine) Run(ctx context.Context) (Outcome, error) {
 }
 
 // Advance makes one transition: a host move, or the hook's ops in pipeline
-// order with the first that does not skip winning; its effects are appended
+// order with the first that does not skip winning; its events are appended
 // in one atomic append, then published.
+//
+// Starting a tool call is one transition in two appends: the intent
+// (tool/call) is made durable, the owning op runs the call, and its result
+// is appended, even if ctx is cancelled meanwhile. A call found started and
+// unanswered is one whose run was interrupted (a crash, a lost writer): it
+// is answered TOOL_OUTCOME_UNKNOWN, or run again when its tool is
+// idempotent. So a crash never reruns a tool that is not idempotent, and
+// every entry point (run, resume, step, a server, a worker) behaves the
+// same with no separate recovery step.
 func (m *Machine) Advance(ctx context.Context) (Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return Progressed, err
@@ -204,7 +278,7 @@ func (m *Machine) Advance(ctx context.Context) (Outcome, error) {
 		return Progressed, err
 	}
 	if head != m.st.Head {
-		if err := m.catchUp(ctx); err != nil {
+		if _, err := m.catchUp(ctx); err != nil {
 			return Progressed, err
 		}
 	}
@@ -214,6 +288,7 @@ func (m *Machine) Advance(ctx context.Context) (Outcome, error) {
 			return Progressed, err
 		}
 		if mv.outcome != Progressed {
+			m.flushLive(mv)
 			return mv.outcome, nil
 		}
 		err = m.commit(ctx, mv)
@@ -223,6 +298,9 @@ func (m *Machine) Advance(ctx context.Context) (Outcome, error) {
 		if err != nil {
 			return Progressed, err
 		}
+		if mv.start != "" {
+			return Progressed, m.runStarted(ctx, mv.start)
+		}
 		if mv.yield {
 			return Waiting, nil
 		}
@@ -230,28 +308,58 @@ func (m *Machine) Advance(ctx context.Context) (Outcome, error) {
 	}
 }
 
-// errStale: another writer changed the part of the state a move was
-// decided on; decide again.
+// errStale: another writer changed the state a move was decided on;
+// decide again.
 var errStale = errors.New("engine: state moved under the transition")
 
-// move is a decided transition: the events to append, with the state it
-// was decided on.
+// The size gate. Every move is kept within what every store accepts
+// (store.MaxAppendEvents, MaxAppendBytes, MaxEventBytes), measured on the
+// encoded events, so an op's answer that would not fit becomes a fault
+// instead of an append the store refuses (which would leave the session
+// stuck, asking the op again and again).
+const (
+	// envelopeBytes bounds what the store adds around an event's data.
+	envelopeBytes = 256
+	// reserveEvents and reserveBytes are kept free of op effects for the
+	// host's own events in the same move (a step or turn end, a result).
+	reserveEvents = 16
+	reserveBytes  = 64 << 10
+	// maxDataBytes is the most data one event can carry.
+	maxDataBytes = store.MaxEventBytes - envelopeBytes
+)
+
+// MaxCallsPerAnswer bounds the tool calls of one assistant answer: an
+// answer with more is recorded as a failed attempt, so that a step's
+// decisions and results always fit in one append.
+const MaxCallsPerAnswer = 64
+
+// move is a decided transition: the events to append and what to do
+// after.
 type move struct {
 	outcome Outcome
 	events  []store.Event
+	bytes   int
 	yield   bool
-	// fp is the state fingerprint the move was decided on; inbox says the
-	// move depends on the inbox too (a claim).
-	fp    fingerprint
+	// inbox: the move depends on the inbox (a claim, a steer), so input
+	// arriving meanwhile means deciding again.
 	inbox bool
-	// cursor for stamping turn and step on events
-	turn, step int
-	now        time.Time
-	sync       bool
+	// start is the call whose tool/call the move records: it runs right
+	// after the append.
+	start string
+	// run is the call whose result the move records: on a conflict the
+	// result is appended again while the call is still unanswered, and the
+	// tool is never run twice.
+	run string
 	// detached moves are appended even if the transition's context was
 	// cancelled meanwhile: a tool that started finishes and its result is
 	// recorded.
 	detached bool
+	// live is published after the append: op log lines, fault notices.
+	live []Live
+	// cursor for stamping turn and step on events
+	turn, step int
+	now        time.Time
+	sync       bool
 }
 
 func (m *Machine) newMove() *move {
@@ -264,15 +372,33 @@ func (m *Machine) newMove() *move {
 	if s.TurnOpen {
 		turn = s.Turn
 	}
-	return &move{fp: m.fingerprint(), turn: turn, step: step, now: m.cfg.Clock()}
+	return &move{turn: turn, step: step, now: m.cfg.Clock()}
 }
 
-func (mv *move) add(typ string, data any) {
-	b, err := json.Marshal(data)
+// encode marshals event data. It does not escape <, > and & as HTML (the
+// log is not HTML), so a tool result of such characters costs what it
+// weighs.
+func encode(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// event builds an event of the move without adding it.
+func (mv *move) event(typ string, data any) store.Event {
+	b, err := encode(data)
 	if err != nil {
 		// Every data type here is a plain struct; this is a programming error.
 		panic(fmt.Sprintf("engine: encode %s: %v", typ, err))
 	}
+	return store.Event{Type: typ, Turn: mv.turn, Step: mv.step, Time: mv.now, Data: b}
+}
+
+func (mv *move) add(typ string, data any) {
 	switch typ {
 	case EvTurnStart:
 		mv.turn = data.(TurnStart).Turn
@@ -282,7 +408,7 @@ func (mv *move) add(typ string, data any) {
 	case EvToolCall, EvApprovalRequest, EvTurnEnd, EvCommandReply:
 		mv.sync = true
 	}
-	mv.events = append(mv.events, store.Event{Type: typ, Turn: mv.turn, Step: mv.step, Time: mv.now, Data: b})
+	mv.push(mv.event(typ, data))
 	switch typ {
 	case EvTurnEnd:
 		mv.turn, mv.step = 0, 0
@@ -291,46 +417,48 @@ func (mv *move) add(typ string, data any) {
 	}
 }
 
-type fingerprint struct {
-	turn, step         int
-	turnOpen, stepOpen bool
-	phase              Phase
-	claimed            int
-	calls              int
-	done, started, dec int
-	nextTurn, nextStep int
-}
-
-func (m *Machine) fingerprint() fingerprint {
-	s := m.st
-	f := fingerprint{turn: s.Turn, step: s.Step, turnOpen: s.TurnOpen, stepOpen: s.StepOpen,
-		phase: s.Phase, claimed: len(s.Claimed), calls: len(s.Calls),
-		nextTurn: len(s.NextTurn), nextStep: len(s.NextStep)}
-	for _, c := range s.Calls {
-		if c.Done {
-			f.done++
-		}
-		if c.Started {
-			f.started++
-		}
-		if c.Decision != "" || c.Requested {
-			f.dec++
-		}
+func (mv *move) push(evs ...store.Event) {
+	for _, e := range evs {
+		mv.events = append(mv.events, e)
+		mv.bytes += len(e.Data) + envelopeBytes
 	}
-	return f
 }
 
-func (f fingerprint) sameStep(g fingerprint) bool {
-	f.nextTurn, f.nextStep, g.nextTurn, g.nextStep = 0, 0, 0, 0
-	return f == g
+// room reports whether evs fit in the move, leaving the host's reserve.
+func (mv *move) room(evs []store.Event) error {
+	n, size := len(mv.events)+len(evs), mv.bytes
+	for _, e := range evs {
+		if len(e.Data) > maxDataBytes {
+			return fmt.Errorf("a %s event of %d bytes is over the store's limit of %d bytes per event", e.Type, len(e.Data)+envelopeBytes, store.MaxEventBytes)
+		}
+		size += len(e.Data) + envelopeBytes
+	}
+	if n > store.MaxAppendEvents-reserveEvents {
+		return fmt.Errorf("%d events in one append are over the limit of %d", n, store.MaxAppendEvents-reserveEvents)
+	}
+	if size > store.MaxAppendBytes-reserveBytes {
+		return fmt.Errorf("%d bytes in one append are over the limit of %d", size, store.MaxAppendBytes-reserveBytes)
+	}
+	return nil
 }
 
-// commit appends a move. On a conflict it catches up and, if the state the
-// move was decided on is unchanged (other writers only added input or
-// notes), appends it again; otherwise it returns errStale.
+// commit appends a move. On a conflict it catches up; if only new input
+// arrived and the move does not depend on the inbox, it appends the move
+// again; a tool's result is appended again while its call is unanswered;
+// otherwise it returns errStale and the transition is decided again.
+// Once the append succeeded, the move is synced and published even if ctx
+// is cancelled meanwhile: a committed move is never left half-told.
 func (m *Machine) commit(ctx context.Context, mv *move) error {
 	if mv.detached {
 		ctx = context.WithoutCancel(ctx)
+	}
+	if m.st.Writer != m.cfg.Writer {
+		// This incarnation's first transition: everything after is its own.
+		w := store.Event{Type: EvSessionWriter, Time: mv.now}
+		who := m.who
+		who.Start = mv.now
+		w.Data, _ = encode(who)
+		mv.events = append([]store.Event{w}, mv.events...)
 	}
 	for {
 		// Nothing is appended after a cancelled async phase.
@@ -339,11 +467,17 @@ func (m *Machine) commit(ctx context.Context, mv *move) error {
 		}
 		_, err := m.cfg.Log.Append(ctx, m.st.Session, m.st.Head, mv.events...)
 		if errors.Is(err, store.ErrConflict) {
-			if err := m.catchUp(ctx); err != nil {
+			onlyInput, err := m.catchUp(ctx)
+			if err != nil {
 				return err
 			}
-			now := m.fingerprint()
-			if (mv.inbox && now != mv.fp) || !now.sameStep(mv.fp) {
+			switch {
+			case mv.run != "":
+				c := m.st.Call(mv.run)
+				if c == nil || c.Done || !c.Started {
+					return nil // another writer answered it; the tool ran once
+				}
+			case !onlyInput || mv.inbox:
 				return errStale
 			}
 			continue
@@ -356,6 +490,7 @@ func (m *Machine) commit(ctx context.Context, mv *move) error {
 				return fmt.Errorf("engine: own append refused by the fold (a bug): %w", err)
 			}
 		}
+		ctx = context.WithoutCancel(ctx)
 		if m.cfg.Durability == SyncEveryAppend || (m.cfg.Durability == SyncAtBoundaries && mv.sync) {
 			if err := m.cfg.Log.Sync(ctx); err != nil {
 				return fmt.Errorf("engine: sync session %s: %w", m.st.Session, err)
@@ -364,8 +499,16 @@ func (m *Machine) commit(ctx context.Context, mv *move) error {
 		for i := range mv.events {
 			m.publish(Live{Kind: "event", Event: &mv.events[i]})
 		}
+		m.flushLive(mv)
 		return nil
 	}
+}
+
+func (m *Machine) flushLive(mv *move) {
+	for _, l := range mv.live {
+		m.publish(l)
+	}
+	mv.live = nil
 }
 
 func (m *Machine) publish(l Live) {
@@ -393,8 +536,11 @@ func (m *Machine) decide(ctx context.Context) (*move, error) {
 		return mv, m.admit(ctx, mv)
 	}
 	if !s.StepOpen {
-		if len(s.NextStep) > 0 {
-			m.claim(mv, false)
+		// Before the first step the turn may still take its next-turn
+		// item (when a long next-step was claimed in parts).
+		boundary := s.Step == 0 && !s.TurnPrompted
+		if len(s.NextStep) > 0 || boundary && len(s.NextTurn) > 0 {
+			m.claim(mv, boundary)
 			return mv, nil
 		}
 		mv.add(EvStepStart, StepStart{Turn: s.Turn, Step: s.Step + 1})
@@ -447,15 +593,32 @@ func (m *Machine) endTurn(mv *move, stepOutcome, reason string, extra func(*Turn
 	mv.add(EvTurnEnd, te)
 }
 
-// claim takes input from the inbox into the turn: all of next-step, and at
-// a turn boundary one next-turn item as well.
+// claim takes input from the inbox into the turn: next-step, and at a turn
+// boundary one next-turn item as well. A claim takes no more than its
+// admission can append at once; the rest is claimed next, before the first
+// step starts (the turn's next-turn item with the last part), so no inbox
+// is too long to admit.
 func (m *Machine) claim(mv *move, turnBoundary bool) {
 	s := m.st
 	mv.inbox = true
-	if n := len(s.NextStep); n > 0 {
+	budget := store.MaxAppendBytes - 2*reserveBytes
+	fits := func(msg hostabi.InputMessage) bool {
+		budget -= len(msg.Content) + len(msg.ID) + envelopeBytes + 64
+		return budget >= 0
+	}
+	n := 0
+	for n < len(s.NextStep) && n < MaxCallsPerAnswer {
+		// The first always goes: it was appended as one event, so its
+		// admission fits on its own.
+		if !fits(s.NextStep[n]) && n > 0 {
+			break
+		}
+		n++
+	}
+	if n > 0 {
 		mv.add(EvInboxSpliced, InboxSpliced{List: ListNextStep, Start: 0, Removed: n, Outcome: OutcomeClaimed})
 	}
-	if turnBoundary && len(s.NextTurn) > 0 {
+	if turnBoundary && len(s.NextTurn) > 0 && (n == 0 || n == len(s.NextStep) && n < MaxCallsPerAnswer && fits(s.NextTurn[0])) {
 		mv.add(EvInboxSpliced, InboxSpliced{List: ListNextTurn, Start: 0, Removed: 1, Outcome: OutcomeClaimed})
 	}
 }
@@ -490,15 +653,26 @@ func (r reader) Note(key string) (string, bool) {
 	return v, ok
 }
 
-// ask calls one op at a hook and sorts its answer: notes and logs (kept
-// whatever happens), decisive effects, or a fault. A list of only notes and
-// logs counts as a skip: deciding a hook takes a decisive effect.
-func (m *Machine) ask(ctx context.Context, mv *move, i int, view *hostabi.View) (decisive []hostabi.Effect, faulted bool) {
+// answer is one op's answer at a hook, checked on its own: its notes and
+// log lines, and its decisive effects.
+type answer struct {
+	man      *hostabi.Manifest
+	hook     hostabi.Hook
+	notes    []hostabi.Effect
+	decisive []hostabi.Effect
+}
+
+// ask calls one op at a hook. A fault (an error, a trap, an effect that
+// fails its own checks) is recorded in the move and reported as faulted;
+// nothing of the answer is kept. Otherwise the answer is returned for the
+// hook to check against the state and accept (or refuse) as a whole.
+func (m *Machine) ask(ctx context.Context, mv *move, i int, view *hostabi.View) (a answer, faulted bool) {
 	op, man := m.cfg.Pipeline.Op(i)
+	a = answer{man: man, hook: view.Hook}
 	effects, err := op.Handle(ctx, view, reader{st: m.st, op: man.Name})
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, false
+			return a, false
 		}
 		kind, msg := hostabi.FaultError, err.Error()
 		var f *hostabi.Fault
@@ -506,36 +680,59 @@ func (m *Machine) ask(ctx context.Context, mv *move, i int, view *hostabi.View) 
 			kind, msg = f.Kind, f.Message
 		}
 		m.fault(mv, man.Name, view.Hook, kind, msg)
-		return nil, true
+		return a, true
 	}
-	var notes []hostabi.Effect
 	for j := range effects {
 		e := &effects[j]
 		if err := e.Check(view.Hook); err != nil {
 			m.fault(mv, man.Name, view.Hook, hostabi.FaultInvalidEffect, fmt.Sprintf("effect %d: %v", j, err))
-			return nil, true
+			return answer{man: man, hook: view.Hook}, true
 		}
 		switch e.Kind {
 		case hostabi.KindNote, hostabi.KindLog:
-			notes = append(notes, *e)
+			a.notes = append(a.notes, *e)
 		default:
-			decisive = append(decisive, *e)
+			a.decisive = append(a.decisive, *e)
 		}
 	}
-	for _, e := range notes {
-		if e.Kind == hostabi.KindNote {
-			mv.add(EvOpNote, OpNote{Op: man.Name, Key: e.Key, Value: e.Value})
-		} else {
-			m.publish(Live{Kind: "log", Op: man.Name, Text: e.Text})
-		}
-	}
-	return decisive, false
+	return a, false
 }
 
-// fault records an op/fault in the move and tells watchers.
+// accept adds an answer's events to the move, all or nothing: its notes
+// and the events the hook made of its decisive effects (evs). Its log
+// lines are published after the append. If they would not fit in one
+// append, nothing of the answer is added and the op faults (kind limit);
+// accept reports whether it added the answer.
+func (m *Machine) accept(mv *move, a answer, evs ...store.Event) bool {
+	var all []store.Event
+	for _, e := range a.notes {
+		if e.Kind == hostabi.KindNote {
+			all = append(all, mv.event(EvOpNote, OpNote{Op: a.man.Name, Key: e.Key, Value: e.Value}))
+		}
+	}
+	all = append(all, evs...)
+	if err := mv.room(all); err != nil {
+		m.fault(mv, a.man.Name, a.hook, hostabi.FaultLimit, "its answer does not fit in the log: "+err.Error())
+		return false
+	}
+	mv.push(all...)
+	for _, e := range a.notes {
+		if e.Kind == hostabi.KindLog {
+			mv.live = append(mv.live, Live{Kind: "log", Op: a.man.Name, Text: e.Text})
+		}
+	}
+	return true
+}
+
+// fault records an op/fault in the move; watchers hear of it after the
+// append.
 func (m *Machine) fault(mv *move, op string, hook hostabi.Hook, kind, msg string) {
+	const maxMsg = 4 << 10
+	if len(msg) > maxMsg {
+		msg = msg[:maxMsg] + "…"
+	}
 	mv.add(EvOpFault, OpFault{Op: op, Hook: string(hook), Kind: kind, Message: msg})
-	m.publish(Live{Kind: "error", Op: op, Text: fmt.Sprintf("op %s faulted at %s (%s): %s", op, hook, kind, msg)})
+	mv.live = append(mv.live, Live{Kind: "error", Op: op, Text: fmt.Sprintf("op %s faulted at %s (%s): %s", op, hook, kind, msg)})
 }
 
 // refuse records a decisive effect list the engine will not apply: none of
@@ -562,330 +759,6 @@ func (m *Machine) each(hook hostabi.Hook, fn func(i int, man *hostabi.Manifest) 
 			return
 		}
 	}
-}
-
-// admit runs the command hook (a lone slash command an op owns) or the
-// prompt hook for the claimed batch.
-func (m *Machine) admit(ctx context.Context, mv *move) error {
-	s := m.st
-	batch := make([]hostabi.InputMessage, len(s.Claimed))
-	for i, c := range s.Claimed {
-		batch[i] = c.InputMessage
-	}
-	if len(batch) == 1 {
-		if name, args, ok := parseCommand(batch[0].Content); ok {
-			if i, ok := m.cfg.Pipeline.commandOwner(name); ok {
-				_, man := m.cfg.Pipeline.Op(i)
-				v := m.view(hostabi.HookCommand, man)
-				v.Command = &hostabi.CommandView{Name: name, Args: args}
-				if !m.quarantined(man.Name) {
-					eff, _ := m.ask(ctx, mv, i, v)
-					if len(eff) > 0 {
-						var text string
-						for _, e := range eff {
-							text += e.Text
-						}
-						mv.add(EvUserMessage, UserMessage{ID: batch[0].ID, Content: batch[0].Content, Command: name})
-						mv.add(EvCommandReply, CommandReply{Op: man.Name, Command: name, Text: text})
-						m.endTurn(mv, "", ReasonCompleted, nil)
-						return ctx.Err()
-					}
-				}
-			}
-		}
-	}
-	decided := false
-	m.each(hostabi.HookPrompt, func(i int, man *hostabi.Manifest) bool {
-		if m.quarantined(man.Name) {
-			return false
-		}
-		v := m.view(hostabi.HookPrompt, man)
-		v.Prompt = &hostabi.PromptView{Batch: batch}
-		eff, _ := m.ask(ctx, mv, i, v)
-		if len(eff) == 0 {
-			return false
-		}
-		if len(eff) != 1 {
-			m.refuse(mv, man.Name, hostabi.HookPrompt, "prompt takes one of admit, rewrite or reject, got %d effects", len(eff))
-			return false
-		}
-		switch e := eff[0]; e.Kind {
-		case hostabi.KindAdmit:
-			admitAll(mv, batch)
-		case hostabi.KindReject:
-			m.endTurn(mv, "", ReasonBlocked, func(te *TurnEnd) {
-				te.Cause = &Cause{Kind: "hook", Hook: string(hostabi.HookPrompt), Reason: e.Text}
-				te.Message = fmt.Sprintf("input rejected by %s: %s", man.Name, e.Text)
-			})
-		case hostabi.KindRewrite:
-			if err := sameIDs(batch, e.Messages); err != nil {
-				m.refuse(mv, man.Name, hostabi.HookPrompt, "rewrite: %v", err)
-				return false
-			}
-			admitAll(mv, e.Messages)
-		}
-		decided = true
-		return true
-	})
-	if !decided {
-		admitAll(mv, batch)
-	}
-	return ctx.Err()
-}
-
-func admitAll(mv *move, batch []hostabi.InputMessage) {
-	for _, b := range batch {
-		mv.add(EvUserMessage, UserMessage{ID: b.ID, Content: b.Content})
-	}
-}
-
-func sameIDs(batch, rewritten []hostabi.InputMessage) error {
-	if len(batch) != len(rewritten) {
-		return fmt.Errorf("the batch has %d messages, the rewrite %d", len(batch), len(rewritten))
-	}
-	for i := range batch {
-		if batch[i].ID != rewritten[i].ID {
-			return fmt.Errorf("message %d has id %q, the batch %q", i, rewritten[i].ID, batch[i].ID)
-		}
-	}
-	return nil
-}
-
-// parseCommand splits "/name args" into its parts.
-func parseCommand(s string) (name, args string, ok bool) {
-	if len(s) < 2 || s[0] != '/' {
-		return "", "", false
-	}
-	s = s[1:]
-	for i := 0; i < len(s); i++ {
-		if s[i] == ' ' || s[i] == '\n' || s[i] == '\t' {
-			return s[:i], trimSpace(s[i+1:]), i > 0
-		}
-	}
-	return s, "", true
-}
-
-func trimSpace(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\n' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\n' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
-// contribute asks every op declaring the hook for tools, prompt parts and
-// top-of-mind lines, and freezes them into the step's request header.
-func (m *Machine) contribute(ctx context.Context, mv *move) error {
-	h := RequestHeader{Model: m.cfg.Model, MaxTokens: m.cfg.MaxTokens}
-	owners := map[string]string{}
-	var endTurn *Contribution
-	m.each(hostabi.HookContribute, func(i int, man *hostabi.Manifest) bool {
-		if m.quarantined(man.Name) {
-			return false
-		}
-		eff, _ := m.ask(ctx, mv, i, m.view(hostabi.HookContribute, man))
-		// Validate the whole list before taking any of it.
-		for _, e := range eff {
-			if e.Kind != hostabi.KindTool {
-				continue
-			}
-			if !man.OwnsTool(e.Tool.Name) {
-				m.refuse(mv, man.Name, hostabi.HookContribute, "tool %q is not in the op's manifest", e.Tool.Name)
-				return false
-			}
-			if other, dup := owners[e.Tool.Name]; dup {
-				m.refuse(mv, man.Name, hostabi.HookContribute, "tool %q is already contributed by %q", e.Tool.Name, other)
-				return false
-			}
-		}
-		for _, e := range eff {
-			switch e.Kind {
-			case hostabi.KindTool:
-				owners[e.Tool.Name] = man.Name
-				h.Tools = append(h.Tools, HeaderTool{ToolSpec: *e.Tool, Owner: man.Name, Idempotent: man.IsIdempotent(e.Tool.Name)})
-			case hostabi.KindPromptPart:
-				h.PromptParts = append(h.PromptParts, Contribution{Op: man.Name, Text: e.Text})
-			case hostabi.KindTopOfMind:
-				h.TopOfMind = append(h.TopOfMind, Contribution{Op: man.Name, Text: e.Text})
-			case hostabi.KindEndTurn:
-				if endTurn == nil {
-					endTurn = &Contribution{Op: man.Name, Text: e.Text}
-				}
-			}
-		}
-		return false
-	})
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if endTurn != nil {
-		m.endTurn(mv, ReasonLimit, ReasonLimit, func(te *TurnEnd) {
-			te.Cause = &Cause{Kind: "hook", Hook: string(hostabi.HookContribute), Reason: endTurn.Op}
-			te.Message = endTurn.Text
-		})
-		return nil
-	}
-	mv.add(EvRequestHeader, h)
-	return nil
-}
-
-// Request builds the provider request for the open step from the state and
-// the step's header.
-func (m *Machine) Request() *provider.Request {
-	s := m.st
-	req := &provider.Request{Messages: s.Messages, Attempt: s.Attempts + 1}
-	if h := s.Header; h != nil {
-		req.Model, req.MaxTokens = h.Model, h.MaxTokens
-		for i, p := range h.PromptParts {
-			if i > 0 {
-				req.System += "\n\n"
-			}
-			req.System += p.Text
-		}
-		for _, t := range h.TopOfMind {
-			req.TopOfMind = append(req.TopOfMind, t.Text)
-		}
-		for _, t := range h.Tools {
-			req.Tools = append(req.Tools, t.ToolSpec)
-		}
-	}
-	return req
-}
-
-// infer is the native inference op: it waits out a scheduled retry, asks
-// the provider, streams deltas to watchers and settles the answer as
-// assistant/message or the failure as assistant/attempt.
-func (m *Machine) infer(ctx context.Context, mv *move) error {
-	s := m.st
-	if !s.RetryAt.IsZero() {
-		if d := s.RetryAt.Sub(m.cfg.Clock()); d > 0 {
-			if err := m.cfg.Sleep(ctx, d); err != nil {
-				return err
-			}
-		}
-	}
-	m.partial = nil
-	var shown string
-	resp, err := m.cfg.Provider.Complete(ctx, m.Request(), func(d provider.Delta) {
-		shown += d.Text
-		m.publish(Live{Kind: "delta", Text: d.Text})
-	})
-	if cerr := ctx.Err(); cerr != nil {
-		// Cancelled: append nothing; keep what was shown for Abort.
-		text := shown
-		if resp != nil && resp.Content != "" {
-			text = resp.Content
-		}
-		if text != "" {
-			m.partial = &AssistantMessage{Content: text, Interrupted: true}
-		}
-		return cerr
-	}
-	mv.now = m.cfg.Clock()
-	if err != nil {
-		mv.add(EvAssistantAttempt, AssistantAttempt{Attempt: s.Attempts + 1, Failure: provider.AsFailure(err)})
-		return nil
-	}
-	am := AssistantMessage{Content: resp.Content, FinishReason: resp.FinishReason}
-	if resp.Usage != (provider.Usage{}) {
-		am.Usage = &Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
-	}
-	seen := map[string]bool{}
-	for i, c := range resp.ToolCalls {
-		if c.ID == "" || seen[c.ID] {
-			// The conversation needs unique ids to pair results; make one
-			// that is stable for this answer.
-			c.ID = fmt.Sprintf("call_%d_%d", s.Head+1, i)
-		}
-		seen[c.ID] = true
-		if len(c.Arguments) == 0 {
-			c.Arguments = json.RawMessage(`{}`)
-		} else if !json.Valid(c.Arguments) {
-			q, _ := json.Marshal(string(c.Arguments))
-			c.Arguments = q
-		}
-		am.ToolCalls = append(am.ToolCalls, c)
-	}
-	mv.add(EvAssistantMessage, am)
-	return nil
-}
-
-// requestError lets ops decide on a failed attempt: the first retry effect
-// schedules another request in the same step; without one, the step and
-// turn end in error.
-func (m *Machine) requestError(ctx context.Context, mv *move) error {
-	s := m.st
-	decided := false
-	m.each(hostabi.HookRequestError, func(i int, man *hostabi.Manifest) bool {
-		if m.quarantined(man.Name) {
-			return false
-		}
-		v := m.view(hostabi.HookRequestError, man)
-		v.Failure = &hostabi.FailureView{Failure: *s.LastFailure, Attempt: s.Attempts, Retries: s.Retries}
-		eff, _ := m.ask(ctx, mv, i, v)
-		if len(eff) == 0 {
-			return false
-		}
-		if len(eff) != 1 {
-			m.refuse(mv, man.Name, hostabi.HookRequestError, "request-error takes one retry effect, got %d", len(eff))
-			return false
-		}
-		mv.add(EvRetryScheduled, RetryScheduled{Op: man.Name, Attempt: s.Retries + 1, DelayMS: eff[0].DelayMS, Failure: *s.LastFailure})
-		decided = true
-		return true
-	})
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if !decided {
-		f := *s.LastFailure
-		m.endTurn(mv, ReasonError, ReasonError, func(te *TurnEnd) {
-			te.Error = fmt.Sprintf("%s: %s", f.Code, f.Message)
-			if f.Status != 0 {
-				te.Error = fmt.Sprintf("%s (HTTP %d): %s", f.Code, f.Status, f.Message)
-			}
-		})
-	}
-	return nil
-}
-
-// turnStopping asks ops whether the turn may end; the first steer continues
-// it, otherwise the step and turn end.
-func (m *Machine) turnStopping(ctx context.Context, mv *move) error {
-	s := m.st
-	decided := false
-	m.each(hostabi.HookTurnStopping, func(i int, man *hostabi.Manifest) bool {
-		if m.quarantined(man.Name) {
-			return false
-		}
-		v := m.view(hostabi.HookTurnStopping, man)
-		v.Stop = &hostabi.StopView{Content: s.Answer.Content, FinishReason: s.Answer.FinishReason}
-		eff, _ := m.ask(ctx, mv, i, v)
-		if len(eff) == 0 {
-			return false
-		}
-		var ins []hostabi.InputMessage
-		for j, e := range eff {
-			id := fmt.Sprintf("steer-%d-%d", s.Head+1, j)
-			for s.HasID(id) { // a caller chose this id for its own input
-				id += "'"
-			}
-			ins = append(ins, hostabi.InputMessage{ID: id, Content: e.Text})
-		}
-		mv.add(EvInboxSpliced, InboxSpliced{List: ListNextStep, Start: len(s.NextStep), Inserted: ins})
-		mv.inbox = true
-		decided = true
-		return true
-	})
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if !decided {
-		m.endTurn(mv, ReasonCompleted, m.normalEnd(), nil)
-	}
-	return nil
 }
 
 type noProvider struct{}

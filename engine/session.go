@@ -72,7 +72,7 @@ var ErrClosed = errors.New("engine: session closed")
 type Session struct {
 	id string
 	m  *Machine
-	lg *sessionLog
+	lg *inboxLog
 
 	mu     sync.Mutex
 	phase  DriverPhase
@@ -99,14 +99,15 @@ type Session struct {
 // OpenSession opens a session's machine and returns its driver, idle. The
 // config's Log is wrapped so that input from the verbs and the machine's own
 // appends are serialised; its Observer, if any, still receives live events.
-// A turn left open by a process that died is closed first (Recover).
+// A turn a process that died left open goes on at the next drain (see
+// Machine.Advance); nothing is repaired here.
 func OpenSession(ctx context.Context, cfg Config) (*Session, error) {
-	lg := &sessionLog{Log: cfg.Log, session: cfg.Session}
-	s := &Session{id: cfg.Session, lg: lg, phase: DriverIdle, idle: make(chan struct{}), watchers: map[int]func(Notification){}}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	lg.clock = cfg.Clock
+	lg := newInboxLog(cfg.Log, cfg.Session, cfg.Clock)
+	s := &Session{id: cfg.Session, lg: lg, phase: DriverIdle, idle: make(chan struct{}), watchers: map[int]func(Notification){}}
+	lg.onAppend = s.inboxNotes
 	close(s.idle)
 	observer := cfg.Observer
 	cfg.Log = lg
@@ -121,11 +122,6 @@ func OpenSession(ctx context.Context, cfg Config) (*Session, error) {
 		return nil, err
 	}
 	s.m = m
-	lg.init(m.st)
-	lg.onAppend = s.inboxNotes
-	if _, err := m.Recover(ctx); err != nil {
-		return nil, err
-	}
 	s.waiting = waitingCalls(m.st)
 	return s, nil
 }
@@ -293,6 +289,10 @@ func (s *Session) Wake() {
 // for a person, then goes idle. Public status flips to running once when it
 // starts and to idle once when it ends.
 func (s *Session) drain(ctx context.Context) {
+	s.mu.Lock()
+	s.lastErr = nil
+	s.mu.Unlock()
+	turnsBefore := s.m.st.Turn
 	for {
 		_, err := s.m.Run(ctx)
 		s.mu.Lock()
@@ -320,6 +320,9 @@ func (s *Session) drain(ctx context.Context) {
 		s.phase = DriverIdle
 		s.cancel()
 		s.waiting = waitingCalls(s.m.st)
+		if le := s.m.st.LastEnd; s.lastErr == nil && le != nil && le.Reason == ReasonError && s.m.st.Turn > turnsBefore && !s.m.st.TurnOpen {
+			s.lastErr = &TurnError{Turn: le.Turn, Message: le.Error}
+		}
 		wake := s.wake && !s.closed
 		s.wake = false
 		s.cause = nil
@@ -343,7 +346,19 @@ func (s *Session) fail(err error) {
 	s.notify(Notification{Kind: NoteError, Error: err.Error()})
 }
 
-// Err returns the last error a drain stopped on, if any.
+// TurnError is the error of a turn that ended in error (reason "error"):
+// the model's requests failed and no op retried, or the attempts ran out.
+type TurnError struct {
+	Turn    int
+	Message string
+}
+
+func (e *TurnError) Error() string {
+	return fmt.Sprintf("turn %d ended in error: %s", e.Turn, e.Message)
+}
+
+// Err returns the error the last drain stopped on: an engine or store
+// failure, or a *TurnError when its last turn ended in error.
 func (s *Session) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -403,7 +418,9 @@ func (s *Session) RunMaintenance(ctx context.Context, job func(ctx context.Conte
 }
 
 // WhenIdle waits until the driver is idle (after any drain it has started)
-// or ctx is done.
+// or ctx is done. It returns ctx's error, or the drain's (see Err): an
+// engine or store failure, or a *TurnError when the last turn ended in
+// error.
 func (s *Session) WhenIdle(ctx context.Context) error {
 	for {
 		s.mu.Lock()
@@ -413,9 +430,10 @@ func (s *Session) WhenIdle(ctx context.Context) error {
 		case <-ch:
 			s.mu.Lock()
 			same := ch == s.idle
+			err := s.lastErr
 			s.mu.Unlock()
 			if same {
-				return nil
+				return err
 			}
 		case <-ctx.Done():
 			return ctx.Err()

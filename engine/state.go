@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/wagent/wagent/hostabi"
@@ -21,6 +23,11 @@ type State struct {
 	Session string
 	Head    uint64
 	Created *SessionCreated
+	// Writer is the id of the incarnation whose session/writer event is
+	// the latest: the events since are its own.
+	Writer string
+	// LastEnd is how the latest closed turn ended (nil before the first).
+	LastEnd *TurnEnd
 
 	// Turn is the number of the last turn opened; TurnOpen says whether it
 	// is still open. Step likewise, within the turn.
@@ -37,6 +44,8 @@ type State struct {
 	NextStep []hostabi.InputMessage
 	// Claimed is the batch claimed into the turn and not yet admitted.
 	Claimed []ClaimedMessage
+	// TurnPrompted: the open turn claimed its next-turn item.
+	TurnPrompted bool
 
 	// Notes is each op's durable memory: Notes[op][key].
 	Notes map[string]map[string]string
@@ -58,6 +67,11 @@ type State struct {
 
 	ids map[string]struct{} // every inbox message id ever inserted
 }
+
+// MaxRetryDelay is the longest wait a retry/scheduled event can ask for;
+// a longer delay is read as this one (no delay can overflow into an
+// immediate retry).
+const MaxRetryDelay = 24 * time.Hour
 
 // ClaimedMessage is a message claimed from the inbox, with the list it came
 // from (so recovery can put it back).
@@ -83,13 +97,28 @@ type CallState struct {
 	hostabi.ToolCall
 	Owner      string
 	Idempotent bool
-	Requested  bool   // an approval request names it
-	AskedBy    string // the op that asked for approval
-	Decision   string // "", "allow" or "deny"
-	Started    bool   // tool/call recorded
-	Done       bool   // tool/result recorded
-	Concludes  bool
+	// Verdicts holds each guard's decision on the call: "allow" or "deny".
+	// A guard decides for itself, directly or through a person answering
+	// its approval request.
+	Verdicts map[string]string
+	// Asked names the guards whose approval request for the call waits
+	// for a person.
+	Asked map[string]bool
+	// Requested: some approval request for the call waits for a person.
+	Requested bool
+	// AskedBy is the guard that asked last.
+	AskedBy string
+	// Decision is the overall decision: "deny" once any guard denied,
+	// "allow" once some guard allowed and none denied, else "".
+	Decision  string
+	Started   bool   // tool/call recorded
+	Writer    string // the incarnation that started it
+	Done      bool   // tool/result recorded
+	Concludes bool
 }
+
+// Verdict returns the named guard's decision on the call ("" if none).
+func (c *CallState) Verdict(guard string) string { return c.Verdicts[guard] }
 
 // NewState returns the state of an empty log.
 func NewState(session string) *State {
@@ -99,6 +128,33 @@ func NewState(session string) *State {
 		TurnFaults: map[string]int{},
 		ids:        map[string]struct{}{},
 	}
+}
+
+// Clone returns a copy of the state that shares nothing mutable with it.
+func (s *State) Clone() *State {
+	c := *s
+	c.Messages = slices.Clone(s.Messages)
+	c.NextTurn = slices.Clone(s.NextTurn)
+	c.NextStep = slices.Clone(s.NextStep)
+	c.Claimed = slices.Clone(s.Claimed)
+	c.Notes = make(map[string]map[string]string, len(s.Notes))
+	for op, m := range s.Notes {
+		c.Notes[op] = maps.Clone(m)
+	}
+	c.TurnFaults = maps.Clone(s.TurnFaults)
+	c.ids = maps.Clone(s.ids)
+	c.Calls = make([]*CallState, len(s.Calls))
+	for i, cs := range s.Calls {
+		cp := *cs
+		cp.Verdicts = maps.Clone(cs.Verdicts)
+		cp.Asked = maps.Clone(cs.Asked)
+		c.Calls[i] = &cp
+	}
+	if s.LastFailure != nil {
+		f := *s.LastFailure
+		c.LastFailure = &f
+	}
+	return &c
 }
 
 // Pending returns the calls without results, in the model's order.
@@ -123,11 +179,11 @@ func (s *State) Call(id string) *CallState {
 }
 
 // Waiting reports whether the session is parked for a person: an approval
-// request names a call that has neither a decision nor a result.
+// request names a call that has neither that guard's decision nor a result.
 func (s *State) Waiting() []string {
 	var ids []string
 	for _, c := range s.Calls {
-		if c.Requested && c.Decision == "" && !c.Done {
+		if c.Requested && !c.Done {
 			ids = append(ids, c.ID)
 		}
 	}
@@ -151,10 +207,45 @@ func (s *State) Apply(e store.Event) error {
 	if e.Seq != s.Head+1 {
 		return s.corrupt(e.Seq, "expected seq %d: seqs must be dense from 1", s.Head+1)
 	}
+	if err := s.placed(e); err != nil {
+		return err
+	}
 	if err := s.apply(e); err != nil {
 		return err
 	}
 	s.Head = e.Seq
+	return nil
+}
+
+// placed checks the envelope (turn, step) of an event other than the turn
+// and step boundaries (apply checks those against their data): inside an
+// open step it carries that turn and step, inside a turn that turn, and
+// outside any turn neither. Events appended from outside the machine
+// (input, decisions) may leave both zero.
+func (s *State) placed(e store.Event) error {
+	switch e.Type {
+	case EvTurnStart, EvTurnEnd, EvStepStart, EvStepEnd:
+		return nil
+	}
+	turn, step := 0, 0
+	if s.TurnOpen {
+		turn = s.Turn
+		if s.StepOpen {
+			step = s.Step
+		}
+	}
+	if e.Turn == turn && e.Step == step || e.Turn == 0 && e.Step == 0 {
+		return nil
+	}
+	return s.corrupt(e.Seq, "%s is placed at turn %d step %d, but the log is at turn %d step %d", e.Type, e.Turn, e.Step, turn, step)
+}
+
+// boundary checks that a turn or step boundary's envelope says what its
+// data says.
+func (s *State) boundary(e store.Event, turn, step int) error {
+	if e.Turn != turn || e.Step != step {
+		return s.corrupt(e.Seq, "%s is placed at turn %d step %d, but its data says turn %d step %d", e.Type, e.Turn, e.Step, turn, step)
+	}
 	return nil
 }
 
@@ -198,7 +289,11 @@ func (s *State) apply(e store.Event) error {
 		if d.Turn != s.Turn+1 {
 			return s.corrupt(e.Seq, "turn %d starts after turn %d", d.Turn, s.Turn)
 		}
+		if err := s.boundary(e, d.Turn, 0); err != nil {
+			return err
+		}
 		s.Turn, s.TurnOpen, s.Step = d.Turn, true, 0
+		s.TurnPrompted = false
 		s.MaxTokens, s.Concluded = false, false
 		clear(s.TurnFaults)
 
@@ -213,8 +308,12 @@ func (s *State) apply(e store.Event) error {
 		if s.StepOpen {
 			return s.corrupt(e.Seq, "turn %d ends with step %d open", d.Turn, s.Step)
 		}
+		if err := s.boundary(e, d.Turn, 0); err != nil {
+			return err
+		}
 		s.TurnOpen = false
 		s.Claimed = nil
+		s.LastEnd = &d
 
 	case EvStepStart:
 		var d StepStart
@@ -229,6 +328,9 @@ func (s *State) apply(e store.Event) error {
 		}
 		if len(s.Claimed) > 0 {
 			return s.corrupt(e.Seq, "step %d starts while claimed input waits for admission", d.Step)
+		}
+		if err := s.boundary(e, d.Turn, d.Step); err != nil {
+			return err
 		}
 		s.Step, s.StepOpen = d.Step, true
 		s.Phase = PhaseNeedHeader
@@ -246,6 +348,9 @@ func (s *State) apply(e store.Event) error {
 		}
 		if p := s.Pending(); len(p) > 0 {
 			return s.corrupt(e.Seq, "step %d ends with call %s unanswered", d.Step, p[0].ID)
+		}
+		if err := s.boundary(e, d.Turn, d.Step); err != nil {
+			return err
 		}
 		s.StepOpen = false
 		s.Phase = PhaseNone
@@ -330,7 +435,7 @@ func (s *State) apply(e store.Event) error {
 			return err
 		}
 		s.Retries++
-		s.RetryAt = e.Time.Add(time.Duration(d.DelayMS) * time.Millisecond)
+		s.RetryAt = e.Time.Add(time.Duration(min(max(d.DelayMS, 0), MaxRetryDelay.Milliseconds())) * time.Millisecond)
 		s.Phase = PhaseNeedInference
 
 	case EvApprovalRequest:
@@ -338,11 +443,21 @@ func (s *State) apply(e store.Event) error {
 		if err := s.decode(e, &d); err != nil {
 			return err
 		}
+		if !s.StepOpen {
+			return s.corrupt(e.Seq, "approval requested outside a step")
+		}
+		if s.Header.strict() && !s.Header.isGuard(d.Op) {
+			return s.corrupt(e.Seq, "approval requested by %s, which is not a guard of this step", d.Op)
+		}
 		for _, id := range d.CallIDs {
 			c := s.Call(id)
-			if c == nil || c.Done {
-				return s.corrupt(e.Seq, "approval requested for call %s, which is not pending", id)
+			if c == nil || c.Done || c.Started || c.Verdicts[d.Op] != "" || c.Asked[d.Op] {
+				return s.corrupt(e.Seq, "approval requested for call %s, which is not waiting for a decision of %s", id, d.Op)
 			}
+			if c.Asked == nil {
+				c.Asked = map[string]bool{}
+			}
+			c.Asked[d.Op] = true
 			c.Requested = true
 			c.AskedBy = d.Op
 		}
@@ -353,13 +468,36 @@ func (s *State) apply(e store.Event) error {
 			return err
 		}
 		c := s.Call(d.CallID)
-		if c == nil || c.Done || c.Decision != "" {
+		if c == nil || c.Done || c.Started || !s.StepOpen {
 			return s.corrupt(e.Seq, "decision for call %s, which is not pending a decision", d.CallID)
 		}
+		guard := d.Guard
+		if guard == "" {
+			guard = c.AskedBy // a log written before decisions named their guard
+		}
+		if s.Header.strict() {
+			if !s.Header.isGuard(guard) {
+				return s.corrupt(e.Seq, "decision for call %s counts for %q, which is not a guard of this step", d.CallID, guard)
+			}
+			if !strings.HasPrefix(d.Who, "op:") && d.Who != "host" && !c.Asked[guard] {
+				return s.corrupt(e.Seq, "%s decided call %s for %s, which asked no person", d.Who, d.CallID, guard)
+			}
+		}
+		if c.Verdicts[guard] != "" {
+			return s.corrupt(e.Seq, "call %s was already decided by %q", d.CallID, guard)
+		}
+		if c.Verdicts == nil {
+			c.Verdicts = map[string]string{}
+		}
+		v := "deny"
 		if d.Allow {
-			c.Decision = "allow"
-		} else {
-			c.Decision = "deny"
+			v = "allow"
+		}
+		c.Verdicts[guard] = v
+		delete(c.Asked, guard)
+		c.Requested = len(c.Asked) > 0
+		if v == "deny" || c.Decision == "" {
+			c.Decision = v
 		}
 
 	case EvToolCall:
@@ -368,10 +506,25 @@ func (s *State) apply(e store.Event) error {
 			return err
 		}
 		c := s.Call(d.CallID)
-		if c == nil || c.Done || c.Started {
+		if c == nil || c.Done || !s.StepOpen {
 			return s.corrupt(e.Seq, "tool/call for call %s, which is not pending", d.CallID)
 		}
+		if c.Started && !(d.Rerun && c.Idempotent && c.Writer != s.Writer) {
+			return s.corrupt(e.Seq, "tool/call for call %s, which already started", d.CallID)
+		}
+		if c.Owner == "" || d.Op != c.Owner {
+			return s.corrupt(e.Seq, "tool/call for call %s names op %q, but the tool belongs to %q", d.CallID, d.Op, c.Owner)
+		}
+		if c.Decision == "deny" || c.Requested {
+			return s.corrupt(e.Seq, "tool/call for call %s, which a guard denied or still asks about", d.CallID)
+		}
+		for _, g := range s.Header.guards() {
+			if !slices.Contains(d.Guards, g) {
+				return s.corrupt(e.Seq, "tool/call for call %s was not passed by guard %s", d.CallID, g)
+			}
+		}
 		c.Started = true
+		c.Writer = d.Writer
 
 	case EvToolResult:
 		var d ToolResult
@@ -381,6 +534,17 @@ func (s *State) apply(e store.Event) error {
 		c := s.Call(d.CallID)
 		if c == nil || c.Done || !s.StepOpen {
 			return s.corrupt(e.Seq, "tool/result for call %s, which is not a pending call of step %d", d.CallID, s.Step)
+		}
+		// Owners run, after the intent is durable: an owned call is
+		// answered by its owner only once started, and otherwise only by
+		// the host (a denial, an interruption, an unavailable op).
+		if c.Owner != "" && d.Op != "host" && s.Header.strict() {
+			if d.Op != c.Owner {
+				return s.corrupt(e.Seq, "tool/result for call %s from %q, but the tool belongs to %q", d.CallID, d.Op, c.Owner)
+			}
+			if !c.Started {
+				return s.corrupt(e.Seq, "tool/result for call %s from its owner %s before its tool/call", d.CallID, d.Op)
+			}
 		}
 		c.Done = true
 		if d.ConcludesTurn {
@@ -409,6 +573,16 @@ func (s *State) apply(e store.Event) error {
 		if s.TurnOpen {
 			s.TurnFaults[d.Op]++
 		}
+
+	case EvSessionWriter:
+		var d SessionWriter
+		if err := s.decode(e, &d); err != nil {
+			return err
+		}
+		if d.ID == "" {
+			return s.corrupt(e.Seq, "session/writer without an id")
+		}
+		s.Writer = d.ID
 
 	case EvCommandReply, EvSessionRecovered:
 		// Records only.
@@ -464,6 +638,9 @@ func (s *State) splice(seq uint64, d *InboxSpliced) error {
 		for _, m := range removed {
 			s.Claimed = append(s.Claimed, ClaimedMessage{InputMessage: m, List: d.List})
 		}
+		if d.List == ListNextTurn {
+			s.TurnPrompted = true
+		}
 	}
 	*list = next
 	if len(requeued) > 0 {
@@ -494,6 +671,21 @@ func spliceList(l []hostabi.InputMessage, d *InboxSpliced) (next, removed []host
 	next = append(next, l[d.Start+d.Removed:]...)
 	return next, removed, nil
 }
+
+// guards returns the step's guards (none for a nil header).
+func (h *RequestHeader) guards() []string {
+	if h == nil {
+		return nil
+	}
+	return h.Guards
+}
+
+func (h *RequestHeader) isGuard(name string) bool { return slices.Contains(h.guards(), name) }
+
+// strict reports whether the header records the step's guards, so the
+// fold can hold decisions and results to the guard and owner rules. Logs
+// from versions that did not record them are read without those checks.
+func (h *RequestHeader) strict() bool { return h != nil && h.Guards != nil }
 
 func (h *RequestHeader) tool(name string) *HeaderTool {
 	if h == nil {

@@ -3,90 +3,269 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/store"
 )
 
-// tools runs the tool hook for the step's unanswered calls.
+// Guards decide, owners run, in that order (DESIGN.md §6).
 //
-// A call goes through: decisions (an approval op allows, denies or asks a
-// person), then, once every op declaring the hook has been asked and none
-// acted, the host records tool/call for it, then its owning op runs it
-// with View.Tool.Run set and returns the result. One call runs at a time,
-// so a crash leaves at most one call whose outcome is unknown.
+// The tool hook handles the step's unanswered calls in this order, one
+// transition at a time:
+//
+//  1. A call whose tool/call is in the log but has no result was being run
+//     by a writer that is gone (a crash, a lost lease): it is answered
+//     TOOL_OUTCOME_UNKNOWN, or, for an idempotent tool, run again.
+//  2. Guards (ops whose manifest says guard) are asked in pipeline order
+//     about the calls each has not decided yet. Each guard decides for
+//     itself: allow, deny, or ask a person (the session then yields). A
+//     deny answers the call; a guard that skips has no objection. A guard
+//     that faults, answers invalidly or stops answering denies the calls
+//     it was asked about (fails closed). Only guards may decide: a
+//     decision or approval request from any other op is refused.
+//  3. Calls no op owns go to the other tool-hook ops (the last,
+//     unknown-tool, answers them); results are the only answer they may
+//     give, and only for such calls. The host answers those nobody does.
+//  4. Once every guard has passed every call, the host records tool/call
+//     for the first owned call (durable before anything runs), asks its
+//     owner to run it (View.Tool.Run set) and records the result, in the
+//     same transition. An owner's result at any other time is refused.
 func (m *Machine) tools(ctx context.Context, mv *move) error {
 	s := m.st
 	if w := s.Waiting(); len(w) > 0 {
 		mv.outcome = Waiting
 		return nil
 	}
-	for _, c := range s.Pending() {
+	pending := s.Pending()
+	for _, c := range pending {
 		if c.Started {
-			return m.runCall(ctx, mv, c)
+			m.interrupted(mv, c)
+			return nil
 		}
 	}
-	pending := s.Pending()
-	decided := false
+	guards := m.guardOrder()
+	for _, g := range guards {
+		decided, err := m.askGuard(ctx, mv, g, pending)
+		if err != nil || decided {
+			return err
+		}
+	}
+	var unowned []*CallState
+	for _, c := range pending {
+		if c.Owner == "" {
+			unowned = append(unowned, c)
+		}
+	}
+	if len(unowned) > 0 {
+		return m.fallback(ctx, mv, unowned)
+	}
+	c := pending[0]
+	if _, man, ok := m.cfg.Pipeline.Lookup(c.Owner); !ok || !man.Handles(hostabi.HookTool) {
+		mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeUnavailable, Op: "host",
+			Content: fmt.Sprintf("tool %q is unavailable: its op %q is not in the pipeline", c.Name, c.Owner)})
+		return nil
+	}
+	names := make([]string, len(guards))
+	for i, g := range guards {
+		names[i] = g.name
+	}
+	mv.add(EvToolCall, ToolCallEvent{CallID: c.ID, Name: c.Name, Arguments: c.Arguments, Op: c.Owner, Idempotent: c.Idempotent, Writer: m.cfg.Writer, Guards: names})
+	mv.start = c.ID
+	return nil
+}
+
+// interrupted answers a call an earlier writer started and never finished.
+func (m *Machine) interrupted(mv *move, c *CallState) {
+	if c.Idempotent {
+		var names []string
+		for _, g := range m.guardOrder() {
+			names = append(names, g.name)
+		}
+		mv.add(EvToolCall, ToolCallEvent{CallID: c.ID, Name: c.Name, Arguments: c.Arguments, Op: c.Owner, Idempotent: true, Writer: m.cfg.Writer, Guards: names, Rerun: true})
+		mv.start = c.ID
+		return
+	}
+	mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeOutcomeUnknown, Op: "host",
+		Content: fmt.Sprintf("the tool %s started but its result was never recorded (the process running it stopped); it may or may not have taken effect: check before calling it again", c.Name)})
+}
+
+// guard is a guard the step's calls must pass: in the pipeline (i >= 0),
+// or named by the step's header but missing from the pipeline now.
+type guard struct {
+	name string
+	i    int
+}
+
+// guardOrder lists the pipeline's tool-hook guards in order, then the
+// step's header guards the pipeline no longer has (their calls cannot pass).
+func (m *Machine) guardOrder() []guard {
+	var gs []guard
 	m.each(hostabi.HookTool, func(i int, man *hostabi.Manifest) bool {
-		if m.quarantined(man.Name) {
-			if man.Guard {
-				m.denyUndecided(mv, pending, "host", fmt.Sprintf("guard op %s is not answering (it faulted %d times this turn)", man.Name, s.TurnFaults[man.Name]))
-				decided = true
-				return true
+		if man.Guard {
+			gs = append(gs, guard{man.Name, i})
+		}
+		return false
+	})
+	for _, name := range m.st.Header.guards() {
+		if !slices.ContainsFunc(gs, func(g guard) bool { return g.name == name }) {
+			gs = append(gs, guard{name, -1})
+		}
+	}
+	return gs
+}
+
+// askGuard asks one guard about the pending calls it has not decided and
+// reports whether that made the transition.
+func (m *Machine) askGuard(ctx context.Context, mv *move, g guard, pending []*CallState) (bool, error) {
+	var calls []*CallState
+	for _, c := range pending {
+		if c.Verdict(g.name) == "" && !c.Asked[g.name] {
+			calls = append(calls, c)
+		}
+	}
+	if len(calls) == 0 {
+		return false, nil
+	}
+	if g.i < 0 {
+		m.denyAll(mv, g.name, calls, fmt.Sprintf("guard %s of this step is not in the pipeline any more", g.name))
+		return true, nil
+	}
+	_, man := m.cfg.Pipeline.Op(g.i)
+	if m.quarantined(man.Name) {
+		m.denyAll(mv, g.name, calls, fmt.Sprintf("guard op %s is not answering (it faulted %d times this turn)", man.Name, m.st.TurnFaults[man.Name]))
+		return true, nil
+	}
+	v := m.view(hostabi.HookTool, man)
+	v.Tool = m.toolView(calls, "")
+	a, faulted := m.ask(ctx, mv, g.i, v)
+	if err := ctx.Err(); err != nil {
+		return true, err
+	}
+	if faulted {
+		m.denyAll(mv, g.name, calls, fmt.Sprintf("guard op %s faulted; failing closed", man.Name))
+		return true, nil
+	}
+	if len(a.decisive) == 0 {
+		m.accept(mv, a) // no objection
+		return false, nil
+	}
+	evs, yield, err := m.guardEvents(mv, man, calls, a.decisive)
+	if err == nil && !m.accept(mv, a, evs...) {
+		err = fmt.Errorf("its answer does not fit in the log")
+	} else if err != nil {
+		m.refuse(mv, man.Name, hostabi.HookTool, "%v", err)
+	}
+	if err != nil {
+		m.denyAll(mv, g.name, calls, fmt.Sprintf("guard op %s answered invalidly; failing closed", man.Name))
+		return true, nil
+	}
+	mv.yield = yield
+	if yield {
+		mv.sync = true
+	}
+	return true, nil
+}
+
+// guardEvents checks a guard's decisive effects (decisions and approval
+// requests for the calls it was asked about, each named once) and returns
+// the events they make.
+func (m *Machine) guardEvents(mv *move, man *hostabi.Manifest, calls []*CallState, eff []hostabi.Effect) ([]store.Event, bool, error) {
+	asked := map[string]*CallState{}
+	for _, c := range calls {
+		asked[c.ID] = c
+	}
+	touched := map[string]bool{}
+	var evs []store.Event
+	yield := false
+	for j, e := range eff {
+		ids := e.CallIDs
+		if e.CallID != "" {
+			ids = []string{e.CallID}
+		}
+		switch e.Kind {
+		case hostabi.KindDecision, hostabi.KindApprovalRequest:
+		default:
+			return nil, false, fmt.Errorf("effect %d (%s): a guard decides calls (decision, approval_request); it does not answer them", j, e.Kind)
+		}
+		for _, id := range ids {
+			if asked[id] == nil {
+				return nil, false, fmt.Errorf("effect %d (%s): call %q is not one this guard was asked about", j, e.Kind, id)
 			}
+			if touched[id] {
+				return nil, false, fmt.Errorf("effect %d (%s): call %q is named twice", j, e.Kind, id)
+			}
+			touched[id] = true
+		}
+		if e.Kind == hostabi.KindApprovalRequest {
+			evs = append(evs, mv.event(EvApprovalRequest, ApprovalRequest{Op: man.Name, CallIDs: e.CallIDs, Reason: e.Text}))
+			yield = true
+			continue
+		}
+		c := asked[e.CallID]
+		evs = append(evs, m.decisionEvents(mv, c, ApprovalDecision{CallID: c.ID, Allow: e.Allow, Scope: e.Scope, Guard: man.Name, Who: "op:" + man.Name, Note: e.Text})...)
+	}
+	return evs, yield, nil
+}
+
+// fallback asks the tool-hook ops that are not guards to answer calls no
+// op owns; the host answers those nobody does.
+func (m *Machine) fallback(ctx context.Context, mv *move, unowned []*CallState) error {
+	done := false
+	m.each(hostabi.HookTool, func(i int, man *hostabi.Manifest) bool {
+		if man.Guard || m.quarantined(man.Name) {
 			return false
 		}
 		v := m.view(hostabi.HookTool, man)
-		v.Tool = m.toolView(pending, "")
-		eff, faulted := m.ask(ctx, mv, i, v)
-		if faulted && man.Guard {
-			m.denyUndecided(mv, pending, "host", fmt.Sprintf("guard op %s faulted; failing closed", man.Name))
-			decided = true
-			return true
+		v.Tool = m.toolView(unowned, "")
+		a, faulted := m.ask(ctx, mv, i, v)
+		if faulted {
+			return false
 		}
-		if len(eff) > 0 {
-			if err := m.checkToolEffects(man, pending, eff); err != nil {
-				m.refuse(mv, man.Name, hostabi.HookTool, "%v", err)
-				if man.Guard {
-					m.denyUndecided(mv, pending, "host", fmt.Sprintf("guard op %s answered invalidly; failing closed", man.Name))
-					decided = true
-					return true
-				}
+		if len(a.decisive) == 0 {
+			m.accept(mv, a)
+			return false
+		}
+		var evs []store.Event
+		touched := map[string]bool{}
+		for j, e := range a.decisive {
+			c := callIn(unowned, e.CallID)
+			switch {
+			case e.Kind != hostabi.KindResult:
+				m.refuse(mv, man.Name, hostabi.HookTool, "effect %d (%s): only guards decide calls; an op that is not a guard answers only calls no op owns, with results", j, e.Kind)
+				return false
+			case c == nil:
+				m.refuse(mv, man.Name, hostabi.HookTool, "effect %d (result): call %q is not a call no op owns; its owner answers it when the host asks", j, e.CallID)
+				return false
+			case touched[c.ID]:
+				m.refuse(mv, man.Name, hostabi.HookTool, "effect %d (result): call %q is answered twice", j, c.ID)
 				return false
 			}
-			m.applyToolEffects(mv, man, eff)
-			decided = true
-			return true
+			touched[c.ID] = true
+			evs = append(evs, mv.event(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, Content: e.Content, IsError: e.IsError, Code: e.Code, ConcludesTurn: e.ConcludesTurn, Op: man.Name}))
 		}
-		return false
+		done = m.accept(mv, a, evs...)
+		return done
 	})
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if decided {
-		return nil
-	}
-	// Every op was asked and none acted: start the first call an op owns.
-	// Starting only after all of them skipped means a guard anywhere in the
-	// pipeline sees every call before it runs.
-	for _, c := range pending {
-		if c.Owner == "" || c.Started {
-			continue
-		}
-		if _, man, ok := m.cfg.Pipeline.Lookup(c.Owner); ok && man.Handles(hostabi.HookTool) {
-			mv.add(EvToolCall, ToolCallEvent{CallID: c.ID, Name: c.Name, Arguments: c.Arguments, Op: c.Owner, Idempotent: c.Idempotent})
-			return nil
+	if !done {
+		for _, c := range unowned {
+			mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeUnknownTool, Op: "host",
+				Content: fmt.Sprintf("no tool named %q is offered; the tools offered are: %s", c.Name, m.offered())})
 		}
 	}
-	// No op acted: answer what nobody can run, so the model can read why.
-	for _, c := range pending {
-		code, msg := hostabi.CodeUnknownTool, fmt.Sprintf("no tool named %q is offered; the tools offered are: %s", c.Name, m.offered())
-		if c.Owner != "" {
-			code, msg = hostabi.CodeUnavailable, fmt.Sprintf("tool %q is unavailable: its op %q did not run it", c.Name, c.Owner)
+	return nil
+}
+
+func callIn(calls []*CallState, id string) *CallState {
+	for _, c := range calls {
+		if c.ID == id {
+			return c
 		}
-		mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, Content: msg, IsError: true, Code: code, Op: "host"})
 	}
 	return nil
 }
@@ -105,15 +284,15 @@ func (m *Machine) offered() string {
 	return strings.Join(names, ", ")
 }
 
-func (m *Machine) toolView(pending []*CallState, run string) *hostabi.ToolView {
+func (m *Machine) toolView(calls []*CallState, run string) *hostabi.ToolView {
 	tv := &hostabi.ToolView{Run: run}
-	for _, c := range pending {
+	for _, c := range calls {
 		d := ""
-		if c.Decision == "allow" {
+		if run != "" {
 			d = "allow"
 		}
 		tv.Calls = append(tv.Calls, hostabi.PendingCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments,
-			Owner: c.Owner, Decision: d, Requested: c.Requested, Started: c.Started})
+			Owner: c.Owner, Decision: d, Started: c.Started})
 	}
 	if h := m.st.Header; h != nil {
 		for _, t := range h.Tools {
@@ -123,126 +302,60 @@ func (m *Machine) toolView(pending []*CallState, run string) *hostabi.ToolView {
 	return tv
 }
 
-// checkToolEffects refuses a list that names calls that are not pending,
-// decides a call twice, or answers a call the op does not own.
-func (m *Machine) checkToolEffects(man *hostabi.Manifest, pending []*CallState, eff []hostabi.Effect) error {
-	find := func(id string) *CallState {
-		for _, c := range pending {
-			if c.ID == id {
-				return c
-			}
-		}
-		return nil
-	}
-	ids := func(e hostabi.Effect) []string {
-		if e.CallID != "" {
-			return []string{e.CallID}
-		}
-		return e.CallIDs
-	}
-	touched := map[string]bool{}
-	for j, e := range eff {
-		for _, id := range ids(e) {
-			if find(id) == nil {
-				return fmt.Errorf("effect %d (%s): call %q is not pending in this step", j, e.Kind, id)
-			}
-			if touched[id] {
-				return fmt.Errorf("effect %d (%s): call %q is named twice", j, e.Kind, id)
-			}
-			touched[id] = true
-		}
-	}
-	for j, e := range eff {
-		for _, id := range ids(e) {
-			c := find(id)
-			switch e.Kind {
-			case hostabi.KindApprovalRequest, hostabi.KindDecision:
-				if c.Decision != "" || c.Started {
-					return fmt.Errorf("effect %d (%s): call %q is already decided", j, e.Kind, id)
-				}
-				if e.Kind == hostabi.KindApprovalRequest && c.Requested {
-					return fmt.Errorf("effect %d (%s): approval for call %q was already requested", j, e.Kind, id)
-				}
-			case hostabi.KindResult:
-				if c.Owner != "" && c.Owner != man.Name {
-					return fmt.Errorf("effect %d (result): call %q belongs to op %q", j, id, c.Owner)
-				}
-				if c.Started {
-					return fmt.Errorf("effect %d (result): call %q is running; only its run answers it", j, id)
-				}
-			}
-		}
-	}
-	return nil
-}
-
-func (m *Machine) applyToolEffects(mv *move, man *hostabi.Manifest, eff []hostabi.Effect) {
-	for _, e := range eff {
-		switch e.Kind {
-		case hostabi.KindApprovalRequest:
-			mv.add(EvApprovalRequest, ApprovalRequest{Op: man.Name, CallIDs: e.CallIDs, Reason: e.Text})
-			mv.yield = true
-		case hostabi.KindDecision:
-			c := m.st.Call(e.CallID)
-			m.decision(mv, c, ApprovalDecision{CallID: e.CallID, Allow: e.Allow, Scope: e.Scope, Who: "op:" + man.Name, Note: e.Text})
-		case hostabi.KindResult:
-			c := m.st.Call(e.CallID)
-			mv.add(EvToolResult, ToolResult{CallID: e.CallID, Name: c.Name, Content: e.Content, IsError: e.IsError, Code: e.Code, ConcludesTurn: e.ConcludesTurn, Op: man.Name})
-		}
-	}
-}
-
 // decision records a decision; a denial also answers the call.
 func (m *Machine) decision(mv *move, c *CallState, d ApprovalDecision) {
-	mv.add(EvApprovalDecision, d)
+	mv.push(m.decisionEvents(mv, c, d)...)
+}
+
+func (m *Machine) decisionEvents(mv *move, c *CallState, d ApprovalDecision) []store.Event {
+	evs := []store.Event{mv.event(EvApprovalDecision, d)}
 	if !d.Allow {
 		msg := "the call was denied"
 		if d.Note != "" {
 			msg += ": " + d.Note
 		}
-		mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, Content: msg, IsError: true, Code: hostabi.CodeDenied, Op: d.Who})
+		evs = append(evs, mv.event(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, Content: msg, IsError: true, Code: hostabi.CodeDenied, Op: "host"}))
+	}
+	return evs
+}
+
+// denyAll fails closed: the guard denies every call it was asked about.
+func (m *Machine) denyAll(mv *move, guard string, calls []*CallState, why string) {
+	for _, c := range calls {
+		m.decision(mv, c, ApprovalDecision{CallID: c.ID, Allow: false, Guard: guard, Who: "host", Note: why})
 	}
 }
 
-// denyUndecided fails closed: every pending call without a decision is
-// denied.
-func (m *Machine) denyUndecided(mv *move, pending []*CallState, who, why string) {
-	for _, c := range pending {
-		if c.Decision == "" && !c.Started {
-			m.decision(mv, c, ApprovalDecision{CallID: c.ID, Allow: false, Who: who, Note: why})
-		}
-	}
-}
-
-// runCall asks the owning op to run a started call and records its result.
-func (m *Machine) runCall(ctx context.Context, mv *move, c *CallState) error {
+// runStarted runs a call whose tool/call was just made durable: its owner
+// is asked with View.Tool.Run set and its result is appended. A started
+// tool runs to the end and its result is recorded even if ctx is cancelled
+// meanwhile; the op's own limits bound it.
+func (m *Machine) runStarted(ctx context.Context, id string) error {
+	ctx = context.WithoutCancel(ctx)
+	mv := m.newMove()
+	mv.run, mv.detached = id, true
+	c := m.st.Call(id)
 	fail := func(code, msg string) {
 		mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, Content: msg, IsError: true, Code: code, Op: "host"})
 	}
-	_, man, ok := m.cfg.Pipeline.Lookup(c.Owner)
-	if !ok || !man.Handles(hostabi.HookTool) {
-		fail(hostabi.CodeUnavailable, fmt.Sprintf("tool %q is unavailable: op %q is not in the pipeline", c.Name, c.Owner))
-		return nil
-	}
-	i := m.cfg.Pipeline.byName[man.Name]
+	_, man, _ := m.cfg.Pipeline.Lookup(c.Owner)
 	v := m.view(hostabi.HookTool, man)
 	v.Tool = m.toolView([]*CallState{c}, c.ID)
-	// A started tool runs to the end and its result is recorded, even if
-	// the turn is cancelled meanwhile; the op's own limits bound it.
-	mv.detached = true
-	eff, faulted := m.ask(context.WithoutCancel(ctx), mv, i, v)
-	if faulted {
+	a, faulted := m.ask(ctx, mv, m.cfg.Pipeline.byName[man.Name], v)
+	switch {
+	case faulted:
 		fail(hostabi.CodeUnavailable, fmt.Sprintf("tool %q failed: op %q faulted while running it", c.Name, c.Owner))
-		return nil
-	}
-	if len(eff) != 1 || eff[0].Kind != hostabi.KindResult || eff[0].CallID != c.ID {
-		if len(eff) > 0 {
-			m.refuse(mv, man.Name, hostabi.HookTool, "running call %q takes exactly one result for it, got %d effects", c.ID, len(eff))
+	case len(a.decisive) != 1 || a.decisive[0].Kind != hostabi.KindResult || a.decisive[0].CallID != c.ID:
+		if len(a.decisive) > 0 {
+			m.refuse(mv, man.Name, hostabi.HookTool, "running call %q takes exactly one result for it, got %d effects", c.ID, len(a.decisive))
 		}
 		fail(hostabi.CodeUnavailable, fmt.Sprintf("tool %q failed: op %q did not return a result", c.Name, c.Owner))
-		return nil
+	default:
+		e := a.decisive[0]
+		ev := mv.event(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, Content: e.Content, IsError: e.IsError, Code: e.Code, ConcludesTurn: e.ConcludesTurn, Op: man.Name})
+		if !m.accept(mv, a, ev) {
+			fail(hostabi.CodeUnavailable, fmt.Sprintf("tool %q failed: its result was %d bytes, over the log's limit of %d; ask for less (a smaller range, a narrower query)", c.Name, len(e.Content), maxDataBytes-1024))
+		}
 	}
-	e := eff[0]
-	mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, Content: e.Content, IsError: e.IsError, Code: e.Code, ConcludesTurn: e.ConcludesTurn, Op: man.Name})
-	return nil
+	return m.commit(ctx, mv)
 }

@@ -128,6 +128,9 @@ type Env struct {
 	Observer func(engine.Live)
 	// Sleeps records the waits the machine asked for.
 	Sleeps []time.Duration
+	// Writer is the incarnation every machine Open builds runs as
+	// (default "test"): rebuilding the machine is not a new process.
+	Writer string
 }
 
 // Open builds a new machine (and new ops) from the store.
@@ -143,11 +146,19 @@ func (e *Env) Open(t testing.TB) *engine.Machine {
 		Clock:    func() time.Time { return Epoch },
 		Sleep:    func(ctx context.Context, d time.Duration) error { e.Sleeps = append(e.Sleeps, d); return ctx.Err() },
 		Observer: e.Observer,
+		Writer:   e.writer(),
 	})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	return m
+}
+
+func (e *Env) writer() string {
+	if e.Writer == "" {
+		return "test"
+	}
+	return e.Writer
 }
 
 // Create makes the session.

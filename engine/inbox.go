@@ -12,15 +12,19 @@ import (
 	"github.com/wagent/wagent/store"
 )
 
-// sessionLog serialises a session's appends in this process: the machine's
-// transitions and input from the verbs. It keeps an index of the inbox at
-// the head, so input can be appended while the machine is busy in a long
-// phase (a model stream, a tool) without touching the machine's state.
-type sessionLog struct {
+// inboxLog is the one way input enters a session's inbox. It wraps the
+// machine's log and serialises the session's appends in this process: the
+// machine's transitions and input from the verbs. It keeps an index of the
+// inbox at the head, so input can be appended while the machine is busy in
+// a long phase (a model stream, a tool) without touching the machine's
+// state; the machine folds it when it next looks at the log.
+type inboxLog struct {
 	store.Log
 	session  string
 	clock    func() time.Time
 	onAppend func(evs []store.Event, before inboxIndex)
+	// live publishes an appended input event to the machine's watchers.
+	live func(Live)
 
 	mu  sync.Mutex
 	idx inboxIndex
@@ -64,7 +68,11 @@ func (x inboxIndex) clone() inboxIndex {
 	return inboxIndex{head: x.head, nextTurn: x.nextTurn, nextStep: x.nextStep, used: x.used}
 }
 
-func (l *sessionLog) init(st *State) {
+func newInboxLog(log store.Log, session string, clock func() time.Time) *inboxLog {
+	return &inboxLog{Log: log, session: session, clock: clock}
+}
+
+func (l *inboxLog) init(st *State) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.idx = inboxIndex{head: st.Head, nextTurn: st.NextTurn, nextStep: st.NextStep, used: map[string]struct{}{}}
@@ -75,13 +83,13 @@ func (l *sessionLog) init(st *State) {
 
 // Append is the machine's append: serialised with enqueue, and folded into
 // the inbox index.
-func (l *sessionLog) Append(ctx context.Context, session string, expectedHead uint64, events ...store.Event) (uint64, error) {
+func (l *inboxLog) Append(ctx context.Context, session string, expectedHead uint64, events ...store.Event) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.appendLocked(ctx, expectedHead, events)
 }
 
-func (l *sessionLog) appendLocked(ctx context.Context, expectedHead uint64, events []store.Event) (uint64, error) {
+func (l *inboxLog) appendLocked(ctx context.Context, expectedHead uint64, events []store.Event) (uint64, error) {
 	head, err := l.Log.Append(ctx, l.session, expectedHead, events...)
 	if err != nil {
 		return head, err
@@ -104,7 +112,7 @@ func (l *sessionLog) appendLocked(ctx context.Context, expectedHead uint64, even
 
 // enqueue appends an insert at the end of a list, with ids checked and
 // generated from the index.
-func (l *sessionLog) enqueue(ctx context.Context, list string, msgs []hostabi.InputMessage, sync bool) ([]string, error) {
+func (l *inboxLog) enqueue(ctx context.Context, list string, msgs []hostabi.InputMessage, sync bool) ([]string, error) {
 	if list != ListNextTurn && list != ListNextStep {
 		return nil, fmt.Errorf("%w: inbox list %q is neither %s nor %s", ErrRefused, list, ListNextTurn, ListNextStep)
 	}
@@ -130,9 +138,9 @@ func (l *sessionLog) enqueue(ctx context.Context, list string, msgs []hostabi.In
 			seen[m.ID] = true
 			ins[i], ids[i] = m, m.ID
 		}
-		data, _ := json.Marshal(InboxSpliced{List: list, Start: len(*l.idx.list(list)), Inserted: ins})
-		ev := store.Event{Type: EvInboxSpliced, Time: l.clock(), Data: data}
-		_, err := l.appendLocked(ctx, l.idx.head, []store.Event{ev})
+		data, _ := encode(InboxSpliced{List: list, Start: len(*l.idx.list(list)), Inserted: ins})
+		evs := []store.Event{{Type: EvInboxSpliced, Time: l.clock(), Data: data}}
+		_, err := l.appendLocked(ctx, l.idx.head, evs)
 		if errors.Is(err, store.ErrConflict) && tries < 8 {
 			// Another writer (not through this session) appended: catch up.
 			if err := l.catchUpLocked(ctx); err != nil {
@@ -144,15 +152,18 @@ func (l *sessionLog) enqueue(ctx context.Context, list string, msgs []hostabi.In
 			return nil, fmt.Errorf("engine: enqueue to session %s: %w", l.session, err)
 		}
 		if sync {
-			if err := l.Log.Sync(ctx); err != nil {
+			if err := l.Log.Sync(context.WithoutCancel(ctx)); err != nil {
 				return nil, fmt.Errorf("engine: sync session %s: %w", l.session, err)
 			}
+		}
+		if l.live != nil {
+			l.live(Live{Kind: "event", Event: &evs[0]})
 		}
 		return ids, nil
 	}
 }
 
-func (l *sessionLog) catchUpLocked(ctx context.Context) error {
+func (l *inboxLog) catchUpLocked(ctx context.Context) error {
 	evs, err := l.Log.Read(ctx, l.session, l.idx.head+1, 0)
 	if err != nil {
 		return err
@@ -169,7 +180,7 @@ func (l *sessionLog) catchUpLocked(ctx context.Context) error {
 	return nil
 }
 
-func (l *sessionLog) snapshot() (nextTurn, nextStep []hostabi.InputMessage) {
+func (l *inboxLog) snapshot() (nextTurn, nextStep []hostabi.InputMessage) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]hostabi.InputMessage(nil), l.idx.nextTurn...), append([]hostabi.InputMessage(nil), l.idx.nextStep...)
