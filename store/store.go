@@ -38,6 +38,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -181,7 +182,7 @@ func CheckAppend(session string, expectedHead uint64, events []Event) ([][]byte,
 			return nil, fmt.Errorf("%w: append to %s: event %d (%s) data is not valid JSON", ErrInvalid, session, i, e.Type)
 		}
 		e.Seq = expectedHead + uint64(i) + 1
-		b, err := json.Marshal(e)
+		b, err := encodeEvent(e)
 		if err != nil {
 			return nil, fmt.Errorf("%w: append to %s: event %d (%s): %v", ErrInvalid, session, i, e.Type, err)
 		}
@@ -195,6 +196,20 @@ func CheckAppend(session string, expectedHead uint64, events []Event) ([][]byte,
 		out[i] = b
 	}
 	return out, nil
+}
+
+// encodeEvent is the stored form of an event: JSON, without escaping <, >
+// and & for HTML (a log is not HTML, and that escaping makes such text six
+// times larger than it is, so an event the engine measured could be
+// refused here).
+func encodeEvent(e *Event) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(e); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // DecodeEvent decodes one stored event and checks that it carries the seq it
