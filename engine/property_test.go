@@ -106,7 +106,9 @@ func propertyRun(t *testing.T, seed uint64) {
 
 	// The pipeline: a random selection, in random order.
 	pool := []func() engine.Operation{
-		func() engine.Operation { return et.Approver([]string{"calc_add", "calc_total"}, []string{"calc_divide"}) },
+		func() engine.Operation {
+			return et.Approver([]string{"calc_add", "calc_total"}, []string{"calc_divide"})
+		},
 		func() engine.Operation { return permissive("yes-man") },
 		func() engine.Operation { return faultyGuard(rng.Uint64()) },
 		func() engine.Operation { return nonGuardAllower() },
