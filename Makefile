@@ -39,6 +39,7 @@ guests:
 	$(WAGENT_BUILD) -o builtins/builtins.wasm ./guests/builtins/module
 	$(WAGENT_BUILD) -o examples/wasm-ops/calculator/calculator.wasm ./examples/wasm-ops/calculator
 	sh examples/wasm-ops/deny-word/build.sh
+	$(WAGENT_BUILD) -o testdata/ops/slowtool.wasm ./testdata/ops/slowtool
 
 # guests-check fails when a committed module does not match its source.
 guests-check: guests

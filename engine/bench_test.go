@@ -146,6 +146,7 @@ func BenchmarkTransition(b *testing.B) {
 				}
 				b.ReportMetric(float64(total.Nanoseconds())/float64(transitions), "ns/transition")
 				b.ReportMetric(float64(transitions)/total.Seconds(), "transitions/s")
+				b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/turn")
 				b.ReportMetric(0, "ns/op")
 			})
 		}

@@ -37,24 +37,49 @@
 //
 //   - A list of only note and log effects counts as a skip: deciding a hook
 //     takes a decisive effect. The notes are still recorded.
-//   - An op's effects are checked as a whole. One bad effect (wrong hook,
-//     unknown kind, a call that is not pending, a result for a call another
-//     op owns) refuses the whole list: none of it is appended, an op/fault
-//     names the op and the reason, and the next op is asked.
+//   - An op's answer is taken whole or not at all. One bad effect (wrong
+//     hook, unknown kind, a call that is not pending, a decision from an op
+//     that is not a guard) refuses the whole list, its notes included: an
+//     op/fault names the op and the reason, and the next op is asked. Log
+//     lines and fault notices reach watchers only after the append.
+//   - No answer can wedge a session: every move is sized against the
+//     store's limits before it is appended, and an answer that would not
+//     fit becomes an op/fault of kind limit (for a tool, an error result
+//     the model can read). A long inbox is admitted in parts that fit.
 //   - An op that faults (error, trap, timeout, bad output) is recorded as
 //     op/fault and treated as skipping; after MaxFaultsPerTurn faults in a
-//     turn it is not asked again until the next turn. A guard op (its
-//     manifest says Guard, like approval) fails closed: the calls it was
-//     deciding are denied.
-//   - Tools run one call at a time: when every op declaring the tool hook
-//     has been asked and none acted (so a guard anywhere in the pipeline
-//     sees every call first), the host records tool/call (durable before
-//     the tool runs); then the owning op is asked with View.Tool.Run set and
-//     answers with the result. A crash in between leaves exactly one call whose
-//     outcome is unknown, which Recover answers as such.
+//     turn it is not asked again until the next turn.
+//   - Guards decide, owners run, in that order. Only guards (manifest
+//     guard: true) may decide calls (allow, deny, ask a person); each
+//     guard decides for itself, and a call runs only when every guard of
+//     the pipeline passed it (allowed it, or skipped: no objection) and
+//     none denied it. A guard that faults, answers invalidly or is
+//     quarantined denies the calls it was asked about (fails closed).
+//     Ops that are not guards are asked at the tool hook only about calls
+//     no op owns, and may answer only those, with results (the
+//     unknown-tool op). An owner is asked to run a call (View.Tool.Run set)
+//     only after its tool/call is durable, and its result is refused at
+//     any other time. The fold refuses a log that breaks these rules.
+//   - A step makes at most Config.MaxAttempts model requests (default
+//     10), whatever the request-error ops say.
 //   - While an approval request waits for a decision, the machine yields
 //     (Waiting) with nothing running. Decide records a person's answer from
 //     any process; the next Run goes on.
+//
+// # Incarnations and crashes
+//
+// Each machine is an incarnation with a writer id (Config.Writer): its
+// first transition opens with session/writer, and every tool/call names
+// it. Starting a tool is one transition: the intent is made durable, the
+// owner runs the call, the result is appended. So a call found started
+// with no result was cut off by a crash or a lost writer; the next
+// transition answers it TOOL_OUTCOME_UNKNOWN (the model sees it and can
+// check the world), or runs it again when its tool is idempotent. Nothing
+// else needs repair: a turn a crash interrupted goes on where the log
+// says (a claimed batch is admitted, a request is made again, a retry
+// waits out what is left of its delay). run, resume, step, a server and a
+// worker all go through Advance, so there is no recovery step a caller
+// could forget.
 //
 // The engine imports no network, wasm or storage library: providers, the
 // wasm runtime and the store backends are behind small interfaces

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
@@ -233,19 +235,77 @@ func needArgs(c *cli.Context, min, max int, what string) error {
 	return nil
 }
 
-// signalContext is cancelled on the first interrupt.
-func signalContext() (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
+// stopped says why a command's context was cancelled: a signal, or a
+// standard output that was closed. It is the context's cause.
+type stopped struct {
+	cause engine.Cause
+	// quiet: exit without a message (the reader of our output is gone).
+	quiet bool
+}
+
+func (s *stopped) Error() string { return s.cause.Reason }
+
+// signalContext is cancelled on the first SIGINT, SIGTERM or SIGHUP, with
+// a *stopped cause saying which; SIGPIPE is caught too, so that a write
+// to a closed standard output fails (see guardStdout) instead of killing
+// the process with the turn open.
+func signalContext() (context.Context, context.CancelCauseFunc, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	go func() {
-		select {
-		case <-ch:
-			cancel()
-		case <-ctx.Done():
+		for {
+			select {
+			case sig := <-ch:
+				switch sig {
+				case syscall.SIGPIPE:
+					continue // the failed write reports it
+				case syscall.SIGTERM:
+					cancel(&stopped{cause: engine.Cause{Kind: engine.CauseParent, Reason: "terminated (SIGTERM)"}})
+				case syscall.SIGHUP:
+					cancel(&stopped{cause: engine.Cause{Kind: engine.CauseParent, Reason: "the terminal hung up (SIGHUP)"}})
+				default:
+					cancel(&stopped{cause: engine.Cause{Kind: engine.CauseUser, Reason: "interrupted at the terminal"}})
+				}
+			case <-ctx.Done():
+				return
+			}
 		}
 	}()
-	return ctx, func() { signal.Stop(ch); cancel() }
+	return ctx, cancel, func() { signal.Stop(ch); cancel(nil) }
+}
+
+// stopCause returns why ctx was cancelled (a Ctrl-C when it does not say).
+func stopCause(ctx context.Context) *stopped {
+	var s *stopped
+	if errors.As(context.Cause(ctx), &s) {
+		return s
+	}
+	return &stopped{cause: engine.Cause{Kind: engine.CauseUser, Reason: "interrupted"}}
+}
+
+// guardStdout wraps standard output so that the first failed write (the
+// reader went away: `wagent run … | head -3`) cancels ctx, and the turn
+// ends as it would on Ctrl-C, quietly.
+type guardStdout struct {
+	w      io.Writer
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex
+	failed bool
+}
+
+func (g *guardStdout) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.failed {
+		return 0, io.ErrClosedPipe
+	}
+	n, err := g.w.Write(p)
+	if err != nil {
+		g.failed = true
+		g.cancel(&stopped{cause: engine.Cause{Kind: engine.CauseParent, Reason: "standard output was closed"}, quiet: true})
+	}
+	return n, err
 }
 
 func printJSON(w io.Writer, v any) {

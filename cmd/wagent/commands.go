@@ -190,7 +190,7 @@ Example:
 				return err
 			}
 			id := c.Args().First()
-			ctx, stop := signalContext()
+			ctx, _, stop := signalContext()
 			defer stop()
 			p, err := prepare(ctx, c, env, id, false)
 			if err != nil {
@@ -250,13 +250,20 @@ Examples:
 			if err != nil {
 				return fail(exitFailure, "%v", err)
 			}
+			// Shown as stored, broken or not; a log the fold refuses is
+			// said so after it, and the command fails.
+			_, broken := engine.Fold(id, evs)
 			if c.Bool("json") {
 				for _, e := range evs {
 					printJSON(env.stdout, e)
 				}
-				return nil
+			} else if err := renderLog(env, id, evs); err != nil {
+				return err
 			}
-			return renderLog(env, id, evs)
+			if broken != nil {
+				return fail(exitFailure, "warning: %s; the events are shown as stored, but no wagent command will advance this session (restore it, or fork it before that seq)", strings.TrimPrefix(broken.Error(), "engine: log breaks an invariant: "))
+			}
+			return nil
 		},
 	}
 }
@@ -290,7 +297,7 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 				case len(st.Waiting()) > 0:
 					status = "waiting for a decision: " + strings.Join(st.Waiting(), " ")
 				case st.TurnOpen:
-					status = fmt.Sprintf("turn %d open (a process is running it, or died: wagent resume recovers)", st.Turn)
+					status = fmt.Sprintf("turn %d open (a process is running it, or it stopped: wagent resume goes on with it)", st.Turn)
 				case len(st.NextTurn)+len(st.NextStep) > 0:
 					status = fmt.Sprintf("%d queued", len(st.NextTurn)+len(st.NextStep))
 				}

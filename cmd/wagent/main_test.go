@@ -1,8 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -297,8 +297,9 @@ func TestVersionAndInspect(t *testing.T) {
 func TestAskDecisions(t *testing.T) {
 	var out bytes.Buffer
 	env := &cliEnv{stdout: &out}
-	in := bufio.NewReader(strings.NewReader("maybe\ny\nA\nno\n"))
-	ds, err := askDecisions(env, in, []engine.WaitingCall{
+	in := newLineReader(strings.NewReader("maybe\ny\nA\nno\n"))
+	ctx := context.Background()
+	ds, err := askDecisions(ctx, env, in, []engine.WaitingCall{
 		{ID: "c1", Name: "calc_add", Arguments: json.RawMessage(`{"value":1}`)},
 		{ID: "c2", Name: "calc_total", Arguments: json.RawMessage(`{}`)},
 		{ID: "c3", Name: "calc_divide", Arguments: json.RawMessage(`{"value":0}`)},
@@ -318,11 +319,11 @@ func TestAskDecisions(t *testing.T) {
 		t.Errorf("the unclear answer was not asked again:\n%s", out.String())
 	}
 	// No answer at all (end of input) leaves the session waiting.
-	_, err = askDecisions(env, bufio.NewReader(strings.NewReader("")), nil)
+	_, err = askDecisions(ctx, env, newLineReader(strings.NewReader("")), nil)
 	if err != nil {
 		t.Errorf("no calls: %v", err)
 	}
-	_, err = askDecisions(env, bufio.NewReader(strings.NewReader("")), []engine.WaitingCall{{ID: "c1", Name: "x"}})
+	_, err = askDecisions(ctx, env, newLineReader(strings.NewReader("")), []engine.WaitingCall{{ID: "c1", Name: "x"}})
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != exitWaiting {
 		t.Errorf("end of input: %v, want exit 3", err)
@@ -446,5 +447,39 @@ func TestAnthropicProvider(t *testing.T) {
 	}
 	if r := wag(t, home, "run", "--provider", "anthropic", "hi"); r.code != exitUsage {
 		t.Errorf("no model: exit %d", r.code)
+	}
+}
+
+// `wagent log` shows a log that breaks an invariant as it is stored, then
+// warns naming the seq and fails; --json output stays exact.
+func TestLogOfABrokenLog(t *testing.T) {
+	home := t.TempDir()
+	s, err := badger.Open(filepath.Join(home, "store"), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	s.Create(ctx, "bad")
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	evs := []store.Event{
+		{Type: engine.EvSessionCreated, Time: at, Data: []byte(`{}`)},
+		{Type: engine.EvInboxSpliced, Time: at, Data: []byte(`{"list":"next-turn","start":0,"inserted":[{"id":"m","content":"hi"}]}`)},
+		{Type: engine.EvTurnStart, Turn: 1, Time: at, Data: []byte(`{"turn":1}`)},
+		{Type: engine.EvInboxSpliced, Turn: 1, Time: at, Data: []byte(`{"list":"next-turn","start":0,"removed":1,"outcome":"claimed"}`)},
+		{Type: engine.EvUserMessage, Turn: 1, Time: at, Data: []byte(`{"id":"m","content":"hi"}`)},
+		{Type: engine.EvTurnEnd, Turn: 1, Time: at, Data: []byte(`{"turn":1,"reason":"completed"}`)},
+		{Type: engine.EvToolResult, Turn: 1, Time: at, Data: []byte(`{"call_id":"late","content":"after the turn"}`)},
+	}
+	if _, err := s.Append(ctx, "bad", 0, evs...); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	r := wag(t, home, "log", "bad")
+	if r.code != exitFailure || !strings.Contains(r.stdout, "turn 1") || !strings.Contains(r.stderr, "seq 7") || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+		t.Fatalf("log: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the log shown, one warning line naming seq 7, exit 1", r.code, r.stdout, r.stderr)
+	}
+	r = wag(t, home, "log", "bad", "--json")
+	if r.code != exitFailure || strings.Count(r.stdout, "\n") != len(evs) || !strings.Contains(r.stderr, "seq 7") {
+		t.Fatalf("log --json: exit %d, %d lines\n%s", r.code, strings.Count(r.stdout, "\n"), r.stderr)
 	}
 }

@@ -355,6 +355,10 @@ func renderLog(env *cliEnv, id string, evs []store.Event) error {
 			var d engine.CommandReply
 			json.Unmarshal(e.Data, &d)
 			fmt.Fprintf(w, "%s/%s: %s\n", ind, d.Command, d.Text)
+		case engine.EvSessionWriter:
+			var d engine.SessionWriter
+			json.Unmarshal(e.Data, &d)
+			fmt.Fprintf(w, "%s%s(from here on written by %s)%s\n", ind, c.dim, d.ID, c.reset)
 		case engine.EvSessionRecovered:
 			fmt.Fprintf(w, "%s%srecovered: the process running this turn had stopped%s\n", ind, c.yellow, c.reset)
 		case engine.EvInboxSpliced:

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -332,8 +333,13 @@ func prepare(ctx context.Context, c *cli.Context, env *cliEnv, id string, mayCre
 
 // drive runs a session until it is done or waits for a person.
 func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
-	ctx, stop := signalContext()
+	ctx, cancel, stop := signalContext()
 	defer stop()
+	// Output goes through a guard: a closed stdout ends the turn as Ctrl-C
+	// does.
+	out0 := *env
+	out0.stdout = &guardStdout{w: env.stdout, cancel: cancel}
+	env = &out0
 	p, err := prepare(ctx, c, env, id, c.Command.Name == "run")
 	if err != nil {
 		return err
@@ -367,30 +373,46 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 }
 
 func waitLoop(ctx context.Context, env *cliEnv, log store.Log, sess *engine.Session, out *printer) error {
-	in := bufio.NewReader(env.stdin)
+	in := newLineReader(env.stdin)
 	for {
-		if err := sess.WhenIdle(ctx); err != nil {
-			// Interrupted: cancel the turn, keep queued input, record it.
-			sess.Cancel(context.Background(), engine.Cause{Kind: engine.CauseUser, Reason: "interrupted at the terminal"}, true)
+		if err := sess.WhenIdle(ctx); err != nil && ctx.Err() != nil {
+			// Stopped (a signal, a closed stdout): end the turn as Ctrl-C
+			// does, keep queued input, record why.
+			why := stopCause(ctx)
+			sess.Cancel(context.Background(), why.cause, true)
 			sess.WhenIdle(context.Background())
 			out.finish()
-			return fail(exitFailure, "interrupted; the turn was recorded as aborted (wagent log %s)", sess.ID())
+			if why.quiet {
+				return &exitError{code: exitFailure}
+			}
+			return fail(exitFailure, "%s; the turn was recorded as aborted (wagent log %s)", why.cause.Reason, sess.ID())
 		}
 		if err := sess.Err(); err != nil {
 			out.finish()
+			var te *engine.TurnError
+			if errors.As(err, &te) {
+				return fail(exitFailure, "turn %d ended in error: %s (wagent log %s shows the attempts)", te.Turn, oneLine(te.Message), sess.ID())
+			}
 			return fail(exitFailure, "session %s: %v", sess.ID(), err)
 		}
 		waiting := sess.Waiting()
 		if len(waiting) == 0 {
 			out.finish()
-			return lastTurnError(ctx, log, sess.ID())
+			return nil
 		}
 		if !env.interactive || out.json {
 			out.waiting(waiting)
 			return &exitError{code: exitWaiting}
 		}
-		ds, err := askDecisions(env, in, waiting)
+		ds, err := askDecisions(ctx, env, in, waiting)
 		if err != nil {
+			if ctx.Err() != nil && !stopCause(ctx).quiet {
+				// Ctrl-C at the prompt: stop waiting; the calls stay
+				// undecided, for later.
+				fmt.Fprintln(env.stderr)
+				out.waiting(waiting)
+				return &exitError{code: exitWaiting}
+			}
 			return err
 		}
 		if err := sess.Decide(ctx, ds...); err != nil {
@@ -399,13 +421,56 @@ func waitLoop(ctx context.Context, env *cliEnv, log store.Log, sess *engine.Sess
 	}
 }
 
+// lineReader reads lines from standard input in the background, so that a
+// prompt can stop waiting when the command is interrupted.
+type lineReader struct {
+	lines chan lineRead
+}
+
+type lineRead struct {
+	line string
+	err  error
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	lr := &lineReader{lines: make(chan lineRead)}
+	go func() {
+		br := bufio.NewReader(r)
+		for {
+			line, err := br.ReadString('\n')
+			lr.lines <- lineRead{line, err}
+			if err != nil {
+				close(lr.lines)
+				return
+			}
+		}
+	}()
+	return lr
+}
+
+// next returns the next line, or ctx's error when it ends first.
+func (lr *lineReader) next(ctx context.Context) (string, error) {
+	select {
+	case r, ok := <-lr.lines:
+		if !ok {
+			return "", io.EOF
+		}
+		return r.line, r.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
 // askDecisions asks at the terminal about each waiting call.
-func askDecisions(env *cliEnv, in *bufio.Reader, waiting []engine.WaitingCall) ([]engine.Decision, error) {
+func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []engine.WaitingCall) ([]engine.Decision, error) {
 	var ds []engine.Decision
 	for _, w := range waiting {
 		for {
 			fmt.Fprintf(env.stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", w.Name, compact(string(w.Arguments), 200))
-			line, err := in.ReadString('\n')
+			line, err := in.next(ctx)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			if err != nil && line == "" {
 				return nil, fail(exitWaiting, "no answer at the terminal; the session waits (wagent approve|deny)")
 			}
@@ -423,33 +488,4 @@ func askDecisions(env *cliEnv, in *bufio.Reader, waiting []engine.WaitingCall) (
 		}
 	}
 	return ds, nil
-}
-
-// lastTurnError fails the command when the session's last turn ended in
-// error, so scripts see it in the exit code.
-func lastTurnError(ctx context.Context, log store.Log, id string) error {
-	head, err := log.Head(ctx, id)
-	if err != nil {
-		return err
-	}
-	from := uint64(1)
-	if head > 64 {
-		from = head - 63
-	}
-	evs, err := log.Read(ctx, id, from, 0)
-	if err != nil {
-		return err
-	}
-	for i := len(evs) - 1; i >= 0; i-- {
-		if evs[i].Type != engine.EvTurnEnd {
-			continue
-		}
-		var te engine.TurnEnd
-		json.Unmarshal(evs[i].Data, &te)
-		if te.Reason == engine.ReasonError {
-			return fail(exitFailure, "turn %d ended in error: %s (wagent log %s shows the attempts)", te.Turn, te.Error, id)
-		}
-		return nil
-	}
-	return nil
 }
