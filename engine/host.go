@@ -2,9 +2,13 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
+
+	"github.com/wagent/wagent/store"
 )
 
 // Host runs several sessions in one process, each with its own driver,
@@ -12,7 +16,8 @@ import (
 // one provider. Watchers of the host hear every session's notifications,
 // including created and disposed.
 type Host struct {
-	cfg Config
+	cfg     Config
+	resolve Resolver
 
 	mu        sync.Mutex
 	sessions  map[string]*Session
@@ -21,10 +26,24 @@ type Host struct {
 	closed    bool
 }
 
+// Resolver builds the config one session runs with (its pipeline,
+// provider, model) from the session/created event it was created with: a
+// long-lived host runs each session with what it was started with. The
+// host's Log is used whatever it returns.
+type Resolver func(ctx context.Context, id string, created *SessionCreated) (Config, error)
+
 // NewHost returns a host whose sessions use cfg (its Session field is
 // ignored; each session gets its own).
 func NewHost(cfg Config) *Host {
 	return &Host{cfg: cfg, sessions: map[string]*Session{}, watchers: map[int]func(Notification){}}
+}
+
+// NewHostWith returns a host that builds each session's config with
+// resolve when it opens the session.
+func NewHostWith(cfg Config, resolve Resolver) *Host {
+	h := NewHost(cfg)
+	h.resolve = resolve
+	return h
 }
 
 // Watch registers fn for every session's notifications (same rules as
@@ -91,6 +110,16 @@ func (h *Host) Open(ctx context.Context, id string) (*Session, error) {
 	}
 	h.mu.Unlock()
 	cfg := h.cfg
+	if h.resolve != nil {
+		created, err := readCreated(ctx, h.cfg.Log, id)
+		if err != nil {
+			return nil, err
+		}
+		if cfg, err = h.resolve(ctx, id, created); err != nil {
+			return nil, err
+		}
+		cfg.Log = h.cfg.Log
+	}
 	cfg.Session = id
 	s, err := OpenSession(ctx, cfg)
 	if err != nil {
@@ -105,6 +134,30 @@ func (h *Host) Open(ctx context.Context, id string) (*Session, error) {
 	}
 	h.sessions[id] = s
 	return s, nil
+}
+
+// Get returns the session if this host has it open.
+func (h *Host) Get(id string) (*Session, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.sessions[id]
+	return s, ok
+}
+
+// readCreated reads a session's first event.
+func readCreated(ctx context.Context, log store.Log, id string) (*SessionCreated, error) {
+	evs, err := log.Read(ctx, id, 1, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) == 0 || evs[0].Type != EvSessionCreated {
+		return nil, fmt.Errorf("engine: session %s has no %s event: %w", id, EvSessionCreated, store.ErrNotFound)
+	}
+	var c SessionCreated
+	if err := json.Unmarshal(evs[0].Data, &c); err != nil {
+		return nil, fmt.Errorf("%w: session %s seq 1: %v", ErrCorruptLog, id, err)
+	}
+	return &c, nil
 }
 
 // Sessions lists the ids of the sessions this host has open, sorted.

@@ -86,6 +86,7 @@ type Session struct {
 	idle                     chan struct{} // closed while the driver is idle
 	lastErr                  error
 	waiting                  []WaitingCall // calls parked for a person, as of the last drain
+	summary                  Summary       // as of the last time the driver was idle
 
 	// statusMu orders status changes with their notifications, so
 	// watchers see running and idle strictly alternate.
@@ -123,6 +124,7 @@ func OpenSession(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	s.m = m
 	s.waiting = waitingCalls(m.st)
+	s.summary = Summarize(m.st)
 	return s, nil
 }
 
@@ -320,6 +322,7 @@ func (s *Session) drain(ctx context.Context) {
 		s.phase = DriverIdle
 		s.cancel()
 		s.waiting = waitingCalls(s.m.st)
+		s.summary = Summarize(s.m.st)
 		if le := s.m.st.LastEnd; s.lastErr == nil && le != nil && le.Reason == ReasonError && s.m.st.Turn > turnsBefore && !s.m.st.TurnOpen {
 			s.lastErr = &TurnError{Turn: le.Turn, Message: le.Error}
 		}
@@ -403,6 +406,7 @@ func (s *Session) Cancel(ctx context.Context, cause Cause, keepInbox bool) (bool
 		err := s.m.Abort(ctx, cause, keepInbox)
 		s.mu.Lock()
 		s.waiting = waitingCalls(s.m.st)
+		s.summary = Summarize(s.m.st)
 		s.mu.Unlock()
 		return err
 	})
@@ -474,18 +478,61 @@ func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 var timeNow = time.Now
 
+// Summary is what a list of sessions shows of one.
+type Summary struct {
+	ID string `json:"id"`
+	// Status is "running", "waiting" (for a person's decision) or "idle".
+	Status       string        `json:"status"`
+	Waiting      []WaitingCall `json:"waiting,omitempty"`
+	Turns        int           `json:"turns"`
+	TurnOpen     bool          `json:"turn_open,omitempty"`
+	Queued       int           `json:"queued,omitempty"`
+	Title        string        `json:"title,omitempty"`
+	Usage        Usage         `json:"usage"`
+	LastActivity time.Time     `json:"last_activity"`
+	Head         uint64        `json:"head"`
+}
+
+// Summarize makes the summary of a folded state (status idle or waiting;
+// a driver knows whether it runs, see Session.Summary).
+func Summarize(st *State) Summary {
+	sum := Summary{ID: st.Session, Status: string(DriverIdle), Waiting: waitingCalls(st), Turns: st.Turn, TurnOpen: st.TurnOpen,
+		Queued: len(st.NextTurn) + len(st.NextStep), Title: st.Title, Usage: st.Usage, LastActivity: st.LastActivity, Head: st.Head}
+	if len(sum.Waiting) > 0 {
+		sum.Status = "waiting"
+	}
+	return sum
+}
+
+// Summary returns the session's summary as of the last time its driver
+// was idle, with its status now.
+func (s *Session) Summary() Summary {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sum := s.summary
+	if s.phase == DriverRunning {
+		sum.Status, sum.Waiting = string(DriverRunning), nil
+	}
+	return sum
+}
+
 // WaitingCall is a tool call parked for a person's decision.
 type WaitingCall struct {
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
+	// Owner is the op that would run it; AskedBy the guard that asks, and
+	// Reason why.
+	Owner   string `json:"owner,omitempty"`
+	AskedBy string `json:"asked_by,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 func waitingCalls(st *State) []WaitingCall {
 	var out []WaitingCall
 	for _, id := range st.Waiting() {
 		c := st.Call(id)
-		out = append(out, WaitingCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		out = append(out, WaitingCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Owner: c.Owner, AskedBy: c.AskedBy, Reason: c.AskReason})
 	}
 	return out
 }
@@ -509,6 +556,7 @@ func (s *Session) Decide(ctx context.Context, ds ...Decision) error {
 		err := s.m.Decide(ctx, ds...)
 		s.mu.Lock()
 		s.waiting = waitingCalls(s.m.st)
+		s.summary = Summarize(s.m.st)
 		s.mu.Unlock()
 		return err
 	}); err != nil {

@@ -28,6 +28,12 @@ type State struct {
 	Writer string
 	// LastEnd is how the latest closed turn ended (nil before the first).
 	LastEnd *TurnEnd
+	// Title is the session's first prompt, cut to a line (for lists).
+	Title string
+	// LastActivity is the time of the latest event.
+	LastActivity time.Time
+	// Usage adds up the token usage of every answer.
+	Usage Usage
 
 	// Turn is the number of the last turn opened; TurnOpen says whether it
 	// is still open. Step likewise, within the turn.
@@ -106,8 +112,9 @@ type CallState struct {
 	Asked map[string]bool
 	// Requested: some approval request for the call waits for a person.
 	Requested bool
-	// AskedBy is the guard that asked last.
-	AskedBy string
+	// AskedBy is the guard that asked last, and AskReason why.
+	AskedBy   string
+	AskReason string
 	// Decision is the overall decision: "deny" once any guard denied,
 	// "allow" once some guard allowed and none denied, else "".
 	Decision  string
@@ -214,6 +221,9 @@ func (s *State) Apply(e store.Event) error {
 		return err
 	}
 	s.Head = e.Seq
+	if e.Time.After(s.LastActivity) {
+		s.LastActivity = e.Time
+	}
 	return nil
 }
 
@@ -370,6 +380,9 @@ func (s *State) apply(e store.Event) error {
 		s.Claimed = append(s.Claimed[:i:i], s.Claimed[i+1:]...)
 		if d.Command == "" {
 			s.Messages = append(s.Messages, hostabi.Message{Role: "user", ID: d.ID, Content: d.Content})
+			if s.Title == "" {
+				s.Title = titleOf(d.Content)
+			}
 		}
 
 	case EvRequestHeader:
@@ -408,6 +421,10 @@ func (s *State) apply(e store.Event) error {
 		}
 		s.Answer = &d
 		s.Phase = PhaseAnswered
+		if d.Usage != nil {
+			s.Usage.InputTokens += d.Usage.InputTokens
+			s.Usage.OutputTokens += d.Usage.OutputTokens
+		}
 		if d.FinishReason == "length" {
 			s.MaxTokens = true
 		}
@@ -459,7 +476,7 @@ func (s *State) apply(e store.Event) error {
 			}
 			c.Asked[d.Op] = true
 			c.Requested = true
-			c.AskedBy = d.Op
+			c.AskedBy, c.AskReason = d.Op, d.Reason
 		}
 
 	case EvApprovalDecision:
@@ -697,6 +714,18 @@ func (h *RequestHeader) tool(name string) *HeaderTool {
 		}
 	}
 	return nil
+}
+
+// titleOf cuts a prompt to one short line.
+func titleOf(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s = s[:i] + " …"
+	}
+	if r := []rune(s); len(r) > 72 {
+		s = string(r[:71]) + "…"
+	}
+	return s
 }
 
 // Fold builds the state of a whole log.
