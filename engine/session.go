@@ -568,6 +568,23 @@ func (s *Session) Decide(ctx context.Context, ds ...Decision) error {
 	return nil
 }
 
+// Step makes one transition while the session is idle (its public status
+// stays idle) and reports what it left the session in; wagent step is
+// this. It refuses with ErrBusy unless the session is idle.
+func (s *Session) Step(ctx context.Context) (Outcome, error) {
+	var o Outcome
+	err := s.exclusive(func() error {
+		var err error
+		o, err = s.m.Advance(ctx)
+		s.mu.Lock()
+		s.waiting = waitingCalls(s.m.st)
+		s.summary = Summarize(s.m.st)
+		s.mu.Unlock()
+		return err
+	})
+	return o, err
+}
+
 // exclusive runs fn with the machine to itself while the session is idle;
 // the public status stays idle. Input that arrives meanwhile starts a drain
 // afterwards.

@@ -1,0 +1,190 @@
+package server
+
+import (
+	"encoding/json"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/store"
+)
+
+// The API's request and response bodies (openapi.yaml describes them).
+// The server and Client use these types, so there is one definition of
+// each verb.
+
+// Error is the body of every failed request.
+type Error struct {
+	Error ErrorBody `json:"error"`
+}
+
+// ErrorBody says what went wrong: a code programs branch on and a message
+// people read.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error codes.
+const (
+	CodeBadRequest      = "bad_request"
+	CodeUnauthorized    = "unauthorized"
+	CodeNotFound        = "not_found"
+	CodeExists          = "exists"
+	CodeAlreadyDecided  = "already_decided"
+	CodeNotWaiting      = "not_waiting"
+	CodeBusy            = "busy"
+	CodeTooLarge        = "too_large"
+	CodeUnavailable     = "unavailable"
+	CodeInternal        = "internal"
+	CodeMethodNotAllowd = "method_not_allowed"
+)
+
+// Health is the answer of GET /v1/health.
+type Health struct {
+	Status  string `json:"status"`
+	Version string `json:"version"`
+	// Store is the store's location as the owner names it.
+	Store string `json:"store,omitempty"`
+	// Open counts the sessions the owner has open.
+	Open int `json:"open"`
+	PID  int `json:"pid"`
+}
+
+// CreateRequest is the body of POST /v1/sessions.
+type CreateRequest struct {
+	// ID names the session; empty makes one.
+	ID string `json:"id,omitempty"`
+	// Settings say how the session runs (pipeline, provider, model); the
+	// owner checks them, records them in session/created (no secrets) and
+	// runs the session with them from then on.
+	Settings json.RawMessage `json:"settings,omitempty"`
+	// Secrets (API keys) are kept in the owner's memory for this session
+	// and never written to the log.
+	Secrets map[string]string `json:"secrets,omitempty"`
+	// Prompt, if set, is sent as the session's first input.
+	Prompt string `json:"prompt,omitempty"`
+	// CreatedBy is recorded in session/created.
+	CreatedBy string `json:"created_by,omitempty"`
+}
+
+// Session is the answer of GET /v1/sessions/{id} and of a create.
+type Session struct {
+	engine.Summary
+	// Settings are what session/created recorded.
+	Settings json.RawMessage `json:"settings,omitempty"`
+	Model    string          `json:"model,omitempty"`
+	Pipeline string          `json:"pipeline,omitempty"`
+	// Created is true when the request made the session.
+	Created bool `json:"created,omitempty"`
+	// MessageID names the prompt a create sent.
+	MessageID string `json:"message_id,omitempty"`
+}
+
+// Sessions is the answer of GET /v1/sessions, newest activity first.
+type Sessions struct {
+	Sessions []engine.Summary `json:"sessions"`
+}
+
+// Input is the body of send, followup, steer and inject.
+type Input struct {
+	Text string `json:"text"`
+	// ID names the message; empty makes one.
+	ID string `json:"id,omitempty"`
+}
+
+// Queued is the answer to input: the message's id, and the session's head
+// once it was appended (durable).
+type Queued struct {
+	MessageID string `json:"message_id"`
+	List      string `json:"list"`
+	Head      uint64 `json:"head"`
+}
+
+// CancelRequest is the body of POST /v1/sessions/{id}/cancel.
+type CancelRequest struct {
+	Reason    string `json:"reason,omitempty"`
+	KeepInbox bool   `json:"keep_inbox,omitempty"`
+}
+
+// Canceled is the answer to a cancel.
+type Canceled struct {
+	// Recorded is false when another cause was recorded first.
+	Recorded bool   `json:"recorded"`
+	Head     uint64 `json:"head"`
+}
+
+// Decision is one call's decision in a DecideRequest.
+type Decision struct {
+	CallID string `json:"call_id"`
+	Allow  bool   `json:"allow"`
+	// Always remembers the decision for the tool in this session.
+	Always bool   `json:"always,omitempty"`
+	Note   string `json:"note,omitempty"`
+}
+
+// DecideRequest is the body of POST /v1/sessions/{id}/decisions.
+type DecideRequest struct {
+	Decisions []Decision `json:"decisions"`
+	// All decides every waiting call with the first decision's allow and
+	// always (Decisions then has one entry without a call id).
+	All bool `json:"all,omitempty"`
+	// Who is recorded with the decisions.
+	Who string `json:"who,omitempty"`
+}
+
+// Decided is the answer to decisions.
+type Decided struct {
+	Decided []string             `json:"decided"`
+	Waiting []engine.WaitingCall `json:"waiting,omitempty"`
+	Head    uint64               `json:"head"`
+}
+
+// Approval is one call waiting for a person, in GET /v1/approvals.
+type Approval struct {
+	Session string `json:"session"`
+	Title   string `json:"title,omitempty"`
+	engine.WaitingCall
+}
+
+// Approvals is the answer of GET /v1/approvals.
+type Approvals struct {
+	Approvals []Approval `json:"approvals"`
+}
+
+// Events is the answer of GET /v1/sessions/{id}/events.
+type Events struct {
+	Events []store.Event `json:"events"`
+	Head   uint64        `json:"head"`
+	// Broken says why the fold refuses the log, when it does.
+	Broken string `json:"broken,omitempty"`
+}
+
+// Stepped is the answer of POST /v1/sessions/{id}/step.
+type Stepped struct {
+	Outcome string               `json:"outcome"`
+	Events  []store.Event        `json:"events"`
+	Waiting []engine.WaitingCall `json:"waiting,omitempty"`
+}
+
+// Woken is the answer of POST /v1/sessions/{id}/resume.
+type Woken struct {
+	Status string `json:"status"`
+}
+
+// StreamEvent is one Server-Sent Event of GET /v1/sessions/{id}/stream:
+// event "event" carries a durable log event (its SSE id is the seq, so a
+// client that reconnects with Last-Event-ID misses nothing); "delta" a
+// piece of streamed text, "log" an op's log line, "error" a fault notice
+// (none of these durable); "status" the driver's status (idle, running,
+// waiting); "dropped" tells a client that fell too far behind to
+// reconnect from its last seq.
+type StreamEvent struct {
+	Kind   string       `json:"kind"`
+	Event  *store.Event `json:"event,omitempty"`
+	Op     string       `json:"op,omitempty"`
+	Text   string       `json:"text,omitempty"`
+	Status string       `json:"status,omitempty"`
+	// Head, with a status, is the session's head when the status was
+	// taken: a client that stops at "idle" or "waiting" stops once it has
+	// read up to it.
+	Head uint64 `json:"head,omitempty"`
+}

@@ -1,0 +1,272 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Client speaks the API to a store's owner: over its Unix socket, or over
+// TCP with the bearer token.
+type Client struct {
+	base  string
+	token string
+	hc    *http.Client
+}
+
+// APIError is an error the owner answered with.
+type APIError struct {
+	Status int
+	ErrorBody
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+// IsCode reports whether err is an APIError with the code.
+func IsCode(err error, code string) bool {
+	var e *APIError
+	return errors.As(err, &e) && e.Code == code
+}
+
+// NewUnixClient returns a client of the owner listening on the socket.
+func NewUnixClient(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConnsPerHost: 4,
+	}
+	return &Client{base: "http://wagent", hc: &http.Client{Transport: tr}}
+}
+
+// NewClient returns a client of the owner at base ("http://host:port"),
+// presenting token.
+func NewClient(base, token string, hc *http.Client) *Client {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &Client{base: strings.TrimSuffix(base, "/"), token: token, hc: hc}
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e Error
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(b, &e) != nil || e.Error.Message == "" {
+			return &APIError{Status: resp.StatusCode, ErrorBody: ErrorBody{Code: CodeInternal, Message: fmt.Sprintf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, strings.TrimSpace(string(b)))}}
+		}
+		return &APIError{Status: resp.StatusCode, ErrorBody: e.Error}
+	}
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func sessionPath(id, verb string) string {
+	p := "/v1/sessions/" + url.PathEscape(id)
+	if verb != "" {
+		p += "/" + verb
+	}
+	return p
+}
+
+// Health asks whether the owner is alive.
+func (c *Client) Health(ctx context.Context) (*Health, error) {
+	var h Health
+	return &h, c.do(ctx, http.MethodGet, "/v1/health", nil, &h)
+}
+
+// Sessions lists the store's sessions, newest activity first.
+func (c *Client) Sessions(ctx context.Context) (*Sessions, error) {
+	var s Sessions
+	return &s, c.do(ctx, http.MethodGet, "/v1/sessions", nil, &s)
+}
+
+// Create makes a session.
+func (c *Client) Create(ctx context.Context, req *CreateRequest) (*Session, error) {
+	var s Session
+	return &s, c.do(ctx, http.MethodPost, "/v1/sessions", req, &s)
+}
+
+// Session returns one session.
+func (c *Client) Session(ctx context.Context, id string) (*Session, error) {
+	var s Session
+	return &s, c.do(ctx, http.MethodGet, sessionPath(id, ""), nil, &s)
+}
+
+// Input queues text with a verb: send, followup, steer or inject.
+func (c *Client) Input(ctx context.Context, id, verb, text string) (*Queued, error) {
+	var q Queued
+	return &q, c.do(ctx, http.MethodPost, sessionPath(id, verb), Input{Text: text}, &q)
+}
+
+// Cancel ends the session's running or parked turn.
+func (c *Client) Cancel(ctx context.Context, id string, req CancelRequest) (*Canceled, error) {
+	var out Canceled
+	return &out, c.do(ctx, http.MethodPost, sessionPath(id, "cancel"), req, &out)
+}
+
+// Resume wakes the session's driver.
+func (c *Client) Resume(ctx context.Context, id string) (*Woken, error) {
+	var out Woken
+	return &out, c.do(ctx, http.MethodPost, sessionPath(id, "resume"), struct{}{}, &out)
+}
+
+// Step makes one transition of an idle session.
+func (c *Client) Step(ctx context.Context, id string) (*Stepped, error) {
+	var out Stepped
+	return &out, c.do(ctx, http.MethodPost, sessionPath(id, "step"), struct{}{}, &out)
+}
+
+// Decide records decisions for waiting calls.
+func (c *Client) Decide(ctx context.Context, id string, req DecideRequest) (*Decided, error) {
+	var out Decided
+	return &out, c.do(ctx, http.MethodPost, sessionPath(id, "decisions"), req, &out)
+}
+
+// Events reads a session's log from a seq (limit 0: to the head).
+func (c *Client) Events(ctx context.Context, id string, from uint64, limit int) (*Events, error) {
+	var out Events
+	q := url.Values{"from": {strconv.FormatUint(from, 10)}}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	return &out, c.do(ctx, http.MethodGet, sessionPath(id, "events")+"?"+q.Encode(), nil, &out)
+}
+
+// Approvals lists the calls waiting for a person in every session.
+func (c *Client) Approvals(ctx context.Context) (*Approvals, error) {
+	var out Approvals
+	return &out, c.do(ctx, http.MethodGet, "/v1/approvals", nil, &out)
+}
+
+// ErrStop, returned by a Stream callback, ends the stream without error.
+var ErrStop = errors.New("server: stop streaming")
+
+// Stream follows a session from seq from, calling fn for each event, until
+// fn returns an error (ErrStop ends it cleanly) or ctx is done. When the
+// connection drops (or the owner drops a slow client) it reconnects from
+// the last seq it saw, so fn sees every durable event exactly once.
+func (c *Client) Stream(ctx context.Context, id string, from uint64, fn func(StreamEvent) error) error {
+	last := uint64(0)
+	if from > 1 {
+		last = from - 1
+	}
+	for attempt := 0; ; attempt++ {
+		err := c.streamOnce(ctx, id, last, func(ev StreamEvent) error {
+			if ev.Event != nil {
+				if ev.Event.Seq <= last {
+					return nil // seen before a reconnect
+				}
+				last = ev.Event.Seq
+			}
+			return fn(ev)
+		})
+		switch {
+		case errors.Is(err, ErrStop):
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case IsCode(err, CodeNotFound), IsCode(err, CodeBadRequest), IsCode(err, CodeUnauthorized):
+			return err
+		case err != nil && attempt >= 20:
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second)):
+		}
+	}
+}
+
+// errDropped: the owner dropped this client for falling behind.
+var errDropped = errors.New("server: dropped for falling behind")
+
+func (c *Client) streamOnce(ctx context.Context, id string, last uint64, fn func(StreamEvent) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+sessionPath(id, "stream"), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if last > 0 {
+		req.Header.Set("Last-Event-ID", strconv.FormatUint(last, 10))
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e Error
+		json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
+		return &APIError{Status: resp.StatusCode, ErrorBody: e.Error}
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 8<<20)
+	var data []byte
+	for sc.Scan() {
+		line := sc.Bytes()
+		switch {
+		case len(line) == 0:
+			if len(data) == 0 {
+				continue
+			}
+			var ev StreamEvent
+			if err := json.Unmarshal(data, &ev); err != nil {
+				return fmt.Errorf("server: bad stream event: %v", err)
+			}
+			data = data[:0]
+			if ev.Kind == "dropped" {
+				return errDropped
+			}
+			if err := fn(ev); err != nil {
+				return err
+			}
+		case bytes.HasPrefix(line, []byte("data: ")):
+			data = append(data, line[6:]...)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return io.ErrUnexpectedEOF
+}

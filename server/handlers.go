@@ -1,0 +1,360 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/store"
+)
+
+// NewSessionID makes a session id from the time and random bits.
+func NewSessionID() string {
+	var b [3]byte
+	rand.Read(b[:])
+	return time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	var req CreateRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if req.ID == "" {
+		req.ID = NewSessionID()
+	}
+	if err := store.ValidSessionID(req.ID); err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+		return
+	}
+	if len(req.Settings) > 0 && !json.Valid(req.Settings) {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "settings are not JSON")
+		return
+	}
+	if _, err := s.o.Log.Head(r.Context(), req.ID); err == nil {
+		writeError(w, http.StatusConflict, CodeExists, fmt.Sprintf("session %q already exists", req.ID))
+		return
+	}
+	info := engine.SessionCreated{Settings: req.Settings, CreatedBy: req.CreatedBy}
+	if s.o.Prepare != nil {
+		var err error
+		if info, err = s.o.Prepare(r.Context(), &req); err != nil {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+			return
+		}
+	}
+	s.mu.Lock()
+	if len(req.Secrets) > 0 {
+		s.secrets[req.ID] = req.Secrets
+	}
+	s.mu.Unlock()
+	sess, err := s.host.Create(r.Context(), req.ID, info)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	out := Session{Created: true, Settings: info.Settings, Model: info.Model, Pipeline: info.Pipeline}
+	if req.Prompt != "" {
+		if out.MessageID, err = sess.Send(r.Context(), req.Prompt); err != nil {
+			fail(w, err)
+			return
+		}
+	}
+	out.Summary = sess.Summary()
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// Secrets hands the owner in-memory secrets (API keys) for a session it
+// will open, as a create request's Secrets do for a new one.
+func (s *Server) Secrets(id string, secrets map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.secrets[id] = secrets
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := store.ValidSessionID(id); err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+		return
+	}
+	sum, err := s.summary(r.Context(), id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no session %q in this store (GET /v1/sessions lists them)", id))
+			return
+		}
+		fail(w, err)
+		return
+	}
+	out := Session{Summary: sum}
+	if evs, err := s.o.Log.Read(r.Context(), id, 1, 1); err == nil && len(evs) == 1 {
+		var c engine.SessionCreated
+		if json.Unmarshal(evs[0].Data, &c) == nil {
+			out.Settings, out.Model, out.Pipeline = c.Settings, c.Model, c.Pipeline
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// input queues text on a list and, if wake, wakes the driver. The answer
+// comes once the input is durable.
+func (s *Server) input(list string, wake bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var in Input
+		if !decodeBody(w, r, &in) {
+			return
+		}
+		if in.Text == "" {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, "text is empty")
+			return
+		}
+		sess, ok := s.session(w, r)
+		if !ok {
+			return
+		}
+		ids, err := sess.Enqueue(r.Context(), list, wake, hostabi.InputMessage{ID: in.ID, Content: in.Text})
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		head, _ := s.o.Log.Head(r.Context(), sess.ID())
+		writeJSON(w, http.StatusAccepted, Queued{MessageID: ids[0], List: list, Head: head})
+	}
+}
+
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
+	var req CancelRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	sess, ok := s.session(w, r)
+	if !ok {
+		return
+	}
+	rec, err := sess.Cancel(r.Context(), engine.Cause{Kind: engine.CauseUser, Reason: req.Reason}, req.KeepInbox)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	head, _ := s.o.Log.Head(r.Context(), sess.ID())
+	writeJSON(w, http.StatusOK, Canceled{Recorded: rec, Head: head})
+}
+
+func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	sess, ok := s.session(w, r)
+	if !ok {
+		return
+	}
+	sess.Wake()
+	writeJSON(w, http.StatusAccepted, Woken{Status: sess.Status()})
+}
+
+func (s *Server) step(w http.ResponseWriter, r *http.Request) {
+	sess, ok := s.session(w, r)
+	if !ok {
+		return
+	}
+	before, err := s.o.Log.Head(r.Context(), sess.ID())
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	o, err := sess.Step(r.Context())
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	evs, err := s.o.Log.Read(r.Context(), sess.ID(), before+1, 0)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if evs == nil {
+		evs = []store.Event{}
+	}
+	writeJSON(w, http.StatusOK, Stepped{Outcome: o.String(), Events: evs, Waiting: sess.Waiting()})
+}
+
+func (s *Server) decideLock(id string) *sync.Mutex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.decideMu[id]
+	if m == nil {
+		m = &sync.Mutex{}
+		s.decideMu[id] = m
+	}
+	return m
+}
+
+func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
+	var req DecideRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if len(req.Decisions) == 0 {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "no decisions: send {\"decisions\": [{\"call_id\": …, \"allow\": true}]}")
+		return
+	}
+	sess, ok := s.session(w, r)
+	if !ok {
+		return
+	}
+	lock := s.decideLock(sess.ID())
+	lock.Lock()
+	defer lock.Unlock()
+	decisions := req.Decisions
+	if req.All {
+		var waiting []string
+		for _, c := range sess.Waiting() {
+			waiting = append(waiting, c.ID)
+		}
+		if len(waiting) == 0 {
+			writeError(w, http.StatusConflict, CodeNotWaiting, fmt.Sprintf("session %s is not waiting for a decision", sess.ID()))
+			return
+		}
+		d := req.Decisions[0]
+		decisions = nil
+		for _, id := range waiting {
+			decisions = append(decisions, Decision{CallID: id, Allow: d.Allow, Always: d.Always, Note: d.Note})
+		}
+	}
+	who := req.Who
+	if who == "" {
+		who = "api"
+	}
+	var ds []engine.Decision
+	var ids []string
+	for _, d := range decisions {
+		if d.CallID == "" {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, "a decision without a call_id (use \"all\": true to decide every waiting call)")
+			return
+		}
+		scope := hostabi.ScopeOnce
+		if d.Always {
+			scope = hostabi.ScopeAlways
+		}
+		ds = append(ds, engine.Decision{CallID: d.CallID, Allow: d.Allow, Scope: scope, Who: who, Note: d.Note})
+		ids = append(ids, d.CallID)
+	}
+	if err := sess.Decide(r.Context(), ds...); err != nil {
+		if decided := s.alreadyDecided(r.Context(), sess.ID(), ids); decided != "" {
+			writeError(w, http.StatusConflict, CodeAlreadyDecided, decided)
+			return
+		}
+		if errors.Is(err, engine.ErrRefused) {
+			writeError(w, http.StatusConflict, CodeNotWaiting, strings.TrimPrefix(err.Error(), "engine: refused: "))
+			return
+		}
+		fail(w, err)
+		return
+	}
+	head, _ := s.o.Log.Head(r.Context(), sess.ID())
+	writeJSON(w, http.StatusOK, Decided{Decided: ids, Waiting: sess.Waiting(), Head: head})
+}
+
+// alreadyDecided says which of ids the log shows decided (or answered),
+// by whom, for a refused decision; "" if none.
+func (s *Server) alreadyDecided(ctx context.Context, id string, ids []string) string {
+	evs, err := s.o.Log.Read(ctx, id, 1, 0)
+	if err != nil {
+		return ""
+	}
+	want := map[string]bool{}
+	for _, c := range ids {
+		want[c] = true
+	}
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Type != engine.EvApprovalDecision {
+			continue
+		}
+		var d engine.ApprovalDecision
+		if json.Unmarshal(evs[i].Data, &d) == nil && want[d.CallID] {
+			verb := map[bool]string{true: "allowed", false: "denied"}[d.Allow]
+			return fmt.Sprintf("call %s was already decided: %s by %s", d.CallID, verb, d.Who)
+		}
+	}
+	return ""
+}
+
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := store.ValidSessionID(id); err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+		return
+	}
+	from, limit, ok := rangeParams(w, r)
+	if !ok {
+		return
+	}
+	evs, err := s.o.Log.Read(r.Context(), id, from, limit)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no session %q in this store", id))
+			return
+		}
+		fail(w, err)
+		return
+	}
+	head, _ := s.o.Log.Head(r.Context(), id)
+	out := Events{Events: evs, Head: head}
+	if out.Events == nil {
+		out.Events = []store.Event{}
+	}
+	if from <= 1 && limit <= 0 {
+		if _, err := engine.Fold(id, evs); err != nil {
+			out.Broken = strings.TrimPrefix(err.Error(), "engine: log breaks an invariant: ")
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func rangeParams(w http.ResponseWriter, r *http.Request) (from uint64, limit int, ok bool) {
+	from = 1
+	if v := r.URL.Query().Get("from"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("from=%q is not a seq", v))
+			return 0, 0, false
+		}
+		from = n
+	}
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("limit=%q is not a count", v))
+			return 0, 0, false
+		}
+		limit = n
+	}
+	return from, limit, true
+}
+
+func (s *Server) approvals(w http.ResponseWriter, r *http.Request) {
+	ids, err := s.o.Log.Sessions(r.Context())
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	out := Approvals{Approvals: []Approval{}}
+	for _, id := range ids {
+		sum, err := s.summary(r.Context(), id)
+		if err != nil {
+			continue
+		}
+		for _, c := range sum.Waiting {
+			out.Approvals = append(out.Approvals, Approval{Session: id, Title: sum.Title, WaitingCall: c})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,348 @@
+// Package server is the HTTP+JSON API (and the web console) of a store's
+// owner: the one process that holds a store, runs its sessions, and
+// answers every other client. wagent serve is such an owner, and so is any
+// wagent command that finds no owner and opens the store itself; every
+// other command is a client (Client) of the same API, so each verb has
+// one implementation.
+//
+// The API is written down in openapi.yaml beside this file (a test checks
+// it against the routes). Over the owner's Unix socket, in the store's
+// directory and readable by its owner only, clients are trusted by file
+// permission; over TCP every request needs the bearer token. Errors are one
+// JSON object, {"error": {"code", "message"}}, with the right HTTP status,
+// and change nothing.
+//
+// Each session has one driver in the owner. Input and decisions from any
+// client are appended with the expected head and wake the driver; of two
+// clients deciding the same call at once, one wins and the other is told
+// the call was already decided. GET …/stream follows a session as
+// Server-Sent Events: durable log events carry their seq as the event id,
+// so a client that reconnects with Last-Event-ID misses none; a client
+// that falls too far behind is told so and dropped, and resumes by seq.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/store"
+)
+
+// Options configure a Server. Log and Resolve are required.
+type Options struct {
+	// Log is the store the owner holds.
+	Log store.Log
+	// Base is the engine config every session starts from (durability,
+	// clock, limits); Resolve fills in the rest.
+	Base engine.Config
+	// Resolve builds the config a session runs with (pipeline, provider,
+	// model) from its session/created event and the secrets its creator
+	// handed over (kept in memory only).
+	Resolve func(ctx context.Context, id string, created *engine.SessionCreated, secrets map[string]string) (engine.Config, error)
+	// Prepare checks a create request's settings (the pipeline loads, the
+	// provider is known) before anything is written, and returns what
+	// session/created records. Nil records the settings as given.
+	Prepare func(ctx context.Context, req *CreateRequest) (engine.SessionCreated, error)
+	// Token is required of TCP clients ("Authorization: Bearer TOKEN").
+	Token string
+	// Version is reported by /v1/health; StoreName names the store there.
+	Version, StoreName string
+	// MaxBody bounds request bodies (default 1 MiB).
+	MaxBody int64
+	// Console, if set, is served at / (the web console's files).
+	Console fs.FS
+	// StreamBuffer is how many stream events a slow client may fall behind
+	// before it is dropped (default 1024).
+	StreamBuffer int
+}
+
+// Server serves one store's sessions. It is an http.Handler.
+type Server struct {
+	o    Options
+	host *engine.Host
+	mux  *http.ServeMux
+
+	mu      sync.Mutex
+	secrets map[string]map[string]string
+	// summaries caches the summary of sessions that are not open, by head.
+	summaries map[string]engine.Summary
+	// decideMu serialises decisions per session, so that of two clients
+	// deciding one call, the second sees the first's decision.
+	decideMu map[string]*sync.Mutex
+}
+
+// New returns a server over the options' store.
+func New(o Options) (*Server, error) {
+	if o.Log == nil || o.Resolve == nil {
+		return nil, errors.New("server: Options need a Log and a Resolve")
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = 1 << 20
+	}
+	if o.StreamBuffer <= 0 {
+		o.StreamBuffer = 1024
+	}
+	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{}}
+	base := o.Base
+	base.Log = o.Log
+	s.host = engine.NewHostWith(base, func(ctx context.Context, id string, created *engine.SessionCreated) (engine.Config, error) {
+		s.mu.Lock()
+		sec := s.secrets[id]
+		s.mu.Unlock()
+		cfg, err := o.Resolve(ctx, id, created, sec)
+		if err != nil {
+			return cfg, err
+		}
+		// The owner's base settings hold for every session.
+		if cfg.Durability == 0 {
+			cfg.Durability = base.Durability
+		}
+		if cfg.Clock == nil {
+			cfg.Clock = base.Clock
+		}
+		return cfg, nil
+	})
+	s.routes()
+	return s, nil
+}
+
+// Host returns the engine host that drives the sessions.
+func (s *Server) Host() *engine.Host { return s.host }
+
+// Close disposes of every open session (a running turn ends "disposed").
+func (s *Server) Close(ctx context.Context) error { return s.host.Close(ctx) }
+
+type ctxKey int
+
+const localKey ctxKey = 0
+
+// Serve answers requests from ln until it is closed. local says the
+// listener is the owner's Unix socket, whose clients are trusted by file
+// permission; other clients must present the token.
+func (s *Server) Serve(ln net.Listener, local bool) error {
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, localKey, local)
+		},
+	}
+	err := hs.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// ServeHTTP implements http.Handler: it checks the caller, bounds the body
+// and routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	local, _ := r.Context().Value(localKey).(bool)
+	if !local && r.URL.Path != "/v1/health" && !(s.o.Console != nil && !strings.HasPrefix(r.URL.Path, "/v1/")) {
+		if !s.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="wagent"`)
+			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token: send Authorization: Bearer TOKEN (wagent serve --print-token shows it)")
+			return
+		}
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, s.o.MaxBody)
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	if s.o.Token == "" {
+		return false
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.o.Token)) == 1
+}
+
+// route is one API route.
+type route struct {
+	pattern string
+	handler func(s *Server) http.HandlerFunc
+}
+
+// table is the API: every route, in the order openapi.yaml lists them.
+var table = []route{
+	{"GET /v1/health", func(s *Server) http.HandlerFunc { return s.health }},
+	{"GET /v1/sessions", func(s *Server) http.HandlerFunc { return s.list }},
+	{"POST /v1/sessions", func(s *Server) http.HandlerFunc { return s.create }},
+	{"GET /v1/sessions/{id}", func(s *Server) http.HandlerFunc { return s.get }},
+	{"POST /v1/sessions/{id}/send", func(s *Server) http.HandlerFunc { return s.input(engine.ListNextTurn, true) }},
+	{"POST /v1/sessions/{id}/followup", func(s *Server) http.HandlerFunc { return s.input(engine.ListNextTurn, true) }},
+	{"POST /v1/sessions/{id}/steer", func(s *Server) http.HandlerFunc { return s.input(engine.ListNextStep, true) }},
+	{"POST /v1/sessions/{id}/inject", func(s *Server) http.HandlerFunc { return s.input(engine.ListNextStep, false) }},
+	{"POST /v1/sessions/{id}/cancel", func(s *Server) http.HandlerFunc { return s.cancel }},
+	{"POST /v1/sessions/{id}/resume", func(s *Server) http.HandlerFunc { return s.resume }},
+	{"POST /v1/sessions/{id}/step", func(s *Server) http.HandlerFunc { return s.step }},
+	{"POST /v1/sessions/{id}/decisions", func(s *Server) http.HandlerFunc { return s.decide }},
+	{"GET /v1/sessions/{id}/events", func(s *Server) http.HandlerFunc { return s.events }},
+	{"GET /v1/sessions/{id}/stream", func(s *Server) http.HandlerFunc { return s.stream }},
+	{"GET /v1/approvals", func(s *Server) http.HandlerFunc { return s.approvals }},
+}
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	for _, r := range table {
+		m.HandleFunc(r.pattern, r.handler(s))
+	}
+	if s.o.Console != nil {
+		m.Handle("GET /", http.FileServerFS(s.o.Console))
+	}
+	m.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no route %s %s (see openapi.yaml)", r.Method, r.URL.Path))
+	})
+	s.mux = m
+}
+
+// Routes lists the API's routes as "METHOD PATH".
+func Routes() []string {
+	out := make([]string, len(table))
+	for i, r := range table {
+		out[i] = r.pattern
+	}
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, Error{Error: ErrorBody{Code: code, Message: msg}})
+}
+
+// decodeBody reads a JSON body into v, refusing unknown fields, trailing
+// data and bodies over the limit; it writes the error and reports false.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("data after the JSON object")
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("the body is over the limit of %d bytes", tooBig.Limit))
+		return false
+	case err != nil && err.Error() == "EOF":
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "the body is empty; send a JSON object")
+		return false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "the body is not the JSON this route takes: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// fail writes the error an engine or store error deserves.
+func fail(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, CodeNotFound, err.Error())
+	case errors.Is(err, store.ErrInvalid), errors.Is(err, engine.ErrRefused):
+		writeError(w, http.StatusBadRequest, CodeBadRequest, strings.TrimPrefix(err.Error(), "engine: refused: "))
+	case errors.Is(err, store.ErrExists):
+		writeError(w, http.StatusConflict, CodeExists, err.Error())
+	case errors.Is(err, engine.ErrBusy):
+		writeError(w, http.StatusConflict, CodeBusy, err.Error())
+	case errors.Is(err, engine.ErrClosed), errors.Is(err, store.ErrClosed):
+		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "the owner is shutting down: "+err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, CodeInternal, err.Error())
+	}
+}
+
+// session opens the path's session, writing the error if it cannot.
+func (s *Server) session(w http.ResponseWriter, r *http.Request) (*engine.Session, bool) {
+	id := r.PathValue("id")
+	if err := store.ValidSessionID(id); err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+		return nil, false
+	}
+	sess, err := s.host.Open(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no session %q in this store (GET /v1/sessions lists them)", id))
+		return nil, false
+	}
+	if err != nil {
+		fail(w, fmt.Errorf("open session %s: %w", id, err))
+		return nil, false
+	}
+	return sess, true
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, Health{Status: "ok", Version: s.o.Version, Store: s.o.StoreName, Open: len(s.host.Sessions()), PID: os.Getpid()})
+}
+
+// summary returns a session's summary: live if the owner has it open,
+// otherwise folded from the store (cached by head).
+func (s *Server) summary(ctx context.Context, id string) (engine.Summary, error) {
+	if sess, ok := s.host.Get(id); ok {
+		return sess.Summary(), nil
+	}
+	head, err := s.o.Log.Head(ctx, id)
+	if err != nil {
+		return engine.Summary{}, err
+	}
+	s.mu.Lock()
+	sum, ok := s.summaries[id]
+	s.mu.Unlock()
+	if ok && sum.Head == head {
+		return sum, nil
+	}
+	evs, err := s.o.Log.Read(ctx, id, 1, 0)
+	if err != nil {
+		return engine.Summary{}, err
+	}
+	st, err := engine.Fold(id, evs)
+	if err != nil {
+		return engine.Summary{ID: id, Status: "broken: " + err.Error(), Head: head}, nil
+	}
+	sum = engine.Summarize(st)
+	s.mu.Lock()
+	s.summaries[id] = sum
+	s.mu.Unlock()
+	return sum, nil
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	ids, err := s.o.Log.Sessions(r.Context())
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	out := Sessions{Sessions: []engine.Summary{}}
+	for _, id := range ids {
+		sum, err := s.summary(r.Context(), id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		out.Sessions = append(out.Sessions, sum)
+	}
+	sort.SliceStable(out.Sessions, func(i, j int) bool {
+		return out.Sessions[i].LastActivity.After(out.Sessions[j].LastActivity)
+	})
+	writeJSON(w, http.StatusOK, out)
+}
