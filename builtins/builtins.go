@@ -19,7 +19,7 @@ func Module() []byte { return module }
 
 // Names lists the built-in ops, in the order DefaultPipeline uses them
 // where it does.
-var Names = []string{"approval", "skills", "retry", "turn-stopping", "max-turns", "unknown-tool", "final-output"}
+var Names = []string{"approval", "skills", "retry", "turn-stopping", "max-turns", "unknown-tool", "final-output", "compaction"}
 
 // Bundle returns the built-ins for pipeline.Options.Builtins.
 func Bundle() pipeline.Builtins {
@@ -41,7 +41,10 @@ func Bundle() pipeline.Builtins {
 //     next model request.
 //  4. retry {attempts: 3}: the only op at request-error, so the first to
 //     decide a failed request.
-//  5. unknown-tool: last, so every op that owns a tool is asked first; it
+//  5. compaction: the only op at compact; it asks for a summary when the
+//     last answer's size nears the model's context window (defaults for
+//     common models), after a context_length failure and on /compact.
+//  6. unknown-tool: last, so every op that owns a tool is asked first; it
 //     answers only calls no op owns, telling the model what it can call.
 func DefaultPipeline(skillsDir string) *pipeline.Spec {
 	skills := pipeline.OpSpec{Use: "builtin:skills"}
@@ -53,6 +56,7 @@ func DefaultPipeline(skillsDir string) *pipeline.Spec {
 		skills,
 		{Use: "builtin:max-turns", Config: []byte(`{"max_steps":20}`)},
 		{Use: "builtin:retry", Config: []byte(`{"attempts":3}`)},
+		{Use: "builtin:compaction"},
 		{Use: "builtin:unknown-tool"},
 	}}
 }

@@ -29,6 +29,7 @@ const (
 	EvCommandReply     = "command/reply"
 	EvSessionRecovered = "session/recovered" // written by earlier versions; read, never written
 	EvSessionWriter    = "session/writer"
+	EvContextCompacted = "context/compacted"
 )
 
 // Inbox list names.
@@ -249,6 +250,24 @@ type CommandReply struct {
 	Op      string `json:"op"`
 	Command string `json:"command"`
 	Text    string `json:"text"`
+}
+
+// ContextCompacted is the data of context/compacted: from here on the
+// messages [0, Through) are stood for, in requests to the model, by
+// Summary. Nothing is deleted: the log keeps every message, and the
+// summary request is recorded here (who asked and why, the instructions,
+// the model, its usage).
+type ContextCompacted struct {
+	Op           string `json:"op"`
+	Reason       string `json:"reason"`
+	Instructions string `json:"instructions,omitempty"`
+	// Through counts the messages the summary stands for (the oldest);
+	// ThroughSeq is the seq of the last of them.
+	Through    int    `json:"through"`
+	ThroughSeq uint64 `json:"through_seq"`
+	Summary    string `json:"summary"`
+	Model      string `json:"model,omitempty"`
+	Usage      *Usage `json:"usage,omitempty"`
 }
 
 // SessionWriter is the data of session/writer: an incarnation (a process,

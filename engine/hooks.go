@@ -25,6 +25,13 @@ func (m *Machine) admit(ctx context.Context, mv *move) error {
 	if len(batch) == 1 && m.command(ctx, mv, batch[0]) {
 		return ctx.Err()
 	}
+	if len(batch) == 1 {
+		if name, args, ok := parseCommand(batch[0].Content); ok && name == "compact" {
+			if _, owned := m.cfg.Pipeline.commandOwner(name); !owned {
+				return m.compactCommand(ctx, mv, batch[0], args)
+			}
+		}
+	}
 	decided := false
 	m.each(hostabi.HookPrompt, func(i int, man *hostabi.Manifest) bool {
 		if m.quarantined(man.Name) {
@@ -262,7 +269,7 @@ func (m *Machine) guards() []string {
 // the step's header.
 func (m *Machine) Request() *provider.Request {
 	s := m.st
-	req := &provider.Request{Messages: s.Messages, Attempt: s.Attempts + 1}
+	req := &provider.Request{Messages: s.conversation(), Attempt: s.Attempts + 1}
 	if h := s.Header; h != nil {
 		req.Model, req.MaxTokens = h.Model, h.MaxTokens
 		for i, p := range h.PromptParts {
@@ -292,6 +299,14 @@ const maxPartial = 256 << 10
 // tool calls) is settled as a failed attempt saying so.
 func (m *Machine) infer(ctx context.Context, mv *move) error {
 	s := m.st
+	// Before the request: would an op shorten the conversation, now that
+	// the last answer's size is known?
+	if s.LastTokens > 0 && m.compactable() {
+		done, err := m.compact(ctx, mv, CompactUsage, "")
+		if err != nil || done {
+			return err
+		}
+	}
 	if !s.RetryAt.IsZero() {
 		if d := s.RetryAt.Sub(m.cfg.Clock()); d > 0 {
 			if err := m.cfg.Sleep(ctx, d); err != nil {
@@ -371,6 +386,13 @@ func (m *Machine) infer(ctx context.Context, mv *move) error {
 // step has made MaxAttempts requests, the step and turn end in error.
 func (m *Machine) requestError(ctx context.Context, mv *move) error {
 	s := m.st
+	// Too long for the model: a compaction, then the same step once more.
+	if s.LastFailure.Code == hostabi.FailContextLength && !s.CompactedInStep && m.compactable() {
+		done, err := m.compact(ctx, mv, CompactContextLength, "")
+		if err != nil || done {
+			return err
+		}
+	}
 	decided := false
 	if s.Attempts < m.cfg.MaxAttempts {
 		m.each(hostabi.HookRequestError, func(i int, man *hostabi.Manifest) bool {

@@ -42,8 +42,17 @@ type State struct {
 	Step     int
 	StepOpen bool
 
-	// Messages is the conversation as the model sees it.
-	Messages []hostabi.Message
+	// Messages is the whole conversation; MessageSeqs holds the seq of each
+	// message's event. What a request sends is Request's business: the
+	// latest Compaction's summary, then the messages after its range.
+	Messages    []hostabi.Message
+	MessageSeqs []uint64
+	// Compaction is the latest context/compacted (nil before the first).
+	Compaction *ContextCompacted
+	// TurnFirstMessage is the index of the open turn's first message.
+	TurnFirstMessage int
+	// LastTokens is the input and output tokens of the latest answer.
+	LastTokens int
 
 	// The inbox.
 	NextTurn []hostabi.InputMessage
@@ -70,6 +79,9 @@ type State struct {
 	LastFailure *hostabi.Failure
 	RetryAt     time.Time // when the scheduled retry may be sent
 	Answer      *AssistantMessage
+	// CompactedInStep: a compaction answered this step's context_length
+	// failure (the step is retried once for it).
+	CompactedInStep bool
 
 	ids map[string]struct{} // every inbox message id ever inserted
 }
@@ -141,6 +153,7 @@ func NewState(session string) *State {
 func (s *State) Clone() *State {
 	c := *s
 	c.Messages = slices.Clone(s.Messages)
+	c.MessageSeqs = slices.Clone(s.MessageSeqs)
 	c.NextTurn = slices.Clone(s.NextTurn)
 	c.NextStep = slices.Clone(s.NextStep)
 	c.Claimed = slices.Clone(s.Claimed)
@@ -304,6 +317,7 @@ func (s *State) apply(e store.Event) error {
 		}
 		s.Turn, s.TurnOpen, s.Step = d.Turn, true, 0
 		s.TurnPrompted = false
+		s.TurnFirstMessage = len(s.Messages)
 		s.MaxTokens, s.Concluded = false, false
 		clear(s.TurnFaults)
 
@@ -347,6 +361,7 @@ func (s *State) apply(e store.Event) error {
 		s.Header, s.Calls, s.Answer, s.LastFailure = nil, nil, nil, nil
 		s.Attempts, s.Retries = 0, 0
 		s.RetryAt = time.Time{}
+		s.CompactedInStep = false
 
 	case EvStepEnd:
 		var d StepEnd
@@ -379,7 +394,7 @@ func (s *State) apply(e store.Event) error {
 		}
 		s.Claimed = append(s.Claimed[:i:i], s.Claimed[i+1:]...)
 		if d.Command == "" {
-			s.Messages = append(s.Messages, hostabi.Message{Role: "user", ID: d.ID, Content: d.Content})
+			s.addMessage(e.Seq, hostabi.Message{Role: "user", ID: d.ID, Content: d.Content})
 			if s.Title == "" {
 				s.Title = titleOf(d.Content)
 			}
@@ -421,14 +436,16 @@ func (s *State) apply(e store.Event) error {
 		}
 		s.Answer = &d
 		s.Phase = PhaseAnswered
+		s.LastTokens = 0
 		if d.Usage != nil {
 			s.Usage.InputTokens += d.Usage.InputTokens
 			s.Usage.OutputTokens += d.Usage.OutputTokens
+			s.LastTokens = d.Usage.InputTokens + d.Usage.OutputTokens
 		}
 		if d.FinishReason == "length" {
 			s.MaxTokens = true
 		}
-		s.Messages = append(s.Messages, hostabi.Message{Role: "assistant", Content: d.Content, ToolCalls: d.ToolCalls})
+		s.addMessage(e.Seq, hostabi.Message{Role: "assistant", Content: d.Content, ToolCalls: d.ToolCalls})
 
 	case EvAssistantAttempt:
 		if s.Phase != PhaseNeedInference {
@@ -568,7 +585,7 @@ func (s *State) apply(e store.Event) error {
 			c.Concludes = true
 			s.Concluded = true
 		}
-		s.Messages = append(s.Messages, hostabi.Message{Role: "tool", CallID: d.CallID, Content: d.Content, IsError: d.IsError})
+		s.addMessage(e.Seq, hostabi.Message{Role: "tool", CallID: d.CallID, Content: d.Content, IsError: d.IsError})
 
 	case EvOpNote:
 		var d OpNote
@@ -589,6 +606,27 @@ func (s *State) apply(e store.Event) error {
 		}
 		if s.TurnOpen {
 			s.TurnFaults[d.Op]++
+		}
+
+	case EvContextCompacted:
+		var d ContextCompacted
+		if err := s.decode(e, &d); err != nil {
+			return err
+		}
+		if !s.TurnOpen || s.StepOpen && s.Phase != PhaseNeedInference && s.Phase != PhaseNeedRetry {
+			return s.corrupt(e.Seq, "a compaction outside a turn, or in a step that is not before a request")
+		}
+		prev := 0
+		if s.Compaction != nil {
+			prev = s.Compaction.Through
+		}
+		if d.Through <= prev || !slices.Contains(CutPoints(s.Messages), d.Through) {
+			return s.corrupt(e.Seq, "a compaction through message %d, which is not a boundary after %d (a call and its result are never split)", d.Through, prev)
+		}
+		s.Compaction = &d
+		if s.StepOpen && s.Phase == PhaseNeedRetry {
+			s.Phase = PhaseNeedInference
+			s.CompactedInStep = true
 		}
 
 	case EvSessionWriter:
@@ -714,6 +752,35 @@ func (h *RequestHeader) tool(name string) *HeaderTool {
 		}
 	}
 	return nil
+}
+
+func (s *State) addMessage(seq uint64, m hostabi.Message) {
+	s.Messages = append(s.Messages, m)
+	s.MessageSeqs = append(s.MessageSeqs, seq)
+}
+
+// CutPoints lists where a conversation may be cut for a summary: the
+// indices i (1 ≤ i ≤ len) such that every tool call in msgs[:i] has its
+// result there too and msgs[i] is not a tool result, so a call and its
+// result always fall on the same side.
+func CutPoints(msgs []hostabi.Message) []int {
+	var out []int
+	open := map[string]bool{}
+	for i, m := range msgs {
+		if i > 0 && len(open) == 0 && m.Role != "tool" {
+			out = append(out, i)
+		}
+		for _, c := range m.ToolCalls {
+			open[c.ID] = true
+		}
+		if m.Role == "tool" {
+			delete(open, m.CallID)
+		}
+	}
+	if len(msgs) > 0 && len(open) == 0 {
+		out = append(out, len(msgs))
+	}
+	return out
 }
 
 // titleOf cuts a prompt to one short line.

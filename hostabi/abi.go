@@ -20,7 +20,7 @@ import (
 // changes or removes one needs a new major.
 const (
 	Major = 1
-	Minor = 1
+	Minor = 2
 )
 
 // Hook names the situation the session is in when an operation is asked.
@@ -33,6 +33,11 @@ const (
 	// HookContribute: before each model request; every op that declares it
 	// is asked, and all their contributions are combined.
 	HookContribute Hook = "contribute"
+	// HookCompact (1.2): before a model request, when the conversation
+	// may need shortening (the last answer's usage, a context_length
+	// failure, a /compact command); an op answers with a compact effect
+	// and the host summarises the older messages.
+	HookCompact Hook = "compact"
 	// HookTool: the last assistant message has calls without results.
 	HookTool Hook = "tool"
 	// HookRequestError: the last model request failed.
@@ -45,7 +50,7 @@ const (
 )
 
 // Hooks lists every hook of this ABI version.
-var Hooks = []Hook{HookPrompt, HookContribute, HookTool, HookRequestError, HookTurnStopping, HookCommand}
+var Hooks = []Hook{HookPrompt, HookContribute, HookCompact, HookTool, HookRequestError, HookTurnStopping, HookCommand}
 
 // Known reports whether h is a hook of this ABI version.
 func (h Hook) Known() bool {
@@ -141,6 +146,24 @@ type View struct {
 	Failure *FailureView `json:"failure,omitempty"`
 	Stop    *StopView    `json:"stop,omitempty"`
 	Command *CommandView `json:"command,omitempty"`
+	Compact *CompactView `json:"compact,omitempty"`
+}
+
+// CompactView (1.2) is what a compact op decides on.
+type CompactView struct {
+	// Reason is "usage" (before a request, with the last answer's tokens),
+	// "context_length" (the last request was refused as too long) or
+	// "command" (a person asked, with /compact).
+	Reason string `json:"reason"`
+	// Instruction is what the person added to /compact ("keep the paths").
+	Instruction string `json:"instruction,omitempty"`
+	// Model is the step's model; Tokens the input and output tokens of the
+	// latest answer (0 when unknown), a measure of the context's size.
+	Model  string `json:"model,omitempty"`
+	Tokens int    `json:"tokens"`
+	// Summarized is how many of the oldest messages the latest summary
+	// already stands for; Messages (in the view) counts them all.
+	Summarized int `json:"summarized"`
 }
 
 // PromptView is the claimed batch waiting to enter the turn.

@@ -91,6 +91,26 @@ func AppendView(dst []byte, v *View) []byte {
 		}
 		dst = append(dst, '}')
 	}
+	if c := v.Compact; c != nil {
+		dst = appendKey(dst, &first, "compact")
+		f := true
+		dst = append(dst, '{')
+		dst = appendKey(dst, &f, "reason")
+		dst = appendString(dst, c.Reason)
+		if c.Instruction != "" {
+			dst = appendKey(dst, &f, "instruction")
+			dst = appendString(dst, c.Instruction)
+		}
+		if c.Model != "" {
+			dst = appendKey(dst, &f, "model")
+			dst = appendString(dst, c.Model)
+		}
+		dst = appendKey(dst, &f, "tokens")
+		dst = appendInt(dst, int64(c.Tokens))
+		dst = appendKey(dst, &f, "summarized")
+		dst = appendInt(dst, int64(c.Summarized))
+		dst = append(dst, '}')
+	}
 	if c := v.Command; c != nil {
 		dst = appendKey(dst, &first, "command")
 		f := true
@@ -354,11 +374,51 @@ func parseView(d *reader, v *View) error {
 			v.Stop, err = parseStop(d)
 		case "command":
 			v.Command, err = parseCommand(d)
+		case "compact":
+			v.Compact, err = parseCompact(d)
 		default:
 			_, err = d.skip(0)
 		}
 		if err != nil {
 			return err
+		}
+	}
+}
+
+func parseCompact(d *reader) (*CompactView, error) {
+	ok, err := d.object()
+	if err != nil || !ok {
+		return nil, err
+	}
+	c := &CompactView{}
+	first := true
+	for {
+		key, more, err := d.key(&first)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return c, nil
+		}
+		var n int64
+		switch string(key) {
+		case "reason":
+			c.Reason, err = d.str()
+		case "instruction":
+			c.Instruction, err = d.str()
+		case "model":
+			c.Model, err = d.str()
+		case "tokens":
+			n, err = d.int(strconv.IntSize)
+			c.Tokens = toInt(n)
+		case "summarized":
+			n, err = d.int(strconv.IntSize)
+			c.Summarized = toInt(n)
+		default:
+			_, err = d.skip(0)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 }

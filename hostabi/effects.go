@@ -27,6 +27,9 @@ const (
 	KindTopOfMind  Kind = "top_of_mind" // Text: a line placed where the model sees it last
 	KindEndTurn    Kind = "end_turn"    // Text: why; the turn ends "limit" before the request
 
+	// compact (1.2)
+	KindCompact Kind = "compact" // Text: instructions for the summary; the host summarises
+
 	// tool
 	KindApprovalRequest Kind = "approval_request" // CallIDs, Text: ask a person; the session yields
 	KindDecision        Kind = "decision"         // CallID, Allow, Scope, Text: decide a call
@@ -130,6 +133,7 @@ var allowed = map[Kind][]Hook{
 	KindPromptPart:      {HookContribute},
 	KindTopOfMind:       {HookContribute},
 	KindEndTurn:         {HookContribute},
+	KindCompact:         {HookCompact},
 	KindApprovalRequest: {HookTool},
 	KindDecision:        {HookTool},
 	KindResult:          {HookTool},
@@ -220,7 +224,7 @@ func (e *Effect) Check(hook Hook) error {
 	case KindAdmit:
 	case KindRewrite:
 		may, must = fMessages, fMessages
-	case KindReject, KindEndTurn:
+	case KindReject, KindEndTurn, KindCompact:
 		may = fText
 	case KindTool:
 		may, must = fTool, fTool

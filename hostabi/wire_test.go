@@ -17,9 +17,9 @@ func TestDecodeManifest(t *testing.T) {
 		t.Fatalf("got %+v", m)
 	}
 	for _, tc := range []struct{ in, want string }{
-		{`{"name":"x","hooks":["tool"]}`, `no abi version (want "1.1")`},
-		{`{"name":"x","abi":"2.0","hooks":["tool"]}`, "built for ABI 2.0, this host speaks ABI 1.1: rebuild the op for v1"},
-		{`{"name":"x","abi":"1.9","hooks":["tool"]}`, "newer than this host's 1.1: upgrade wagent"},
+		{`{"name":"x","hooks":["tool"]}`, `no abi version (want "1.2")`},
+		{`{"name":"x","abi":"2.0","hooks":["tool"]}`, "built for ABI 2.0, this host speaks ABI 1.2: rebuild the op for v1"},
+		{`{"name":"x","abi":"1.9","hooks":["tool"]}`, "newer than this host's 1.2: upgrade wagent"},
 		{`{"name":"x","abi":"one","hooks":["tool"]}`, `abi version "one" is not MAJOR.MINOR`},
 		{`{"name":"x","abi":"1.0","hooks":["tool"],"surprise":1}`, `unknown field "surprise"`},
 		{`{"name":"x","abi":"1.0","hooks":[]}`, "x declares no hooks"},
@@ -46,7 +46,7 @@ func TestNames(t *testing.T) {
 	if got := Marker(1); got != "wagent_abi_v1" {
 		t.Errorf("Marker = %q", got)
 	}
-	if got := ABIVersion(); got != "1.1" {
+	if got := ABIVersion(); got != "1.2" {
 		t.Errorf("ABIVersion = %q", got)
 	}
 }

@@ -355,6 +355,10 @@ func renderLog(env *cliEnv, id string, evs []store.Event) error {
 			var d engine.CommandReply
 			json.Unmarshal(e.Data, &d)
 			fmt.Fprintf(w, "%s/%s: %s\n", ind, d.Command, d.Text)
+		case engine.EvContextCompacted:
+			var d engine.ContextCompacted
+			json.Unmarshal(e.Data, &d)
+			fmt.Fprintf(w, "%s%s── compacted (%s, by %s): messages 1–%d are summarised in requests from here on (the log keeps them) ──%s\n", ind, c.yellow, d.Reason, d.Op, d.Through, c.reset)
 		case engine.EvSessionWriter:
 			var d engine.SessionWriter
 			json.Unmarshal(e.Data, &d)

@@ -60,6 +60,7 @@ type Op struct {
 
 	Prompt       Handler
 	Contribute   Handler
+	Compact      Handler
 	Tool         Handler
 	RequestError Handler
 	TurnStopping Handler
@@ -72,6 +73,8 @@ func (o *Op) handler(h hostabi.Hook) Handler {
 		return o.Prompt
 	case hostabi.HookContribute:
 		return o.Contribute
+	case hostabi.HookCompact:
+		return o.Compact
 	case hostabi.HookTool:
 		return o.Tool
 	case hostabi.HookRequestError:

@@ -36,6 +36,9 @@ func onPrompt(viewLen int32) int32 { return handle(hostabi.HookPrompt, viewLen) 
 //go:wasmexport wagent_on_contribute
 func onContribute(viewLen int32) int32 { return handle(hostabi.HookContribute, viewLen) }
 
+//go:wasmexport wagent_on_compact
+func onCompact(viewLen int32) int32 { return handle(hostabi.HookCompact, viewLen) }
+
 //go:wasmexport wagent_on_tool
 func onTool(viewLen int32) int32 { return handle(hostabi.HookTool, viewLen) }
 

@@ -20,7 +20,7 @@ import (
 // All returns every built-in op, each with the test fault switch (see
 // faulty).
 func All() []func() Op {
-	list := []func() Op{Approval, Skills, Retry, TurnStopping, MaxTurns, UnknownTool, FinalOutput}
+	list := []func() Op{Approval, Skills, Retry, TurnStopping, MaxTurns, UnknownTool, FinalOutput, Compaction}
 	out := make([]func() Op, len(list))
 	for i, f := range list {
 		out[i] = func() Op { return faulty(f()) }
@@ -51,6 +51,7 @@ func faulty(op Op) Op {
 	}
 	op.Prompt, op.Contribute, op.Tool = wrap(op.Prompt), wrap(op.Contribute), wrap(op.Tool)
 	op.RequestError, op.TurnStopping, op.Command = wrap(op.RequestError), wrap(op.TurnStopping), wrap(op.Command)
+	op.Compact = wrap(op.Compact)
 	return op
 }
 

@@ -1,0 +1,241 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/hostabi"
+)
+
+// Compaction (DESIGN.md: context/compacted). Deciding when to shorten the
+// conversation is an operation's: the host asks ops at the compact hook
+// before a request once the last answer's size is known, after a
+// context_length failure (the step is then retried once), and for a
+// /compact command. The op that answers gives the summary's instructions;
+// the host chooses what to summarise (a call and its result never apart;
+// the open turn kept unless it alone overflows, then its oldest completed
+// steps), makes one extra model request for the summary and appends
+// context/compacted. Nothing is deleted: requests from then on send the
+// latest summary and the messages after its range, and the log keeps
+// every message.
+
+// Compaction reasons, as the compact view and context/compacted give them.
+const (
+	CompactUsage         = "usage"
+	CompactContextLength = "context_length"
+	CompactCommand       = "command"
+)
+
+// SummaryPrefix starts the message that stands, in requests, for the
+// messages a compaction summarised.
+const SummaryPrefix = "[A summary of the earlier conversation, whose messages are not repeated here]\n"
+
+// maxTranscriptMessage bounds one message's text in a summary request.
+const maxTranscriptMessage = 4000
+
+// compact asks the compact ops and, if one answers, summarises and adds
+// context/compacted to the move. It reports whether it did.
+func (m *Machine) compact(ctx context.Context, mv *move, reason, instruction string) (bool, error) {
+	s := m.st
+	cut := m.cut()
+	if cut == 0 {
+		return false, nil
+	}
+	prev := 0
+	if s.Compaction != nil {
+		prev = s.Compaction.Through
+	}
+	var winner *answer
+	m.each(hostabi.HookCompact, func(i int, man *hostabi.Manifest) bool {
+		if m.quarantined(man.Name) {
+			return false
+		}
+		v := m.view(hostabi.HookCompact, man)
+		v.Compact = &hostabi.CompactView{Reason: reason, Instruction: instruction, Model: m.model(), Tokens: s.LastTokens, Summarized: prev}
+		a, faulted := m.ask(ctx, mv, i, v)
+		if faulted {
+			return false
+		}
+		if len(a.decisive) == 0 {
+			m.accept(mv, a)
+			return false
+		}
+		if len(a.decisive) != 1 {
+			m.refuse(mv, man.Name, hostabi.HookCompact, "compact takes one compact effect, got %d", len(a.decisive))
+			return false
+		}
+		winner = &a
+		return true
+	})
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if winner == nil {
+		return false, nil
+	}
+	instructions := winner.decisive[0].Text
+	req := &provider.Request{Model: m.model(), System: instructions,
+		Messages: []hostabi.Message{{Role: "user", Content: m.transcript(prev, cut)}}}
+	resp, err := m.cfg.Provider.Complete(ctx, req, func(provider.Delta) {})
+	if cerr := ctx.Err(); cerr != nil {
+		return false, cerr
+	}
+	if err == nil && strings.TrimSpace(resp.Content) == "" {
+		err = fmt.Errorf("the model answered with no summary")
+	}
+	if err != nil {
+		f := provider.AsFailure(err)
+		m.fault(mv, winner.man.Name, hostabi.HookCompact, hostabi.FaultError, fmt.Sprintf("the summary request failed (%s): %s", f.Code, f.Message))
+		return false, nil
+	}
+	d := ContextCompacted{Op: winner.man.Name, Reason: reason, Instructions: instructions, Through: cut,
+		ThroughSeq: s.MessageSeqs[cut-1], Summary: resp.Content, Model: req.Model}
+	if resp.Usage != (provider.Usage{}) {
+		d.Usage = &Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
+	}
+	if !m.accept(mv, *winner, mv.event(EvContextCompacted, d)) {
+		return false, nil
+	}
+	return true, nil
+}
+
+// model is the model of the open step's header, or the machine's.
+func (m *Machine) model() string {
+	if h := m.st.Header; h != nil && h.Model != "" {
+		return h.Model
+	}
+	return m.cfg.Model
+}
+
+// cut chooses where a new summary ends: the latest cut point before the
+// open turn (whole turns are summarised), or, when everything before the
+// turn is summarised already (the turn alone overflows), the latest cut
+// point inside the turn that keeps its latest completed step. 0 means
+// there is nothing to summarise.
+func (m *Machine) cut() int {
+	s := m.st
+	prev := 0
+	if s.Compaction != nil {
+		prev = s.Compaction.Through
+	}
+	points := CutPoints(s.Messages)
+	limit := len(s.Messages)
+	if s.TurnOpen {
+		limit = s.TurnFirstMessage
+	}
+	best := 0
+	for _, c := range points {
+		if c > prev && c <= limit {
+			best = c
+		}
+	}
+	if best > 0 || !s.TurnOpen {
+		return best
+	}
+	last := -1
+	for i := len(s.Messages) - 1; i > s.TurnFirstMessage; i-- {
+		if s.Messages[i].Role == "assistant" {
+			last = i
+			break
+		}
+	}
+	for _, c := range points {
+		if c > prev && c > s.TurnFirstMessage && c <= last {
+			best = c
+		}
+	}
+	return best
+}
+
+// transcript renders what a summary stands for: the previous summary and
+// the messages [from, to) as text, each cut to a bound.
+func (m *Machine) transcript(from, to int) string {
+	s := m.st
+	var b strings.Builder
+	if c := s.Compaction; c != nil {
+		b.WriteString("Summary of what came before:\n")
+		b.WriteString(c.Summary)
+		b.WriteString("\n\n")
+	}
+	b.WriteString("The conversation to summarise:\n")
+	cutText := func(t string) string {
+		if len(t) > maxTranscriptMessage {
+			return t[:maxTranscriptMessage] + fmt.Sprintf(" … (%d more bytes)", len(t)-maxTranscriptMessage)
+		}
+		return t
+	}
+	for _, msg := range s.Messages[from:to] {
+		switch msg.Role {
+		case "user":
+			fmt.Fprintf(&b, "\nUser: %s\n", cutText(msg.Content))
+		case "assistant":
+			if msg.Content != "" {
+				fmt.Fprintf(&b, "\nAssistant: %s\n", cutText(msg.Content))
+			}
+			for _, c := range msg.ToolCalls {
+				fmt.Fprintf(&b, "\nAssistant called %s %s (call %s)\n", c.Name, cutText(string(c.Arguments)), c.ID)
+			}
+		case "tool":
+			kind := "Result"
+			if msg.IsError {
+				kind = "Error result"
+			}
+			fmt.Fprintf(&b, "\n%s of call %s: %s\n", kind, msg.CallID, cutText(msg.Content))
+		}
+	}
+	b.WriteString("\nWrite the summary now.")
+	return b.String()
+}
+
+// compactable reports whether some op declares the compact hook.
+func (m *Machine) compactable() bool {
+	found := false
+	m.each(hostabi.HookCompact, func(int, *hostabi.Manifest) bool { found = true; return true })
+	return found
+}
+
+// conversation is what a request sends: the whole conversation, or the
+// latest summary (merged into the first kept message when that is the
+// user's, so roles still alternate) and the messages after its range.
+func (s *State) conversation() []hostabi.Message {
+	c := s.Compaction
+	if c == nil {
+		return s.Messages
+	}
+	head := hostabi.Message{Role: "user", Content: SummaryPrefix + c.Summary}
+	rest := s.Messages[c.Through:]
+	out := make([]hostabi.Message, 0, len(rest)+1)
+	if len(rest) > 0 && rest[0].Role == "user" {
+		head.Content += "\n\n" + rest[0].Content
+		head.ID = rest[0].ID
+		rest = rest[1:]
+	}
+	return append(append(out, head), rest...)
+}
+
+// compactCommand answers a lone /compact (when no op owns the command): a
+// compaction with the person's instruction, then the turn ends.
+func (m *Machine) compactCommand(ctx context.Context, mv *move, in hostabi.InputMessage, args string) error {
+	mv.add(EvUserMessage, UserMessage{ID: in.ID, Content: in.Content, Command: "compact"})
+	before := 0
+	if c := m.st.Compaction; c != nil {
+		before = c.Through
+	}
+	done, err := m.compact(ctx, mv, CompactCommand, args)
+	if err != nil {
+		return err
+	}
+	text := "nothing to compact: no op answers the compact hook, or there is nothing older to summarise"
+	if done {
+		last := mv.events[len(mv.events)-1]
+		var d ContextCompacted
+		json.Unmarshal(last.Data, &d)
+		text = fmt.Sprintf("compacted: messages %d to %d are summarised in requests from now on (the log keeps them)", before+1, d.Through)
+	}
+	mv.add(EvCommandReply, CommandReply{Op: "host", Command: "compact", Text: text})
+	m.endTurn(mv, "", ReasonCompleted, nil)
+	return nil
+}
