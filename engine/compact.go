@@ -121,7 +121,7 @@ func (m *Machine) cut() int {
 	if s.Compaction != nil {
 		prev = s.Compaction.Through
 	}
-	points := CutPoints(s.Messages)
+	points := cutPoints(s.Messages, prev)
 	limit := len(s.Messages)
 	if s.TurnOpen {
 		limit = s.TurnFirstMessage

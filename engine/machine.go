@@ -64,6 +64,15 @@ type Config struct {
 	// Default 10.
 	MaxAttempts int
 
+	// SnapshotEvery: after a drain, the driver snapshots the fold (in its
+	// maintenance phase) once this many events were appended since the
+	// last snapshot, if the store keeps snapshots. Default 1000; negative
+	// never.
+	SnapshotEvery int
+	// Warn receives what the machine notices and goes on from (a snapshot
+	// it did not trust). Default: nowhere.
+	Warn func(msg string)
+
 	// Writer names this incarnation: the first transition it appends
 	// opens with a session/writer event, and every tool call it starts
 	// names it. A call started by another writer and never answered is
@@ -128,6 +137,8 @@ type Machine struct {
 	partial *AssistantMessage
 	// who is this incarnation's session/writer (its Start set on use).
 	who SessionWriter
+	// snapSeq is the seq of the last snapshot taken or opened from.
+	snapSeq uint64
 }
 
 // Create makes a new session whose log starts with session/created.
@@ -169,6 +180,9 @@ func Open(ctx context.Context, cfg Config) (*Machine, error) {
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 10
 	}
+	if cfg.SnapshotEvery == 0 {
+		cfg.SnapshotEvery = 1000
+	}
 	var who SessionWriter
 	if cfg.Writer == "" {
 		cfg.Writer = NewWriterID()
@@ -184,6 +198,17 @@ func Open(ctx context.Context, cfg Config) (*Machine, error) {
 		cfg.Log = lg
 	}
 	m := &Machine{cfg: cfg, lg: lg, st: NewState(cfg.Session), who: who}
+	if sn, ok := lg.Log.(store.Snapshots); ok {
+		st, err := openSnapshot(ctx, lg.Log, sn, cfg.Session)
+		switch {
+		case st != nil:
+			m.st, m.snapSeq = st, st.Head
+		case errors.Is(err, ErrSnapshot):
+			m.warn("session %s: %v; folding the whole log (a new snapshot follows)", cfg.Session, err)
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+	}
 	if _, err := m.catchUp(ctx); err != nil {
 		return nil, err
 	}
@@ -637,6 +662,7 @@ func (m *Machine) view(hook hostabi.Hook, man *hostabi.Manifest) *hostabi.View {
 }
 
 type reader struct {
+	m  *Machine
 	st *State
 	op string
 }
@@ -644,6 +670,9 @@ type reader struct {
 func (r reader) Message(i int) (hostabi.Message, bool) {
 	if i < 0 || i >= len(r.st.Messages) {
 		return hostabi.Message{}, false
+	}
+	if i < r.st.Stubbed {
+		return r.m.loadMessage(i)
 	}
 	return r.st.Messages[i], true
 }
@@ -669,7 +698,7 @@ type answer struct {
 func (m *Machine) ask(ctx context.Context, mv *move, i int, view *hostabi.View) (a answer, faulted bool) {
 	op, man := m.cfg.Pipeline.Op(i)
 	a = answer{man: man, hook: view.Hook}
-	effects, err := op.Handle(ctx, view, reader{st: m.st, op: man.Name})
+	effects, err := op.Handle(ctx, view, reader{m: m, st: m.st, op: man.Name})
 	if err != nil {
 		if ctx.Err() != nil {
 			return a, false

@@ -319,6 +319,8 @@ func (s *Session) drain(ctx context.Context) {
 			s.statusMu.Unlock()
 			continue
 		}
+		// Decided while this drain still owns the machine.
+		due := s.m.SnapshotDue()
 		s.phase = DriverIdle
 		s.cancel()
 		s.waiting = waitingCalls(s.m.st)
@@ -334,6 +336,16 @@ func (s *Session) drain(ctx context.Context) {
 		s.notify(Notification{Kind: NoteStatus, Status: string(DriverIdle)})
 		close(idle)
 		s.statusMu.Unlock()
+		if !wake && due {
+			// A chore for the maintenance phase, off the hot path; input
+			// that arrives meanwhile starts a drain when it ends.
+			s.exclusive(func() error {
+				if err := s.m.Snapshot(context.Background()); err != nil {
+					s.m.warn("session %s: snapshot: %v", s.id, err)
+				}
+				return nil
+			})
+		}
 		if wake {
 			// Input that arrived with a cancellation starts a new drain.
 			s.Wake()
@@ -590,6 +602,14 @@ func (s *Session) Step(ctx context.Context) (Outcome, error) {
 // afterwards.
 func (s *Session) exclusive(fn func() error) error {
 	s.mu.Lock()
+	for s.phase == DriverMaintenance && !s.closed {
+		// Another chore or decision has the machine: wait for it, rather
+		// than refuse a caller that could not know.
+		ch := s.idle
+		s.mu.Unlock()
+		<-ch
+		s.mu.Lock()
+	}
 	if s.closed {
 		s.mu.Unlock()
 		return ErrClosed

@@ -49,6 +49,10 @@ type State struct {
 	MessageSeqs []uint64
 	// Compaction is the latest context/compacted (nil before the first).
 	Compaction *ContextCompacted
+	// Stubbed counts the oldest messages a compaction summarised: their
+	// entries in Messages are empty stubs, their text stays in the log (at
+	// MessageSeqs) and is read back on demand.
+	Stubbed int
 	// TurnFirstMessage is the index of the open turn's first message.
 	TurnFirstMessage int
 	// LastTokens is the input and output tokens of the latest answer.
@@ -620,10 +624,15 @@ func (s *State) apply(e store.Event) error {
 		if s.Compaction != nil {
 			prev = s.Compaction.Through
 		}
-		if d.Through <= prev || !slices.Contains(CutPoints(s.Messages), d.Through) {
+		if d.Through <= prev || !slices.Contains(cutPoints(s.Messages, prev), d.Through) {
 			return s.corrupt(e.Seq, "a compaction through message %d, which is not a boundary after %d (a call and its result are never split)", d.Through, prev)
 		}
 		s.Compaction = &d
+		// What the summary stands for is kept in the log, not in memory.
+		for i := s.Stubbed; i < d.Through; i++ {
+			s.Messages[i] = hostabi.Message{}
+		}
+		s.Stubbed = d.Through
 		if s.StepOpen && s.Phase == PhaseNeedRetry {
 			s.Phase = PhaseNeedInference
 			s.CompactedInStep = true
@@ -763,11 +772,16 @@ func (s *State) addMessage(seq uint64, m hostabi.Message) {
 // indices i (1 ≤ i ≤ len) such that every tool call in msgs[:i] has its
 // result there too and msgs[i] is not a tool result, so a call and its
 // result always fall on the same side.
-func CutPoints(msgs []hostabi.Message) []int {
+func CutPoints(msgs []hostabi.Message) []int { return cutPoints(msgs, 0) }
+
+// cutPoints is CutPoints after from, which must be a cut point itself (or
+// 0): no call is open there.
+func cutPoints(msgs []hostabi.Message, from int) []int {
 	var out []int
 	open := map[string]bool{}
-	for i, m := range msgs {
-		if i > 0 && len(open) == 0 && m.Role != "tool" {
+	for i := from; i < len(msgs); i++ {
+		m := msgs[i]
+		if i > from && len(open) == 0 && m.Role != "tool" {
 			out = append(out, i)
 		}
 		for _, c := range m.ToolCalls {

@@ -23,7 +23,53 @@ type memory struct {
 	mu       sync.RWMutex
 	closed   bool
 	sessions map[string][][]byte // session -> encoded events; events[i] has seq i+1
+	snaps    map[string]snapshot
 	hub      Hub
+}
+
+type snapshot struct {
+	seq  uint64
+	data []byte
+}
+
+var _ Snapshots = (*memory)(nil)
+
+func (m *memory) PutSnapshot(ctx context.Context, session string, seq uint64, data []byte) error {
+	if err := ValidSessionID(session); err != nil {
+		return err
+	}
+	if len(data) > MaxSnapshotBytes {
+		return fmt.Errorf("%w: snapshot of %s is %d bytes, the limit is %d", ErrInvalid, session, len(data), MaxSnapshotBytes)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("%w: snapshot %s", ErrClosed, session)
+	}
+	if _, ok := m.sessions[session]; !ok {
+		return fmt.Errorf("%w: snapshot %s", ErrNotFound, session)
+	}
+	if m.snaps == nil {
+		m.snaps = map[string]snapshot{}
+	}
+	m.snaps[session] = snapshot{seq, append([]byte(nil), data...)}
+	return nil
+}
+
+func (m *memory) Snapshot(ctx context.Context, session string) (uint64, []byte, error) {
+	if err := ValidSessionID(session); err != nil {
+		return 0, nil, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return 0, nil, fmt.Errorf("%w: snapshot %s", ErrClosed, session)
+	}
+	if _, ok := m.sessions[session]; !ok {
+		return 0, nil, fmt.Errorf("%w: snapshot %s", ErrNotFound, session)
+	}
+	s := m.snaps[session]
+	return s.seq, append([]byte(nil), s.data...), nil
 }
 
 func (m *memory) Create(ctx context.Context, session string) error {
@@ -61,6 +107,7 @@ func (m *memory) Delete(ctx context.Context, session string) error {
 		return fmt.Errorf("%w: delete %s", ErrNotFound, session)
 	}
 	delete(m.sessions, session)
+	delete(m.snaps, session)
 	m.hub.Reset(session)
 	return nil
 }

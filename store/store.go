@@ -134,6 +134,25 @@ type Log interface {
 	Close() error
 }
 
+// Snapshots is what a backend implements to keep a snapshot of each
+// session's folded state beside its log, so a long session opens without
+// folding its whole history. A snapshot is a hint: whoever reads one checks
+// it against the log (the engine: its fold version, a checksum, and the
+// event at its seq) and ignores it when it does not match. Only the newest
+// is kept; Delete removes it with the session.
+type Snapshots interface {
+	// PutSnapshot stores data as the session's snapshot of the log through
+	// seq, replacing any older one. Data over MaxSnapshotBytes is refused
+	// with ErrInvalid.
+	PutSnapshot(ctx context.Context, session string, seq uint64, data []byte) error
+	// Snapshot returns the session's newest snapshot: seq 0 and nil data
+	// when there is none.
+	Snapshot(ctx context.Context, session string) (seq uint64, data []byte, err error)
+}
+
+// MaxSnapshotBytes is the largest snapshot a backend keeps.
+const MaxSnapshotBytes = 8 << 20
+
 // ValidSessionID reports why id cannot name a session, or nil if it can.
 // Ids are 1 to MaxSessionIDLen bytes of letters, digits, '-', '_', '.' and
 // ':', so that they are safe in file names, keys and shell commands.

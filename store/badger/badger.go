@@ -284,6 +284,9 @@ func (b *Store) Delete(ctx context.Context, session string) error {
 		if err := txn.Delete(headKey(session)); err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
+		if err := txn.Delete(snapKey(session)); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
 		var err error
 		more, err = deleteEvents(txn, session)
 		if err != nil {

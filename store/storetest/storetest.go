@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Log) {
 		{"Canceled", testCanceled},
 		{"Sync", testSync},
 		{"Closed", testClosed},
+		{"Snapshots", testSnapshots},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, openLog(t, open))
