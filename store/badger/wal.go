@@ -74,17 +74,17 @@ type entryStatus int
 
 const (
 	entryOK      entryStatus = iota // a whole entry with a matching checksum
-	entryPartial                    // lengths fit, last byte zero: never finished, or zeros
+	entryPartial                    // lengths fit, never finished (see decodeEntry), or zeros
 	entryBad                        // lengths fit, finished, but the checksum is wrong
 	entryGarbled                    // lengths do not decode or do not fit, among non-zero bytes
 )
 
 // decodeEntry decodes the entry at off. A process killed while writing an
-// entry leaves a prefix of it followed by zeros (the file was sized, and
+// entry leaves part of it and zeros around (the file was sized, and
 // zeroed, before): its lengths are at most the real ones, so they fit, and
-// its last byte is zero. A finished entry whose checksum does not match, or
-// lengths that do not decode or run past the end of the file, are what
-// damage leaves, not a crash.
+// its last byte, or its key length, is zero. A finished entry whose
+// checksum does not match, or lengths that do not decode or run past the
+// end of the file, are what damage leaves, not a crash.
 func decodeEntry(d []byte, off int) (entry, entryStatus) {
 	garbled := func() (entry, entryStatus) {
 		if allZero(d[min(off, len(d)):]) {
@@ -124,9 +124,12 @@ func decodeEntry(d []byte, off int) (entry, entryStatus) {
 	switch {
 	case crc32.Checksum(d[off:end-crc32.Size], castagnoli) == sum:
 		return e, entryOK
-	case d[end-1] == 0:
-		// The entry's last byte is written last: unfinished (or a
-		// checksum that ends in zero, 1 in 256, with damage before it).
+	case d[end-1] == 0, klen < minLogKeyLen:
+		// Unfinished: an entry's last bytes are written last, and its first
+		// up to 32 bytes (the header) may be written after the middle (Go's
+		// memmove stores an unaligned head and the last 128 bytes after the
+		// aligned body), which leaves a key length of zero. Damage with a
+		// checksum ending in zero (1 in 256) looks the same.
 		return e, entryPartial
 	}
 	return e, entryBad
@@ -157,11 +160,16 @@ func scanLog(d []byte, wal bool) logScan {
 		s.Damage = fmt.Sprintf("the entry at byte %d %s", stop, broke)
 	}
 	// A later whole entry means the bytes after the stop were written on
-	// purpose; count what replaying from there would keep.
+	// purpose; count the whole transactions from there on.
 	if at := nextEntry(d, stop+1); at >= 0 {
-		_, _, lost, _ := replay(d, at, wal)
 		if s.Damage == "" {
 			s.Damage = fmt.Sprintf("the entry at byte %d does not decode, and a whole entry follows at byte %d", stop, at)
+		}
+		lost := 0
+		for at >= 0 {
+			_, next, kept, _ := replay(d, at, wal)
+			lost += kept
+			at = nextEntry(d, next+1)
 		}
 		s.Lost = max(lost, 1)
 	} else if s.Damage != "" {

@@ -129,6 +129,33 @@ func TestScanLogKilledAtEveryByte(t *testing.T) {
 	}
 }
 
+// Go's memmove copies more than 256 bytes as an aligned middle first, then
+// the unaligned head (up to 32 bytes) and the last 128 bytes. A kill in
+// between leaves an entry whose start or end is still zero, never one that
+// looks finished.
+func TestScanLogKilledInsideMemmove(t *testing.T) {
+	log, ends := testLog(2)
+	big := encEntry(0, versioned("e9", 9), bytes.Repeat([]byte("v"), 6000))
+	for _, wal := range []bool{true, false} {
+		for _, head := range []int{1, 2, 3, 4, 5, 6, 7, 8, 11, 16, 24, 31, 32} {
+			for cut := head; cut <= len(big)-128; cut += 320 {
+				for _, headStored := range []bool{false, true} {
+					d := append([]byte(nil), log[:ends[1]]...)
+					at := len(d)
+					d = append(d, make([]byte, len(big)+512)...)
+					copy(d[at+head:at+cut], big[head:cut])
+					if headStored {
+						copy(d[at:at+head], big[:head])
+					}
+					if s := scanLog(d, wal); s.Damage != "" {
+						t.Fatalf("wal %v, head %d, middle to %d, head stored %v: Damage %q", wal, head, cut, headStored, s.Damage)
+					}
+				}
+			}
+		}
+	}
+}
+
 // A flipped byte anywhere in front of the last transaction is always
 // reported: badger would drop that transaction.
 func TestScanLogFlipBeforeLastTransaction(t *testing.T) {
