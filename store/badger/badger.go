@@ -393,10 +393,14 @@ func (b *Store) begin(op string) error {
 // beginWrite is begin for Create, Delete and Append, which a read-only
 // Store refuses.
 func (b *Store) beginWrite(op string) error {
+	if err := b.begin(op); err != nil {
+		return err
+	}
 	if b.readOnly {
+		b.mu.RUnlock()
 		return fmt.Errorf("%w: %s: the store %s is open read-only", store.ErrInvalid, op, b.dir)
 	}
-	return b.begin(op)
+	return nil
 }
 
 // guard, deferred, turns a panic inside badger into an error wrapping

@@ -91,9 +91,14 @@ func inspect(dir string, logger badgerLogger) (*dirState, error) {
 		}
 		return st, nil
 	}
-	m, err := readManifest(dir, logger)
+	f, err := os.Open(filepath.Join(dir, manifestName))
 	if err != nil {
-		return nil, damaged(dir, "its MANIFEST cannot be read (%v)", err)
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	m, _, err := bdb.ReplayManifestFile(f, 0, bdb.DefaultOptions(dir).WithLogger(logger))
+	f.Close()
+	if err != nil {
+		return nil, damaged(dir, "its MANIFEST does not decode (%s)", oneLine(err.Error()))
 	}
 	ids := make([]uint64, 0, len(m.Tables))
 	for id := range m.Tables {
@@ -122,16 +127,6 @@ func listNames(names []string, n int) string {
 		return strings.Join(names, ", ")
 	}
 	return fmt.Sprintf("%s and %d more files", strings.Join(names[:n], ", "), len(names)-n)
-}
-
-func readManifest(dir string, logger badgerLogger) (bdb.Manifest, error) {
-	f, err := os.Open(filepath.Join(dir, manifestName))
-	if err != nil {
-		return bdb.Manifest{}, err
-	}
-	defer f.Close()
-	m, _, err := bdb.ReplayManifestFile(f, 0, bdb.DefaultOptions(dir).WithLogger(logger))
-	return m, err
 }
 
 // checkTable opens a table the way badger does when it opens a store: it

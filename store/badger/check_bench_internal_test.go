@@ -58,7 +58,12 @@ func BenchmarkOpenChecks(b *testing.B) {
 		b.Fatal(err)
 	}
 	var tableBytes int64
-	m, err := readManifest(closed, badgerLogger{discardLogger})
+	f, err := os.Open(filepath.Join(closed, manifestName))
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, _, err := bdb.ReplayManifestFile(f, 0, bdb.DefaultOptions(closed))
+	f.Close()
 	if err != nil {
 		b.Fatal(err)
 	}

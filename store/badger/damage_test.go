@@ -205,6 +205,12 @@ var damageCases = []struct {
 			t.Fatal(err)
 		}
 	}, "its MANIFEST, the list of its tables, is missing, but it holds 000001.sst"},
+	{"flipped byte in the MANIFEST", func(t *testing.T, dir string) {
+		writeDamageStore(t, dir)
+		p := filepath.Join(dir, "MANIFEST")
+		info, _ := os.Stat(p)
+		flipByte(t, p, info.Size()-2)
+	}, "its MANIFEST does not decode"},
 	{"flipped byte in the write-ahead log", func(t *testing.T, dir string) {
 		writeCrashImage(t, dir)
 		// Byte 40 is inside the first entry (the header is 20 bytes):
