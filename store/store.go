@@ -83,8 +83,9 @@ var (
 	ErrExists = errors.New("store: session already exists")
 	// ErrInvalid: the request itself is malformed (bad id, oversized append, …).
 	ErrInvalid = errors.New("store: invalid request")
-	// ErrCorrupt: stored bytes could not be decoded.
-	ErrCorrupt = errors.New("store: corrupt event")
+	// ErrCorrupt: stored bytes could not be decoded, or the store's files
+	// are damaged.
+	ErrCorrupt = errors.New("store: corrupt data")
 	// ErrLocked: the store's directory is held by another process.
 	ErrLocked = errors.New("store: directory in use")
 	// ErrClosed: the Log was closed.

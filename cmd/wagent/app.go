@@ -192,21 +192,34 @@ func storeDir(c *cli.Context, env *cliEnv) (string, error) {
 	return filepath.Join(home, ".local", "share", "wagent", "store"), nil
 }
 
-// openStore opens the badger store, turning a held lock into a message
-// that says what to do.
-func openStore(c *cli.Context, env *cliEnv) (*badger.Store, error) {
+// Store access for openStore.
+const (
+	readWrite = false
+	readOnly  = true
+)
+
+// openStore opens the badger store, turning a held lock or a damaged store
+// into a message that says what to do. Commands that only read open it
+// read-only: nothing in the directory is created or changed, and a
+// directory without a store reads as an empty one.
+func openStore(c *cli.Context, env *cliEnv, ro bool) (*badger.Store, error) {
 	dir, err := storeDir(c, env)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fail(exitFailure, "create store directory: %v", err)
+	if !ro {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fail(exitFailure, "create store directory: %v", err)
+		}
 	}
-	s, err := badger.Open(dir, badger.Options{})
-	if errors.Is(err, store.ErrLocked) {
+	s, err := badger.Open(dir, badger.Options{ReadOnly: ro})
+	switch {
+	case errors.Is(err, store.ErrLocked):
 		return nil, fail(exitFailure, "the store %s is in use by another wagent process: wait for it to finish, or use another --store", dir)
-	}
-	if err != nil {
+	case errors.Is(err, store.ErrCorrupt):
+		// The store's own message names the directory and what to do.
+		return nil, fail(exitFailure, "%s", strings.TrimPrefix(oneLine(err.Error()), store.ErrCorrupt.Error()+": "))
+	case err != nil:
 		return nil, fail(exitFailure, "open store: %v", err)
 	}
 	return s, nil

@@ -19,7 +19,7 @@ import (
 // provider: for commands that only record input or decisions. The returned
 // func closes the store.
 func openMachine(ctx context.Context, c *cli.Context, env *cliEnv, id string) (*engine.Machine, func(), error) {
-	log, err := openStore(c, env)
+	log, err := openStore(c, env, readWrite)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -237,7 +237,7 @@ Examples:
 				return err
 			}
 			ctx := context.Background()
-			log, err := openStore(c, env)
+			log, err := openStore(c, env, readOnly)
 			if err != nil {
 				return err
 			}
@@ -279,7 +279,7 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 				return err
 			}
 			ctx := context.Background()
-			log, err := openStore(c, env)
+			log, err := openStore(c, env, readOnly)
 			if err != nil {
 				return err
 			}

@@ -291,7 +291,7 @@ func prepare(ctx context.Context, c *cli.Context, env *cliEnv, id string, mayCre
 	if p.w, err = startRuntime(ctx, env); err != nil {
 		return nil, err
 	}
-	if p.log, err = openStore(c, env); err != nil {
+	if p.log, err = openStore(c, env, readWrite); err != nil {
 		p.close()
 		return nil, err
 	}

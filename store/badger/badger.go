@@ -1,3 +1,7 @@
+// Package badger is the embedded store.Log backend, on badger v4.9.6 in one
+// directory: Open it for writing, or read-only for commands that only read.
+// RATIONALE.md records what badger does with a damaged store and why Open
+// checks the directory before badger sees it.
 package badger
 
 import (
@@ -5,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/wagent/wagent/store"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,6 +20,7 @@ import (
 	"time"
 
 	bdb "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 )
 
 // Options configures Open. The zero value is the default: a
@@ -34,6 +40,15 @@ type Options struct {
 	// Logger receives badger's warnings and errors (its info and debug
 	// chatter is dropped). Nil means slog.Default.
 	Logger *slog.Logger
+
+	// ReadOnly opens the store for reading only: nothing in its directory
+	// is created, deleted or rewritten, not even the empty files a crash
+	// leaves (Open skips them instead of removing them). Create, Delete and
+	// Append fail with store.ErrInvalid. Readers share the directory with
+	// each other but not with a writer: while one holds it, the other's
+	// Open fails with store.ErrLocked. A directory without a store (or
+	// none at all) opens as an empty store. See Open for what is checked.
+	ReadOnly bool
 }
 
 // defaultGCInterval is the value-log GC period when Options leaves it
@@ -59,10 +74,17 @@ const defaultGCInterval = 10 * time.Minute
 // its appends, each complete. Call Sync where an append must be durable
 // before the world outside the process hears of it.
 type Store struct {
-	dir  string // absolute, for messages
-	db   *bdb.DB
+	dir  string  // absolute, for messages
+	db   *bdb.DB // nil for a read-only Store of a directory without a store
 	lock *dirLock
 	log  *slog.Logger
+
+	readOnly bool
+	viewDir  string // the directory badger reads when readOnly (see makeView)
+
+	// broken holds the error of the first panic recovered from badger;
+	// every later operation fails with it (see guard).
+	broken atomic.Pointer[error]
 
 	// mu is held shared by every operation and exclusively by Close, so
 	// Close waits for operations in flight and none starts after it.
@@ -78,6 +100,9 @@ type Store struct {
 
 var _ store.Log = (*Store)(nil)
 
+// brokenCloseWait bounds how long Close waits for badger after a panic.
+const brokenCloseWait = 5 * time.Second
+
 // deleteBatch bounds how many keys one transaction of Delete removes. A
 // variable so tests can make it small.
 var deleteBatch = 1000
@@ -92,9 +117,28 @@ const conflictRetries = 16
 // If another process, or another Store in this process, holds dir, it fails
 // at once with an error that wraps store.ErrLocked and names the directory.
 //
+// Before badger sees the directory, Open checks it and refuses, with an
+// error that wraps store.ErrCorrupt, names the directory and says what to
+// do, on one line, and without changing a byte:
+//
+//   - a directory that holds badger's files but no MANIFEST (badger would
+//     start a new store there and delete the tables);
+//   - a MANIFEST that does not decode, or lists a table that is missing;
+//   - a table whose footer or index is truncated or overwritten (badger
+//     would panic in a goroutine of its own, which no caller can recover);
+//   - a write-ahead log (a .mem file, or the last .vlog) whose replay would
+//     stop at damage with whole entries behind it: badger would truncate
+//     the file there and drop those acknowledged appends without a word.
+//     The half-written entry a killed process leaves is not damage; badger
+//     cuts it, and nothing acknowledged is in it.
+//
 // Opening after a crash recovers: badger replays its write-ahead log, and
-// Open first removes the empty files a crash can leave behind, which
-// badger v4.9.6 would otherwise refuse to open.
+// a writer first removes the empty files a crash can leave behind, which
+// badger v4.9.6 would otherwise refuse to open. A panic inside badger, at
+// Open or later, is recovered and returned as an error wrapping
+// store.ErrCorrupt, except in badger's own goroutines (writes are applied in
+// one, compactions run in others), which no caller can recover; the checks
+// above catch at Open the damage that panics there.
 func Open(dir string, opts Options) (*Store, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("%w: open store: empty directory name", store.ErrInvalid)
@@ -103,35 +147,45 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
-	if err := os.MkdirAll(abs, 0o700); err != nil {
-		return nil, fmt.Errorf("open store %s: %w", abs, err)
-	}
-	lock, err := lockDir(abs)
-	if err != nil {
-		return nil, err
-	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	if err := removeEmptyLogFiles(abs, logger); err != nil {
-		lock.release()
+	if opts.ReadOnly {
+		return openReadOnly(abs, opts, logger)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", abs, err)
 	}
-	db, err := bdb.Open(badgerOptions(abs, opts, logger))
+	lock, err := lockDir(abs, false)
+	if err != nil {
+		return nil, err
+	}
+	b, err := openWritable(abs, opts, logger, lock)
 	if err != nil {
 		lock.release()
-		if isBadgerLockError(err) {
-			return nil, fmt.Errorf("%w: %s is held by another process", store.ErrLocked, abs)
-		}
-		return nil, fmt.Errorf("open store %s: %w", abs, err)
+		return nil, err
 	}
-	if err := checkFormat(db); err != nil {
-		db.Close()
-		lock.release()
-		return nil, fmt.Errorf("open store %s: %w", abs, err)
+	return b, nil
+}
+
+func openWritable(dir string, opts Options, logger *slog.Logger, lock *dirLock) (*Store, error) {
+	if _, err := inspect(dir, badgerLogger{logger}); err != nil {
+		return nil, err
 	}
-	b := &Store{dir: abs, db: db, lock: lock, log: logger}
+	lock.writePID()
+	if err := removeEmptyLogFiles(dir, logger); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	db, err := openBadger(dir, badgerOptions(dir, opts, logger))
+	if err != nil {
+		return nil, err
+	}
+	b := &Store{dir: dir, db: db, lock: lock, log: logger}
+	if err := b.checkFormat(); err != nil {
+		b.closeDB()
+		return nil, err
+	}
 	interval := opts.GCInterval
 	if interval == 0 {
 		interval = defaultGCInterval
@@ -144,11 +198,84 @@ func Open(dir string, opts Options) (*Store, error) {
 	return b, nil
 }
 
+// openReadOnly opens dir for reading through a view (see makeView).
+func openReadOnly(dir string, opts Options, logger *slog.Logger) (*Store, error) {
+	empty := &Store{dir: dir, log: logger, readOnly: true}
+	info, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return empty, nil
+	case err != nil:
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	case !info.IsDir():
+		return nil, fmt.Errorf("%w: open store %s: not a directory", store.ErrInvalid, dir)
+	}
+	lock, err := lockDir(dir, true)
+	if err != nil {
+		return nil, err
+	}
+	st, err := inspect(dir, badgerLogger{logger})
+	if err != nil || !st.exists {
+		lock.release()
+		if err != nil {
+			return nil, err
+		}
+		return empty, nil
+	}
+	view, err := makeView(dir, st)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	db, err := openBadger(dir, badgerOptions(view, opts, logger).WithReadOnly(true))
+	if err != nil {
+		os.RemoveAll(view)
+		lock.release()
+		return nil, err
+	}
+	b := &Store{dir: dir, db: db, lock: lock, log: logger, readOnly: true, viewDir: view}
+	if err := b.checkFormat(); err != nil {
+		b.closeDB()
+		return nil, err
+	}
+	return b, nil
+}
+
+// openBadger opens badger, for the store in dir (o.Dir may be its view),
+// and turns a panic or a held lock into an error.
+func openBadger(dir string, o bdb.Options) (db *bdb.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, damaged(dir, "badger panicked opening it (%s)", panicText(r))
+		}
+	}()
+	db, err = bdb.Open(o)
+	switch {
+	case err == nil:
+		return db, nil
+	case isBadgerLockError(err):
+		return nil, fmt.Errorf("%w: %s is held by another process", store.ErrLocked, dir)
+	case strings.Contains(err.Error(), bdb.ErrTruncateNeeded.Error()):
+		// The view holds each memtable log cut where inspect found badger's
+		// replay ends; badger disagreeing means the log is not what
+		// inspect understood.
+		return nil, damaged(dir, "a write-ahead log does not replay as checked (%s)", oneLine(err.Error()))
+	}
+	return nil, fmt.Errorf("open store %s: %s", dir, oneLine(err.Error()))
+}
+
 // badgerOptions is the memory-lean profile: about 12 MiB of heap after open
 // instead of about 86 MiB with badger's defaults.
 func badgerOptions(dir string, opts Options, logger *slog.Logger) bdb.Options {
 	return bdb.DefaultOptions(dir).
 		WithSyncWrites(opts.SyncWrites).
+		// A table block's checksum is checked when the block is read (a
+		// CRC of 4 KiB; reading 50,000 events from a cold cache measured the
+		// same within this machine's noise), so a flipped byte is an error
+		// instead of garbage or a panic; so is a value from the value log.
+		WithChecksumVerificationMode(options.OnBlockRead).
+		WithVerifyValueChecksum(true).
+		WithBlockSize(blockSize).
 		WithLogger(badgerLogger{logger}).
 		WithMetricsEnabled(false).
 		WithMemTableSize(8 << 20).
@@ -169,6 +296,10 @@ func badgerOptions(dir string, opts Options, logger *slog.Logger) bdb.Options {
 // log. 257 entries (a largest append plus the head) of just under 4 KiB and
 // their keys stay under the 1.2 MiB a transaction may carry.
 const valueThreshold = 4 << 10
+
+// blockSize is the size of a table's blocks (badger's default), which
+// checkTable must know too.
+const blockSize = 4 << 10
 
 // removeEmptyLogFiles deletes empty memtable (.mem) and value-log (.vlog)
 // files from dir. Store creates such a file and then sizes it; a process
@@ -209,11 +340,15 @@ func isBadgerLockError(err error) bool {
 }
 
 // checkFormat writes the layout version into a new store and refuses a store
-// written with another layout.
-func checkFormat(db *bdb.DB) error {
-	return db.Update(func(txn *bdb.Txn) error {
+// written with another layout. A read-only Store only checks; a store
+// without a version is one whose first open never finished, and empty.
+func (b *Store) checkFormat() error {
+	check := func(txn *bdb.Txn) error {
 		item, err := txn.Get([]byte(versionKey))
 		if errors.Is(err, bdb.ErrKeyNotFound) {
+			if b.readOnly {
+				return nil
+			}
 			return txn.Set([]byte(versionKey), []byte(formatVersion))
 		}
 		if err != nil {
@@ -227,7 +362,17 @@ func checkFormat(db *bdb.DB) error {
 			return fmt.Errorf("%w: the store's format is %q, this build reads %q", store.ErrInvalid, v, formatVersion)
 		}
 		return nil
-	})
+	}
+	var err error
+	if b.readOnly {
+		err = b.view("check format", check)
+	} else {
+		err = b.update("check format", check)
+	}
+	if err != nil && !errors.Is(err, store.ErrCorrupt) {
+		return fmt.Errorf("open store %s: %w", b.dir, err)
+	}
+	return err
 }
 
 // begin enters an operation: it fails with store.ErrClosed after Close. The caller
@@ -238,7 +383,54 @@ func (b *Store) begin(op string) error {
 		b.mu.RUnlock()
 		return fmt.Errorf("%w: %s", store.ErrClosed, op)
 	}
+	if err := b.broken.Load(); err != nil {
+		b.mu.RUnlock()
+		return *err
+	}
 	return nil
+}
+
+// beginWrite is begin for Create, Delete and Append, which a read-only
+// Store refuses.
+func (b *Store) beginWrite(op string) error {
+	if err := b.begin(op); err != nil {
+		return err
+	}
+	if b.readOnly {
+		b.mu.RUnlock()
+		return fmt.Errorf("%w: %s: the store %s is open read-only", store.ErrInvalid, op, b.dir)
+	}
+	return nil
+}
+
+// guard, deferred, turns a panic inside badger into an error wrapping
+// store.ErrCorrupt that names the directory and what to do. A panic can
+// leave badger's own locks held and its state half changed, so the Store
+// is broken from then on: every operation fails with the same error, and
+// Close gives badger's Close brokenCloseWait before it releases the
+// directory regardless (as a crash would; the write-ahead log keeps what
+// was acknowledged).
+func (b *Store) guard(op string, err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	e := fmt.Errorf("%w: store %s: %s: badger panicked (%s); the store is damaged, or badger has a bug: stop using it, and restore the directory from a backup or move it aside to start a new store",
+		store.ErrCorrupt, b.dir, op, panicText(r))
+	b.broken.CompareAndSwap(nil, &e)
+	*err = e
+}
+
+// view runs fn in a read-only badger transaction, guarded.
+func (b *Store) view(op string, fn func(txn *bdb.Txn) error) (err error) {
+	defer b.guard(op, &err)
+	return b.db.View(fn)
+}
+
+// update runs fn in a read-write badger transaction, guarded.
+func (b *Store) update(op string, fn func(txn *bdb.Txn) error) (err error) {
+	defer b.guard(op, &err)
+	return b.db.Update(fn)
 }
 
 // Create makes an empty session. See store.Log.
@@ -250,7 +442,7 @@ func (b *Store) Create(ctx context.Context, session string) error {
 	if err := store.ValidSessionID(session); err != nil {
 		return err
 	}
-	if err := b.begin(op); err != nil {
+	if err := b.beginWrite(op); err != nil {
 		return err
 	}
 	defer b.mu.RUnlock()
@@ -272,7 +464,7 @@ func (b *Store) Delete(ctx context.Context, session string) error {
 	if err := store.ValidSessionID(session); err != nil {
 		return err
 	}
-	if err := b.begin(op); err != nil {
+	if err := b.beginWrite(op); err != nil {
 		return err
 	}
 	defer b.mu.RUnlock()
@@ -368,7 +560,7 @@ func deleteEvents(txn *bdb.Txn, session string) (more bool, err error) {
 // another writer, up to conflictRetries times.
 func (b *Store) retry(op string, fn func(txn *bdb.Txn) error) error {
 	for range conflictRetries {
-		err := b.db.Update(fn)
+		err := b.update(op, fn)
 		if !errors.Is(err, bdb.ErrConflict) {
 			return err
 		}
@@ -388,12 +580,12 @@ func (b *Store) Append(ctx context.Context, session string, expectedHead uint64,
 	if err != nil {
 		return 0, err
 	}
-	if err := b.begin(op); err != nil {
+	if err := b.beginWrite(op); err != nil {
 		return 0, err
 	}
 	defer b.mu.RUnlock()
 	newHead := expectedHead + uint64(len(enc))
-	err = b.db.Update(func(txn *bdb.Txn) error {
+	err = b.update(op, func(txn *bdb.Txn) error {
 		head, err := getHead(txn, op, session)
 		if err != nil {
 			return err
@@ -457,8 +649,11 @@ func (b *Store) Read(ctx context.Context, session string, from uint64, limit int
 		return nil, err
 	}
 	defer b.mu.RUnlock()
+	if b.db == nil {
+		return nil, fmt.Errorf("%w: %s", store.ErrNotFound, op)
+	}
 	var out []store.Event
-	err := b.db.View(func(txn *bdb.Txn) error {
+	err := b.view(op, func(txn *bdb.Txn) error {
 		head, err := getHead(txn, op, session)
 		if err != nil {
 			return err
@@ -483,11 +678,18 @@ func (b *Store) Read(ctx context.Context, session string, from uint64, limit int
 				break // reported below as the missing seq
 			}
 			var e store.Event
+			decoded := false
 			err := item.Value(func(v []byte) error {
 				var err error
 				e, err = store.DecodeEvent(session, seq, v)
+				decoded = true
 				return err
 			})
+			if err != nil && !decoded {
+				// badger could not read the value (from the value log):
+				// a checksum mismatch or a pointer past the file's end.
+				return fmt.Errorf("%w: session %s seq %d: the value cannot be read (%s)", store.ErrCorrupt, session, seq, oneLine(err.Error()))
+			}
 			if err != nil {
 				return err
 			}
@@ -523,8 +725,11 @@ func (b *Store) Head(ctx context.Context, session string) (uint64, error) {
 		return 0, err
 	}
 	defer b.mu.RUnlock()
+	if b.db == nil {
+		return 0, fmt.Errorf("%w: %s", store.ErrNotFound, op)
+	}
 	var head uint64
-	err := b.db.View(func(txn *bdb.Txn) error {
+	err := b.view(op, func(txn *bdb.Txn) error {
 		var err error
 		head, err = getHead(txn, op, session)
 		return err
@@ -542,8 +747,11 @@ func (b *Store) Sessions(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	defer b.mu.RUnlock()
+	if b.db == nil {
+		return nil, nil
+	}
 	var ids []string
-	err := b.db.View(func(txn *bdb.Txn) error {
+	err := b.view(op, func(txn *bdb.Txn) error {
 		prefix := []byte{headTag}
 		it := txn.NewIterator(bdb.IteratorOptions{Prefix: prefix})
 		defer it.Close()
@@ -582,10 +790,18 @@ func (b *Store) Sync(ctx context.Context) error {
 		return err
 	}
 	defer b.mu.RUnlock()
-	if err := b.db.Sync(); err != nil {
+	if b.readOnly {
+		return nil // nothing to make durable
+	}
+	if err := b.sync(); err != nil {
 		return fmt.Errorf("sync %s: %w", b.dir, err)
 	}
 	return nil
+}
+
+func (b *Store) sync() (err error) {
+	defer b.guard("sync", &err)
+	return b.db.Sync()
 }
 
 // Close waits for operations in flight, stops value-log GC, closes every
@@ -603,14 +819,40 @@ func (b *Store) Close() error {
 		<-b.gcDone
 	}
 	b.hub.Close()
-	err := b.db.Close()
+	var err error
+	if b.broken.Load() == nil {
+		err = b.closeDB()
+	} else {
+		// badger may be stuck on a lock the panic left held: give its Close
+		// a moment, then let it be (as a crash would).
+		done := make(chan error, 1)
+		go func() { done <- b.closeDB() }()
+		select {
+		case err = <-done:
+		case <-time.After(brokenCloseWait):
+			err = *b.broken.Load()
+		}
+	}
 	if lerr := b.lock.release(); err == nil {
 		err = lerr
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, store.ErrCorrupt) {
 		return fmt.Errorf("close store %s: %w", b.dir, err)
 	}
-	return nil
+	return err
+}
+
+// closeDB closes badger, guarded, and removes the view of a read-only
+// Store.
+func (b *Store) closeDB() (err error) {
+	if b.viewDir != "" {
+		defer os.RemoveAll(b.viewDir)
+	}
+	if b.db == nil {
+		return nil
+	}
+	defer b.guard("close", &err)
+	return b.db.Close()
 }
 
 // runGC collects the value log every interval until Close. Each round
@@ -628,7 +870,7 @@ func (b *Store) runGC(interval time.Duration) {
 		}
 		b.gcRounds.Add(1)
 		for {
-			err := b.db.RunValueLogGC(0.5)
+			err := b.runValueLogGC()
 			if err != nil {
 				if !errors.Is(err, bdb.ErrNoRewrite) && !errors.Is(err, bdb.ErrRejected) {
 					b.log.Warn("store: value log gc failed", "dir", b.dir, "err", err)
@@ -642,6 +884,11 @@ func (b *Store) runGC(interval time.Duration) {
 			}
 		}
 	}
+}
+
+func (b *Store) runValueLogGC() (err error) {
+	defer b.guard("value log gc", &err)
+	return b.db.RunValueLogGC(0.5)
 }
 
 // badgerLogger passes badger's warnings and errors to slog and drops its

@@ -6,6 +6,8 @@ package badger
 // Open recognises badger's report of it (see isBadgerLockError).
 type dirLock struct{}
 
-func lockDir(string) (*dirLock, error) { return &dirLock{}, nil }
+func lockDir(string, bool) (*dirLock, error) { return &dirLock{}, nil }
+
+func (*dirLock) writePID() {}
 
 func (*dirLock) release() error { return nil }
