@@ -92,7 +92,7 @@ func (m *Machine) compact(ctx context.Context, mv *move, reason, instruction str
 		return false, nil
 	}
 	d := ContextCompacted{Op: winner.man.Name, Reason: reason, Instructions: instructions, Through: cut,
-		ThroughSeq: s.MessageSeqs[cut-1], Summary: resp.Content, Model: req.Model}
+		ThroughSeq: s.MessageSeqs[cut-1-s.Stubbed], Summary: resp.Content, Model: req.Model}
 	if resp.Usage != (provider.Usage{}) {
 		d.Usage = &Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
 	}
@@ -121,8 +121,8 @@ func (m *Machine) cut() int {
 	if s.Compaction != nil {
 		prev = s.Compaction.Through
 	}
-	points := cutPoints(s.Messages, prev)
-	limit := len(s.Messages)
+	points := s.cutPoints()
+	limit := s.MessageCount()
 	if s.TurnOpen {
 		limit = s.TurnFirstMessage
 	}
@@ -136,8 +136,8 @@ func (m *Machine) cut() int {
 		return best
 	}
 	last := -1
-	for i := len(s.Messages) - 1; i > s.TurnFirstMessage; i-- {
-		if s.Messages[i].Role == "assistant" {
+	for i := s.MessageCount() - 1; i > s.TurnFirstMessage && i >= s.Stubbed; i-- {
+		if s.Messages[i-s.Stubbed].Role == "assistant" {
 			last = i
 			break
 		}
@@ -167,7 +167,7 @@ func (m *Machine) transcript(from, to int) string {
 		}
 		return t
 	}
-	for _, msg := range s.Messages[from:to] {
+	for _, msg := range s.Messages[from-s.Stubbed : to-s.Stubbed] {
 		switch msg.Role {
 		case "user":
 			fmt.Fprintf(&b, "\nUser: %s\n", cutText(msg.Content))
@@ -206,7 +206,7 @@ func (s *State) conversation() []hostabi.Message {
 		return s.Messages
 	}
 	head := hostabi.Message{Role: "user", Content: SummaryPrefix + c.Summary}
-	rest := s.Messages[c.Through:]
+	rest := s.Messages // the fold keeps only what follows the summary
 	out := make([]hostabi.Message, 0, len(rest)+1)
 	if len(rest) > 0 && rest[0].Role == "user" {
 		head.Content += "\n\n" + rest[0].Content

@@ -112,8 +112,8 @@ func TestCompactionKeepsRequestsUnderTheWindow(t *testing.T) {
 	if compactions < 3 {
 		t.Fatalf("%d compactions, want the session to cross the window at least 3 times", compactions)
 	}
-	if len(st.Messages) != messages || st.LastEnd.Reason != engine.ReasonCompleted {
-		t.Fatalf("the fold has %d messages of %d in the log (last end %+v): nothing may be deleted", len(st.Messages), messages, st.LastEnd)
+	if st.MessageCount() != messages || st.LastEnd.Reason != engine.ReasonCompleted {
+		t.Fatalf("the fold counts %d messages of %d in the log (last end %+v): nothing may be deleted", st.MessageCount(), messages, st.LastEnd)
 	}
 	sawSummary := 0
 	for i, req := range p.reqs {

@@ -60,7 +60,9 @@ func (x *inboxIndex) apply(d *InboxSpliced) {
 		*l = next
 	}
 	for _, m := range d.Inserted {
-		x.used[m.ID] = struct{}{}
+		if _, generated := GeneratedID(m.ID); !generated {
+			x.used[m.ID] = struct{}{}
+		}
 	}
 }
 
@@ -127,10 +129,9 @@ func (l *inboxLog) enqueue(ctx context.Context, list string, msgs []hostabi.Inpu
 		seen := map[string]bool{}
 		for i, m := range msgs {
 			if m.ID == "" {
-				m.ID = fmt.Sprintf("m%d-%d", l.idx.head+1, i)
-				for _, used := l.idx.used[m.ID]; used; _, used = l.idx.used[m.ID] {
-					m.ID += "'" // a caller chose this id for its own input
-				}
+				m.ID = fmt.Sprintf("m%d-%d", l.idx.head+1, i) // unique: no caller may choose this shape
+			} else if err := CheckInputID(m.ID); err != nil {
+				return nil, err
 			}
 			if _, used := l.idx.used[m.ID]; used || seen[m.ID] {
 				return nil, fmt.Errorf("%w: message id %q is already used in session %s", ErrRefused, m.ID, l.session)

@@ -139,6 +139,9 @@ type Machine struct {
 	who SessionWriter
 	// snapSeq is the seq of the last snapshot taken or opened from.
 	snapSeq uint64
+	// stubSeqs holds the seqs of the summarised messages' events, found in
+	// the log the first time an op reads one (see loadMessage).
+	stubSeqs []uint64
 }
 
 // Create makes a new session whose log starts with session/created.
@@ -651,7 +654,7 @@ func (m *Machine) claim(mv *move, turnBoundary bool) {
 // view builds the small view an op is given.
 func (m *Machine) view(hook hostabi.Hook, man *hostabi.Manifest) *hostabi.View {
 	s := m.st
-	v := &hostabi.View{Hook: hook, Session: s.Session, Op: man.Name, Messages: len(s.Messages)}
+	v := &hostabi.View{Hook: hook, Session: s.Session, Op: man.Name, Messages: s.MessageCount()}
 	if s.TurnOpen {
 		v.Turn = s.Turn
 		if s.StepOpen {
@@ -668,13 +671,13 @@ type reader struct {
 }
 
 func (r reader) Message(i int) (hostabi.Message, bool) {
-	if i < 0 || i >= len(r.st.Messages) {
+	if i < 0 || i >= r.st.MessageCount() {
 		return hostabi.Message{}, false
 	}
 	if i < r.st.Stubbed {
 		return r.m.loadMessage(i)
 	}
-	return r.st.Messages[i], true
+	return r.st.Messages[i-r.st.Stubbed], true
 }
 
 func (r reader) Note(key string) (string, bool) {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/wagent/wagent/hostabi"
@@ -81,12 +82,13 @@ type snapFile struct {
 	State json.RawMessage `json:"state"`
 }
 
-// snapState is what a snapshot keeps of a State: all of it, but the stub
-// messages only by count.
+// snapState is what a snapshot keeps of a State: all of it (the fold
+// keeps only the messages after the latest summary), and the ids used.
 type snapState struct {
 	*State
-	Messages []hostabi.Message `json:"Messages"`
-	IDs      []string          `json:"ids"`
+	// IDs are the inbox message ids ever used, sorted, one per line: one
+	// string decodes much faster than thousands.
+	IDs string `json:"ids"`
 }
 
 func eventDigest(e store.Event) string {
@@ -102,10 +104,13 @@ func EncodeSnapshot(st *State, last store.Event) ([]byte, error) {
 	if last.Seq != st.Head {
 		return nil, fmt.Errorf("engine: snapshot of seq %d with the event of seq %d", st.Head, last.Seq)
 	}
-	ss := snapState{State: st, Messages: st.Messages[st.Stubbed:]}
+	ss := snapState{State: st}
+	ids := make([]string, 0, len(st.ids))
 	for id := range st.ids {
-		ss.IDs = append(ss.IDs, id)
+		ids = append(ids, id)
 	}
+	slices.Sort(ids)
+	ss.IDs = strings.Join(ids, "\n")
 	body, err := json.Marshal(ss)
 	if err != nil {
 		return nil, fmt.Errorf("engine: encode snapshot: %w", err)
@@ -138,12 +143,13 @@ func DecodeSnapshot(session string, data []byte) (*State, string, error) {
 	if err := dec.Decode(&ss); err != nil {
 		return nil, "", fmt.Errorf("%w: it is damaged: %v", ErrSnapshot, err)
 	}
-	if st.Session != session || st.Head != f.Seq || st.Stubbed < 0 || st.Stubbed > len(st.MessageSeqs) || st.Stubbed+len(ss.Messages) != len(st.MessageSeqs) {
+	if st.Session != session || st.Head != f.Seq || st.Stubbed < 0 || len(st.Messages) != len(st.MessageSeqs) {
 		return nil, "", fmt.Errorf("%w: it does not describe session %s through seq %d", ErrSnapshot, session, f.Seq)
 	}
-	st.Messages = append(make([]hostabi.Message, st.Stubbed, len(st.MessageSeqs)), ss.Messages...)
-	for _, id := range ss.IDs {
-		st.ids[id] = struct{}{}
+	if ss.IDs != "" {
+		for _, id := range strings.Split(ss.IDs, "\n") {
+			st.ids[id] = struct{}{}
+		}
 	}
 	if st.Notes == nil {
 		st.Notes = map[string]map[string]string{}
@@ -225,14 +231,34 @@ func (m *Machine) SnapshotDue() bool {
 	return m.st.Head-m.snapSeq >= uint64(m.cfg.SnapshotEvery)
 }
 
-// loadMessage reads message i, a stub (summarised by a compaction, its
-// text left in the log), back from its event.
+// loadMessage reads message i, one a compaction summarised (its text left
+// in the log), back from its event. The first time, it finds where each
+// summarised message is by reading the log up to the summary's range.
 func (m *Machine) loadMessage(i int) (hostabi.Message, bool) {
 	s := m.st
-	if i < 0 || i >= len(s.MessageSeqs) {
+	if i < 0 || i >= s.Stubbed || s.Compaction == nil {
 		return hostabi.Message{}, false
 	}
-	evs, err := m.lg.Log.Read(context.Background(), s.Session, s.MessageSeqs[i], 1)
+	ctx := context.Background()
+	if len(m.stubSeqs) < s.Stubbed {
+		m.stubSeqs = m.stubSeqs[:0]
+		for from := uint64(1); from <= s.Compaction.ThroughSeq && len(m.stubSeqs) < s.Stubbed; {
+			evs, err := m.lg.Log.Read(ctx, s.Session, from, 4096)
+			if err != nil || len(evs) == 0 {
+				return hostabi.Message{}, false
+			}
+			for _, e := range evs {
+				if _, ok := messageOf(e); ok && len(m.stubSeqs) < s.Stubbed {
+					m.stubSeqs = append(m.stubSeqs, e.Seq)
+				}
+				from = e.Seq + 1
+			}
+		}
+		if len(m.stubSeqs) < s.Stubbed {
+			return hostabi.Message{}, false
+		}
+	}
+	evs, err := m.lg.Log.Read(ctx, s.Session, m.stubSeqs[i], 1)
 	if err != nil || len(evs) != 1 {
 		return hostabi.Message{}, false
 	}
@@ -244,7 +270,7 @@ func messageOf(e store.Event) (hostabi.Message, bool) {
 	switch e.Type {
 	case EvUserMessage:
 		var d UserMessage
-		if json.Unmarshal(e.Data, &d) != nil {
+		if json.Unmarshal(e.Data, &d) != nil || d.Command != "" {
 			return hostabi.Message{}, false
 		}
 		return hostabi.Message{Role: "user", ID: d.ID, Content: d.Content}, true

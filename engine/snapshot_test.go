@@ -202,8 +202,8 @@ func TestSnapshotAfterDrainAndStubsReadBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := m.State()
-	if st.Stubbed == 0 || st.Messages[0].Content != "" {
-		t.Fatalf("stubbed %d, first message %q: compacted messages must not be kept in memory", st.Stubbed, st.Messages[0].Content)
+	if st.Stubbed == 0 || len(st.Messages) != st.MessageCount()-st.Stubbed {
+		t.Fatalf("stubbed %d, %d messages in memory of %d: compacted messages must not be kept in memory", st.Stubbed, len(st.Messages), st.MessageCount())
 	}
 	if len(read) == 0 || !strings.HasPrefix(read[len(read)-1], "first prompt 0") {
 		t.Fatalf("the op read %q of message 0, want the first prompt read back from the log", read)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,16 +43,18 @@ type State struct {
 	Step     int
 	StepOpen bool
 
-	// Messages is the whole conversation; MessageSeqs holds the seq of each
-	// message's event. What a request sends is Request's business: the
-	// latest Compaction's summary, then the messages after its range.
+	// Messages is the live part of the conversation: the messages after
+	// the latest compaction's range (all of them before the first), so a
+	// long session keeps in memory only what requests send. Message i of
+	// the whole conversation is Messages[i-Stubbed]; MessageSeqs holds the
+	// seq of each one's event. See MessageCount.
 	Messages    []hostabi.Message
 	MessageSeqs []uint64
 	// Compaction is the latest context/compacted (nil before the first).
 	Compaction *ContextCompacted
-	// Stubbed counts the oldest messages a compaction summarised: their
-	// entries in Messages are empty stubs, their text stays in the log (at
-	// MessageSeqs) and is read back on demand.
+	// Stubbed counts the oldest messages, those a compaction summarised:
+	// they are not kept in memory; their text stays in the log and is read
+	// back on demand (an op reading an old message).
 	Stubbed int
 	// TurnFirstMessage is the index of the open turn's first message.
 	TurnFirstMessage int
@@ -214,7 +217,9 @@ func (s *State) Waiting() []string {
 	return ids
 }
 
-// HasID reports whether an inbox message id was ever used in the session.
+// HasID reports whether an inbox message id chosen by a caller was ever
+// used in the session. Ids the engine generates (see GeneratedID) are
+// unique by construction and are not kept.
 func (s *State) HasID(id string) bool {
 	_, ok := s.ids[id]
 	return ok
@@ -321,7 +326,7 @@ func (s *State) apply(e store.Event) error {
 		}
 		s.Turn, s.TurnOpen, s.Step = d.Turn, true, 0
 		s.TurnPrompted = false
-		s.TurnFirstMessage = len(s.Messages)
+		s.TurnFirstMessage = s.MessageCount()
 		s.MaxTokens, s.Concluded = false, false
 		clear(s.TurnFaults)
 
@@ -624,14 +629,14 @@ func (s *State) apply(e store.Event) error {
 		if s.Compaction != nil {
 			prev = s.Compaction.Through
 		}
-		if d.Through <= prev || !slices.Contains(cutPoints(s.Messages, prev), d.Through) {
+		if d.Through <= prev || !slices.Contains(s.cutPoints(), d.Through) {
 			return s.corrupt(e.Seq, "a compaction through message %d, which is not a boundary after %d (a call and its result are never split)", d.Through, prev)
 		}
 		s.Compaction = &d
 		// What the summary stands for is kept in the log, not in memory.
-		for i := s.Stubbed; i < d.Through; i++ {
-			s.Messages[i] = hostabi.Message{}
-		}
+		drop := d.Through - s.Stubbed
+		s.Messages = slices.Clone(s.Messages[drop:])
+		s.MessageSeqs = slices.Clone(s.MessageSeqs[drop:])
 		s.Stubbed = d.Through
 		if s.StepOpen && s.Phase == PhaseNeedRetry {
 			s.Phase = PhaseNeedInference
@@ -686,13 +691,15 @@ func (s *State) splice(seq uint64, d *InboxSpliced) error {
 		if m.ID == "" {
 			return s.corrupt(seq, "inbox message without an id")
 		}
-		if s.HasID(m.ID) {
-			// Only claimed input that was never admitted may come back.
-			i := s.claimedIndex(m.ID)
-			if i < 0 {
-				return s.corrupt(seq, "inbox message id %s used twice", m.ID)
-			}
+		n, generated := GeneratedID(m.ID)
+		if generated && n > seq {
+			return s.corrupt(seq, "inbox message id %s names a seq after its own", m.ID)
+		}
+		if i := s.claimedIndex(m.ID); i >= 0 {
+			// Claimed input that was never admitted comes back.
 			requeued = append(requeued, i)
+		} else if !generated && s.HasID(m.ID) {
+			return s.corrupt(seq, "inbox message id %s used twice", m.ID)
 		}
 	}
 	if d.Removed > 0 && d.Outcome == OutcomeClaimed {
@@ -717,7 +724,63 @@ func (s *State) splice(seq uint64, d *InboxSpliced) error {
 		s.Claimed = keep
 	}
 	for _, m := range d.Inserted {
-		s.ids[m.ID] = struct{}{}
+		if _, generated := GeneratedID(m.ID); !generated {
+			s.ids[m.ID] = struct{}{}
+		}
+	}
+	return nil
+}
+
+// GeneratedID reports whether id has the shape of the ids the engine
+// gives input ("m<seq>-<n>", and "steer-<seq>-<n>" for steering from
+// turn-stopping ops, where seq is the head when it was made, plus any
+// trailing "'" an older version added) and returns its seq. Such ids are
+// unique by construction, so the fold keeps no record of them, and a
+// caller may not choose one (CheckInputID).
+func GeneratedID(id string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(id, "m")
+	if !ok {
+		if rest, ok = strings.CutPrefix(id, "steer-"); !ok {
+			return 0, false
+		}
+	}
+	rest = strings.TrimRight(rest, "'")
+	a, b, ok := strings.Cut(rest, "-")
+	if !ok || !digits(a) || !digits(b) || len(a) > 19 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(a, 10, 64)
+	return n, err == nil
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxInputIDLen bounds the id a caller gives its input.
+const MaxInputIDLen = 256
+
+// CheckInputID says why a caller may not name its input id: too long,
+// with control characters, or of the shape the engine generates.
+func CheckInputID(id string) error {
+	if len(id) > MaxInputIDLen {
+		return fmt.Errorf("%w: message id is %d bytes, the limit is %d", ErrRefused, len(id), MaxInputIDLen)
+	}
+	for _, c := range id {
+		if c < 0x20 || c == 0x7f {
+			return fmt.Errorf("%w: message id %q has a control character", ErrRefused, id)
+		}
+	}
+	if _, generated := GeneratedID(id); generated {
+		return fmt.Errorf("%w: message id %q has the shape of the ids wagent makes (mN-N, steer-N-N); choose another, or leave it out", ErrRefused, id)
 	}
 	return nil
 }
@@ -763,6 +826,20 @@ func (h *RequestHeader) tool(name string) *HeaderTool {
 	return nil
 }
 
+// MessageCount is how many messages the conversation has, summarised ones
+// included.
+func (s *State) MessageCount() int { return s.Stubbed + len(s.Messages) }
+
+// cutPoints lists the cut points after the latest summary, as indices of
+// the whole conversation.
+func (s *State) cutPoints() []int {
+	out := CutPoints(s.Messages)
+	for i := range out {
+		out[i] += s.Stubbed
+	}
+	return out
+}
+
 func (s *State) addMessage(seq uint64, m hostabi.Message) {
 	s.Messages = append(s.Messages, m)
 	s.MessageSeqs = append(s.MessageSeqs, seq)
@@ -772,16 +849,11 @@ func (s *State) addMessage(seq uint64, m hostabi.Message) {
 // indices i (1 ≤ i ≤ len) such that every tool call in msgs[:i] has its
 // result there too and msgs[i] is not a tool result, so a call and its
 // result always fall on the same side.
-func CutPoints(msgs []hostabi.Message) []int { return cutPoints(msgs, 0) }
-
-// cutPoints is CutPoints after from, which must be a cut point itself (or
-// 0): no call is open there.
-func cutPoints(msgs []hostabi.Message, from int) []int {
+func CutPoints(msgs []hostabi.Message) []int {
 	var out []int
 	open := map[string]bool{}
-	for i := from; i < len(msgs); i++ {
-		m := msgs[i]
-		if i > from && len(open) == 0 && m.Role != "tool" {
+	for i, m := range msgs {
+		if i > 0 && len(open) == 0 && m.Role != "tool" {
 			out = append(out, i)
 		}
 		for _, c := range m.ToolCalls {
