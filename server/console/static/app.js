@@ -347,13 +347,17 @@
         cards.delete(key);
       }
     }
+    const stick = nearBottom();
+    let added = false;
     for (const [key, make] of wanted) {
       if (!cards.has(key)) {
         const card = make();
         cards.set(key, card);
         container.append(card);
+        added = true;
       }
     }
+    if (added && stick && container.id === 's-approvals') toBottom();
   }
 
   function renderApprovals(list) {
@@ -439,10 +443,10 @@
   function renderHead(s) {
     $('s-title').textContent = s.title || s.id;
     setStatus($('s-status'), s);
-    const bits = [s.id, plural(s.turns || 0, 'turn')];
+    const bits = [plural(s.turns || 0, 'turn')];
     if (s.model) bits.push('model ' + s.model);
-    bits.push(ago(s.last_activity));
-    $('s-meta').textContent = bits.join(' · ');
+    bits.push(ago(s.last_activity), 'id ' + s.id);
+    $('s-meta').textContent = ' · ' + bits.join(' · ');
     $('s-cancel').hidden = !(s.status === 'running' || s.status === 'waiting' || s.turn_open);
   }
 
@@ -462,6 +466,10 @@
     return window.innerHeight + window.scrollY >= d.scrollHeight - 120;
   }
 
+  function toBottom() {
+    window.scrollTo(0, document.documentElement.scrollHeight);
+  }
+
   class Conversation {
     constructor(ol) {
       this.ol = ol;
@@ -474,7 +482,7 @@
     push(li) {
       const stick = nearBottom();
       this.ol.append(li);
-      if (stick) window.scrollTo(0, document.documentElement.scrollHeight);
+      if (stick) toBottom();
     }
 
     message(cls, who, text, time) {
@@ -504,7 +512,7 @@
       }
       const stick = nearBottom();
       this.streaming.text.appendData(text);
-      if (stick) window.scrollTo(0, document.documentElement.scrollHeight);
+      if (stick) toBottom();
     }
 
     call(c) {
@@ -528,7 +536,7 @@
       const li = el('li', cls, text);
       const stick = nearBottom();
       entry.lines.append(li);
-      if (stick) window.scrollTo(0, document.documentElement.scrollHeight);
+      if (stick) toBottom();
       return { entry, li };
     }
 
