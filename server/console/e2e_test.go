@@ -44,6 +44,7 @@ const token = "console-e2e-token"
 // ---- the owner ----
 
 type owner struct {
+	hs     *httptest.Server
 	url    string
 	client *server.Client
 	// release lets the "slow" turn finish.
@@ -55,7 +56,7 @@ type owner struct {
 
 // request is what the owner saw of one request.
 type request struct {
-	method, uri, auth, referer, cookie string
+	method, uri, auth, referer, cookie, lastEventID string
 }
 
 // model is the scripted model. It streams every text in small deltas.
@@ -197,11 +198,11 @@ func startOwner(t *testing.T) *owner {
 	}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o.mu.Lock()
-		o.reqs = append(o.reqs, request{r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), r.Header.Get("Referer"), r.Header.Get("Cookie")})
+		o.reqs = append(o.reqs, request{r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), r.Header.Get("Referer"), r.Header.Get("Cookie"), r.Header.Get("Last-Event-ID")})
 		o.mu.Unlock()
 		srv.ServeHTTP(w, r)
 	}))
-	o.url = hs.URL
+	o.hs, o.url = hs, hs.URL
 	o.client = server.NewClient(hs.URL, token, nil)
 	t.Cleanup(func() {
 		select {
@@ -491,6 +492,26 @@ func TestBrowserAllow(t *testing.T) {
 	}
 	b.shot("allow-2-done-desktop")
 
+	// The owner drops every connection: the console reconnects after the
+	// last event it saw, and shows nothing twice and misses nothing.
+	o.hs.CloseClientConnections()
+	resumed := func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		for _, r := range o.reqs {
+			if strings.Contains(r.uri, "/allow/stream") && r.lastEventID != "" {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(15 * time.Second); !resumed(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.fail("the console did not reconnect the stream with Last-Event-ID")
+		}
+	}
+	b.until("the stream back", textOf("#conn")+` === '● Live'`)
+
 	// Always: the next calc_add runs without asking.
 	o.client.Input(ctx, "allow", "send", "add more")
 	card = `#s-approvals .approval[data-call="add-5"]`
@@ -506,6 +527,13 @@ func TestBrowserAllow(t *testing.T) {
 		t.Errorf("%d calls waited for a person, want 2 (the third was allowed always)", n)
 	}
 	b.shot("allow-3-always-desktop")
+	got := eval[string](b, `[...document.querySelectorAll('#conversation .msg, #conversation .notice')].map(e => e.textContent).join('|')`)
+	want := strings.Join([]string{"Turn 1", "Youplease add two", "AssistantLet me add 2 to the total.", "Assistantthe total is 2", "✓ Turn 1 done",
+		"Turn 2", "Youadd more", "AssistantLet me add 2 to the total.", "Assistantthe total is 4", "✓ Turn 2 done",
+		"Turn 3", "Youadd once more", "AssistantLet me add 2 to the total.", "Assistantthe total is 6", "✓ Turn 3 done"}, "|")
+	if got != want {
+		t.Errorf("across a reconnection the conversation reads\n%s\nwant\n%s", got, want)
+	}
 	b.clean()
 	o.checkRequests(t)
 }
