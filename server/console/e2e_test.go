@@ -674,6 +674,7 @@ func TestBrowserSendAndSteer(t *testing.T) {
 	b.do(chromedp.Tap(q("#s-cancel")))
 	b.until("the stopped turn", textOf("#conversation .notice.fault")+`.startsWith('⚠ Turn 3 ended: aborted, by user (stopped from the console)')`)
 	b.until("the idle status", textOf("#s-status")+` === '○ idle'`)
+	eval[chromedp.Void](b, `window.scrollTo(0, document.documentElement.scrollHeight)`)
 	b.shot("steer-3-stopped-phone")
 	b.clean()
 	o.checkRequests(t)
