@@ -2,6 +2,7 @@
 #
 #   make demo    run an agent offline on the embedded defaults
 #   make test    run the whole test suite (what CI runs)
+#   make e2e     run the web console's tests in headless Chromium (CI too)
 #   make check   format, vet, tidy and generated modules up to date
 #   make bench   run the benchmarks recorded in BENCHMARKS.md
 
@@ -13,7 +14,7 @@ BENCHTIME ?= 1s
 
 WAGENT_BUILD := $(GO) run ./guests/cmd/wagent-build
 
-.PHONY: all build test race check fmt vet tidy-check guests guests-check bench demo clean
+.PHONY: all build test e2e race check fmt vet tidy-check guests guests-check bench demo clean
 
 all: build
 
@@ -25,6 +26,16 @@ build:
 test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
 	$(GO) test -race $(TESTFLAGS) ./engine/ ./store/...
+
+# e2e runs the web console's browser tests (build tag e2e): headless
+# Chromium from Debian (apt-get install chromium; $$WAGENT_CHROMIUM names
+# another) driven by chromedp against an owner in the test process. They
+# fail, never skip, without a browser. Each test's screenshots land in
+# $(E2E_OUT)/_artifacts/ (the log names each file).
+E2E_OUT ?= e2e-out
+e2e:
+	mkdir -p $(E2E_OUT)
+	$(GO) test -tags e2e $(TESTFLAGS) -v -run '^TestBrowser' -artifacts -outputdir $(abspath $(E2E_OUT)) ./server/console/
 
 race:
 	$(GO) test -race $(TESTFLAGS) $(PKGS)
@@ -50,6 +61,7 @@ check: vet tidy-check guests-check
 
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags e2e ./server/console/
 
 tidy-check:
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; exit 1; }

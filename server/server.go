@@ -149,6 +149,7 @@ func (s *Server) Serve(ln net.Listener, local bool) error {
 // ServeHTTP implements http.Handler: it checks the caller, bounds the body
 // and routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	local, _ := r.Context().Value(localKey).(bool)
 	if !local && r.URL.Path != "/v1/health" && !(s.o.Console != nil && !strings.HasPrefix(r.URL.Path, "/v1/")) {
 		if !s.authorized(r) {
@@ -200,12 +201,45 @@ func (s *Server) routes() {
 		m.HandleFunc(r.pattern, r.handler(s))
 	}
 	if s.o.Console != nil {
-		m.Handle("GET /", http.FileServerFS(s.o.Console))
+		// "/" and not "GET /": the latter conflicts with the "/v1/"
+		// fallback below (more methods, less specific path).
+		m.Handle("/", consoleHandler(s.o.Console))
 	}
 	m.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no route %s %s (see openapi.yaml)", r.Method, r.URL.Path))
 	})
 	s.mux = m
+}
+
+// consoleCSP lets the console's page load only its own script, style
+// and images and talk only to its own origin, with no inline script or
+// style, no forms that navigate, no framing; Trusted Types make every HTML
+// string sink (innerHTML and the like) throw, so text from a model or a
+// tool can never become markup even by mistake.
+const consoleCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'; require-trusted-types-for 'script'; trusted-types 'none'"
+
+// consoleHandler serves the console's files with headers that keep the
+// page to itself: the CSP above, no sniffing, no referrer, no framing, no
+// sharing with other origins, and no caching of a stale console.
+func consoleHandler(files fs.FS) http.Handler {
+	fsrv := http.FileServerFS(files)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "the console's files are read with GET", http.StatusMethodNotAllowed)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Security-Policy", consoleCSP)
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		h.Set("Cross-Origin-Resource-Policy", "same-origin")
+		h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=(), usb=()")
+		h.Set("Cache-Control", "no-cache")
+		fsrv.ServeHTTP(w, r)
+	})
 }
 
 // Routes lists the API's routes as "METHOD PATH".
