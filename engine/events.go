@@ -30,6 +30,7 @@ const (
 	EvSessionRecovered = "session/recovered" // written by earlier versions; read, never written
 	EvSessionWriter    = "session/writer"
 	EvContextCompacted = "context/compacted"
+	EvPipelineChanged  = "pipeline/changed"
 )
 
 // Inbox list names.
@@ -64,6 +65,17 @@ type SessionCreated struct {
 	// CLI records its pipeline file and provider, so that a later resume
 	// needs no flags). Never secrets.
 	Settings json.RawMessage `json:"settings,omitempty"`
+}
+
+// PipelineChanged is the data of pipeline/changed: from here on the
+// session runs with these settings (a new pipeline, model or provider);
+// its fields replace session/created's.
+type PipelineChanged struct {
+	Pipeline string          `json:"pipeline,omitempty"`
+	Model    string          `json:"model,omitempty"`
+	Settings json.RawMessage `json:"settings,omitempty"`
+	// By says who changed them.
+	By string `json:"by,omitempty"`
 }
 
 // InboxSpliced is the data of inbox/spliced: like a splice on one list,

@@ -2,13 +2,9 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"sort"
 	"sync"
-
-	"github.com/wagent/wagent/store"
 )
 
 // Host runs several sessions in one process, each with its own driver,
@@ -27,10 +23,11 @@ type Host struct {
 }
 
 // Resolver builds the config one session runs with (its pipeline,
-// provider, model) from the session/created event it was created with: a
-// long-lived host runs each session with what it was started with. The
-// host's Log is used whatever it returns.
-type Resolver func(ctx context.Context, id string, created *SessionCreated) (Config, error)
+// provider, model) from its settings: session/created's, with the latest
+// pipeline/changed applied. A long-lived host runs each session with what
+// it was started with. The host's Log is used whatever it returns, and only
+// the pipeline, provider and model are taken from it.
+type Resolver func(ctx context.Context, id string, settings *SessionCreated) (Config, error)
 
 // NewHost returns a host whose sessions use cfg (its Session field is
 // ignored; each session gets its own).
@@ -110,18 +107,8 @@ func (h *Host) Open(ctx context.Context, id string) (*Session, error) {
 	}
 	h.mu.Unlock()
 	cfg := h.cfg
-	if h.resolve != nil {
-		created, err := readCreated(ctx, h.cfg.Log, id)
-		if err != nil {
-			return nil, err
-		}
-		if cfg, err = h.resolve(ctx, id, created); err != nil {
-			return nil, err
-		}
-		cfg.Log = h.cfg.Log
-	}
 	cfg.Session = id
-	s, err := OpenSession(ctx, cfg)
+	s, err := openSession(ctx, cfg, h.resolve)
 	if err != nil {
 		return nil, err
 	}
@@ -142,22 +129,6 @@ func (h *Host) Get(id string) (*Session, bool) {
 	defer h.mu.Unlock()
 	s, ok := h.sessions[id]
 	return s, ok
-}
-
-// readCreated reads a session's first event.
-func readCreated(ctx context.Context, log store.Log, id string) (*SessionCreated, error) {
-	evs, err := log.Read(ctx, id, 1, 1)
-	if err != nil {
-		return nil, err
-	}
-	if len(evs) == 0 || evs[0].Type != EvSessionCreated {
-		return nil, fmt.Errorf("engine: session %s has no %s event: %w", id, EvSessionCreated, store.ErrNotFound)
-	}
-	var c SessionCreated
-	if err := json.Unmarshal(evs[0].Data, &c); err != nil {
-		return nil, fmt.Errorf("%w: session %s seq 1: %v", ErrCorruptLog, id, err)
-	}
-	return &c, nil
 }
 
 // Sessions lists the ids of the sessions this host has open, sorted.
@@ -182,6 +153,22 @@ func (h *Host) Dispose(ctx context.Context, id string) error {
 		return nil
 	}
 	return s.Close(ctx)
+}
+
+// Reopen disposes of an idle session's driver, so that the next Open
+// resolves its config again (after pipeline/changed). It refuses with
+// ErrBusy unless the session is idle.
+func (h *Host) Reopen(ctx context.Context, id string) error {
+	h.mu.Lock()
+	s, ok := h.sessions[id]
+	h.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if s.Phase() != DriverIdle {
+		return ErrBusy
+	}
+	return h.Dispose(ctx, id)
 }
 
 // Close disposes of every session.

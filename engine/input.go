@@ -143,6 +143,21 @@ func (m *Machine) appendWith(ctx context.Context, build func(*move) ([]string, e
 	}
 }
 
+// ChangePipeline records new settings for the session (pipeline/changed):
+// from the next turn on it runs with them. It is refused while a turn is
+// open.
+func (m *Machine) ChangePipeline(ctx context.Context, d PipelineChanged) error {
+	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
+		if m.st.TurnOpen {
+			return nil, fmt.Errorf("%w: turn %d of session %s is open; change the pipeline between turns (or cancel it first)", ErrRefused, m.st.Turn, m.st.Session)
+		}
+		mv.add(EvPipelineChanged, d)
+		mv.sync = true
+		return nil, nil
+	})
+	return err
+}
+
 // Abort ends the open turn early with reason "aborted" and the cause as
 // plain data. Text a cancelled stream had shown is kept as an interrupted
 // assistant message; calls that started and never recorded a result get

@@ -225,6 +225,23 @@ func Open(ctx context.Context, cfg Config) (*Machine, error) {
 	return m, nil
 }
 
+// reconfigure sets the pipeline, provider and model a machine runs with
+// (a host resolving them from the session's settings, after the fold).
+func (m *Machine) reconfigure(rc Config) {
+	if rc.Pipeline != nil {
+		m.cfg.Pipeline = rc.Pipeline
+	}
+	if rc.Provider != nil {
+		m.cfg.Provider = rc.Provider
+	}
+	if rc.Model != "" {
+		m.cfg.Model = rc.Model
+	}
+	if rc.MaxTokens != 0 {
+		m.cfg.MaxTokens = rc.MaxTokens
+	}
+}
+
 // State returns a copy of the folded state, safe to keep and read while
 // the machine goes on.
 func (m *Machine) State() *State { return m.st.Clone() }

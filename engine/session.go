@@ -103,6 +103,12 @@ type Session struct {
 // A turn a process that died left open goes on at the next drain (see
 // Machine.Advance); nothing is repaired here.
 func OpenSession(ctx context.Context, cfg Config) (*Session, error) {
+	return openSession(ctx, cfg, nil)
+}
+
+// openSession is OpenSession; with resolve, the session's pipeline,
+// provider and model come from its settings once the log is folded.
+func openSession(ctx context.Context, cfg Config, resolve Resolver) (*Session, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -121,6 +127,14 @@ func OpenSession(ctx context.Context, cfg Config) (*Session, error) {
 	m, err := Open(ctx, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if resolve != nil {
+		set := m.st.Settings
+		rc, err := resolve(ctx, cfg.Session, &set)
+		if err != nil {
+			return nil, err
+		}
+		m.reconfigure(rc)
 	}
 	s.m = m
 	s.waiting = waitingCalls(m.st)
@@ -578,6 +592,13 @@ func (s *Session) Decide(ctx context.Context, ds ...Decision) error {
 		s.Wake()
 	}
 	return nil
+}
+
+// ChangePipeline records new settings while the session is idle (see
+// Machine.ChangePipeline); the session runs with them once reopened (see
+// Host.Reopen).
+func (s *Session) ChangePipeline(ctx context.Context, d PipelineChanged) error {
+	return s.exclusive(func() error { return s.m.ChangePipeline(ctx, d) })
 }
 
 // Step makes one transition while the session is idle (its public status

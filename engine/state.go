@@ -24,6 +24,9 @@ type State struct {
 	Session string
 	Head    uint64
 	Created *SessionCreated
+	// Settings are the session's settings now: session/created's, with
+	// the latest pipeline/changed applied.
+	Settings SessionCreated
 	// Writer is the id of the incarnation whose session/writer event is
 	// the latest: the events since are its own.
 	Writer string
@@ -302,6 +305,7 @@ func (s *State) apply(e store.Event) error {
 			return err
 		}
 		s.Created = &d
+		s.Settings = d
 
 	case EvInboxSpliced:
 		var d InboxSpliced
@@ -642,6 +646,16 @@ func (s *State) apply(e store.Event) error {
 			s.Phase = PhaseNeedInference
 			s.CompactedInStep = true
 		}
+
+	case EvPipelineChanged:
+		var d PipelineChanged
+		if err := s.decode(e, &d); err != nil {
+			return err
+		}
+		if s.TurnOpen {
+			return s.corrupt(e.Seq, "the pipeline changes inside turn %d; it may change only between turns", s.Turn)
+		}
+		s.Settings.Pipeline, s.Settings.Model, s.Settings.Settings = d.Pipeline, d.Model, d.Settings
 
 	case EvSessionWriter:
 		var d SessionWriter

@@ -66,6 +66,14 @@ type CreateRequest struct {
 	CreatedBy string `json:"created_by,omitempty"`
 }
 
+// SettingsRequest is the body of POST /v1/sessions/{id}/settings: new
+// settings (as a create's) the session runs with from its next turn.
+type SettingsRequest struct {
+	Settings json.RawMessage   `json:"settings"`
+	Secrets  map[string]string `json:"secrets,omitempty"`
+	By       string            `json:"by,omitempty"`
+}
+
 // Session is the answer of GET /v1/sessions/{id} and of a create.
 type Session struct {
 	engine.Summary

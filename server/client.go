@@ -153,6 +153,13 @@ func (c *Client) Step(ctx context.Context, id string) (*Stepped, error) {
 	return &out, c.do(ctx, http.MethodPost, sessionPath(id, "step"), struct{}{}, &out)
 }
 
+// ChangeSettings records new settings the session runs with from its
+// next turn.
+func (c *Client) ChangeSettings(ctx context.Context, id string, req SettingsRequest) (*Session, error) {
+	var out Session
+	return &out, c.do(ctx, http.MethodPost, sessionPath(id, "settings"), req, &out)
+}
+
 // Decide records decisions for waiting calls.
 func (c *Client) Decide(ctx context.Context, id string, req DecideRequest) (*Decided, error) {
 	var out Decided

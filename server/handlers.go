@@ -74,6 +74,47 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
+// settings records new settings for a session (pipeline/changed), checked
+// as a create's are, and reopens its driver so they take effect.
+func (s *Server) settings(w http.ResponseWriter, r *http.Request) {
+	var req SettingsRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if len(req.Settings) == 0 || !json.Valid(req.Settings) {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "settings are missing or not JSON")
+		return
+	}
+	sess, ok := s.session(w, r)
+	if !ok {
+		return
+	}
+	info := engine.SessionCreated{Settings: req.Settings}
+	if s.o.Prepare != nil {
+		var err error
+		if info, err = s.o.Prepare(r.Context(), &CreateRequest{ID: sess.ID(), Settings: req.Settings, Secrets: req.Secrets}); err != nil {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+			return
+		}
+	}
+	if err := sess.ChangePipeline(r.Context(), engine.PipelineChanged{Pipeline: info.Pipeline, Model: info.Model, Settings: info.Settings, By: req.By}); err != nil {
+		if errors.Is(err, engine.ErrRefused) {
+			writeError(w, http.StatusConflict, CodeBusy, strings.TrimPrefix(err.Error(), "engine: refused: "))
+			return
+		}
+		fail(w, err)
+		return
+	}
+	if len(req.Secrets) > 0 {
+		s.Secrets(sess.ID(), req.Secrets)
+	}
+	if err := s.host.Reopen(r.Context(), sess.ID()); err != nil {
+		fail(w, err)
+		return
+	}
+	s.get(w, r)
+}
+
 // Secrets hands the owner in-memory secrets (API keys) for a session it
 // will open, as a create request's Secrets do for a new one.
 func (s *Server) Secrets(id string, secrets map[string]string) {

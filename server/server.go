@@ -48,8 +48,9 @@ type Options struct {
 	// clock, limits); Resolve fills in the rest.
 	Base engine.Config
 	// Resolve builds the config a session runs with (pipeline, provider,
-	// model) from its session/created event and the secrets its creator
-	// handed over (kept in memory only).
+	// model) from its settings (session/created's, with the latest
+	// pipeline/changed applied) and the secrets its creator handed over
+	// (kept in memory only).
 	Resolve func(ctx context.Context, id string, created *engine.SessionCreated, secrets map[string]string) (engine.Config, error)
 	// Prepare checks a create request's settings (the pipeline loads, the
 	// provider is known) before anything is written, and returns what
@@ -97,22 +98,11 @@ func New(o Options) (*Server, error) {
 	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{}}
 	base := o.Base
 	base.Log = o.Log
-	s.host = engine.NewHostWith(base, func(ctx context.Context, id string, created *engine.SessionCreated) (engine.Config, error) {
+	s.host = engine.NewHostWith(base, func(ctx context.Context, id string, settings *engine.SessionCreated) (engine.Config, error) {
 		s.mu.Lock()
 		sec := s.secrets[id]
 		s.mu.Unlock()
-		cfg, err := o.Resolve(ctx, id, created, sec)
-		if err != nil {
-			return cfg, err
-		}
-		// The owner's base settings hold for every session.
-		if cfg.Durability == 0 {
-			cfg.Durability = base.Durability
-		}
-		if cfg.Clock == nil {
-			cfg.Clock = base.Clock
-		}
-		return cfg, nil
+		return o.Resolve(ctx, id, settings, sec)
 	})
 	s.routes()
 	return s, nil
@@ -190,6 +180,7 @@ var table = []route{
 	{"POST /v1/sessions/{id}/resume", func(s *Server) http.HandlerFunc { return s.resume }},
 	{"POST /v1/sessions/{id}/step", func(s *Server) http.HandlerFunc { return s.step }},
 	{"POST /v1/sessions/{id}/decisions", func(s *Server) http.HandlerFunc { return s.decide }},
+	{"POST /v1/sessions/{id}/settings", func(s *Server) http.HandlerFunc { return s.settings }},
 	{"GET /v1/sessions/{id}/events", func(s *Server) http.HandlerFunc { return s.events }},
 	{"GET /v1/sessions/{id}/stream", func(s *Server) http.HandlerFunc { return s.stream }},
 	{"GET /v1/approvals", func(s *Server) http.HandlerFunc { return s.approvals }},
