@@ -73,6 +73,11 @@ type Config struct {
 	// it did not trust). Default: nowhere.
 	Warn func(msg string)
 
+	// Passive sessions record input, decisions and cancellations but never
+	// drive (Wake does nothing): a short command that only records, while
+	// another process or a later one drives.
+	Passive bool
+
 	// Writer names this incarnation: the first transition it appends
 	// opens with a session/writer event, and every tool call it starts
 	// names it. A call started by another writer and never answered is

@@ -277,6 +277,9 @@ func (s *Session) isClosed() bool {
 // latches, so the running drain picks the new input up before it stops;
 // during maintenance the drain starts when maintenance ends.
 func (s *Session) Wake() {
+	if s.m.cfg.Passive {
+		return
+	}
 	s.statusMu.Lock()
 	defer s.statusMu.Unlock()
 	s.mu.Lock()

@@ -111,6 +111,9 @@ type Queued struct {
 type CancelRequest struct {
 	Reason    string `json:"reason,omitempty"`
 	KeepInbox bool   `json:"keep_inbox,omitempty"`
+	// Cause is who cancels: "user" (the default) or "parent" (a supervisor,
+	// a hung-up terminal, a closed output).
+	Cause string `json:"cause,omitempty"`
 }
 
 // Canceled is the answer to a cancel.

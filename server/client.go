@@ -108,62 +108,92 @@ func sessionPath(id, verb string) string {
 // Health asks whether the owner is alive.
 func (c *Client) Health(ctx context.Context) (*Health, error) {
 	var h Health
-	return &h, c.do(ctx, http.MethodGet, "/v1/health", nil, &h)
+	if err := c.do(ctx, http.MethodGet, "/v1/health", nil, &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
 }
 
 // Sessions lists the store's sessions, newest activity first.
 func (c *Client) Sessions(ctx context.Context) (*Sessions, error) {
 	var s Sessions
-	return &s, c.do(ctx, http.MethodGet, "/v1/sessions", nil, &s)
+	if err := c.do(ctx, http.MethodGet, "/v1/sessions", nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
 }
 
 // Create makes a session.
 func (c *Client) Create(ctx context.Context, req *CreateRequest) (*Session, error) {
 	var s Session
-	return &s, c.do(ctx, http.MethodPost, "/v1/sessions", req, &s)
+	if err := c.do(ctx, http.MethodPost, "/v1/sessions", req, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
 }
 
 // Session returns one session.
 func (c *Client) Session(ctx context.Context, id string) (*Session, error) {
 	var s Session
-	return &s, c.do(ctx, http.MethodGet, sessionPath(id, ""), nil, &s)
+	if err := c.do(ctx, http.MethodGet, sessionPath(id, ""), nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
 }
 
 // Input queues text with a verb: send, followup, steer or inject.
 func (c *Client) Input(ctx context.Context, id, verb, text string) (*Queued, error) {
 	var q Queued
-	return &q, c.do(ctx, http.MethodPost, sessionPath(id, verb), Input{Text: text}, &q)
+	if err := c.do(ctx, http.MethodPost, sessionPath(id, verb), Input{Text: text}, &q); err != nil {
+		return nil, err
+	}
+	return &q, nil
 }
 
 // Cancel ends the session's running or parked turn.
 func (c *Client) Cancel(ctx context.Context, id string, req CancelRequest) (*Canceled, error) {
 	var out Canceled
-	return &out, c.do(ctx, http.MethodPost, sessionPath(id, "cancel"), req, &out)
+	if err := c.do(ctx, http.MethodPost, sessionPath(id, "cancel"), req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Resume wakes the session's driver.
 func (c *Client) Resume(ctx context.Context, id string) (*Woken, error) {
 	var out Woken
-	return &out, c.do(ctx, http.MethodPost, sessionPath(id, "resume"), struct{}{}, &out)
+	if err := c.do(ctx, http.MethodPost, sessionPath(id, "resume"), struct{}{}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Step makes one transition of an idle session.
 func (c *Client) Step(ctx context.Context, id string) (*Stepped, error) {
 	var out Stepped
-	return &out, c.do(ctx, http.MethodPost, sessionPath(id, "step"), struct{}{}, &out)
+	if err := c.do(ctx, http.MethodPost, sessionPath(id, "step"), struct{}{}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // ChangeSettings records new settings the session runs with from its
 // next turn.
 func (c *Client) ChangeSettings(ctx context.Context, id string, req SettingsRequest) (*Session, error) {
 	var out Session
-	return &out, c.do(ctx, http.MethodPost, sessionPath(id, "settings"), req, &out)
+	if err := c.do(ctx, http.MethodPost, sessionPath(id, "settings"), req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Decide records decisions for waiting calls.
 func (c *Client) Decide(ctx context.Context, id string, req DecideRequest) (*Decided, error) {
 	var out Decided
-	return &out, c.do(ctx, http.MethodPost, sessionPath(id, "decisions"), req, &out)
+	if err := c.do(ctx, http.MethodPost, sessionPath(id, "decisions"), req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Events reads a session's log from a seq (limit 0: to the head).
@@ -179,7 +209,10 @@ func (c *Client) Events(ctx context.Context, id string, from uint64, limit int) 
 // Approvals lists the calls waiting for a person in every session.
 func (c *Client) Approvals(ctx context.Context) (*Approvals, error) {
 	var out Approvals
-	return &out, c.do(ctx, http.MethodGet, "/v1/approvals", nil, &out)
+	if err := c.do(ctx, http.MethodGet, "/v1/approvals", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // ErrStop, returned by a Stream callback, ends the stream without error.

@@ -183,7 +183,16 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rec, err := sess.Cancel(r.Context(), engine.Cause{Kind: engine.CauseUser, Reason: req.Reason}, req.KeepInbox)
+	kind := engine.CauseUser
+	switch req.Cause {
+	case "", engine.CauseUser:
+	case engine.CauseParent:
+		kind = engine.CauseParent
+	default:
+		writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("cause %q is neither user nor parent", req.Cause))
+		return
+	}
+	rec, err := sess.Cancel(r.Context(), engine.Cause{Kind: kind, Reason: req.Reason}, req.KeepInbox)
 	if err != nil {
 		fail(w, err)
 		return

@@ -108,6 +108,13 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
+// SetToken replaces the token TCP clients must present.
+func (s *Server) SetToken(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.o.Token = token
+}
+
 // Host returns the engine host that drives the sessions.
 func (s *Server) Host() *engine.Host { return s.host }
 
@@ -153,11 +160,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) authorized(r *http.Request) bool {
-	if s.o.Token == "" {
+	s.mu.Lock()
+	token := s.o.Token
+	s.mu.Unlock()
+	if token == "" {
 		return false
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.o.Token)) == 1
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
 // route is one API route.

@@ -140,6 +140,7 @@ func newApp(env *cliEnv) *cli.App {
 			stepCommand(env),
 			logCommand(env),
 			sessionsCommand(env),
+			serveCommand(env),
 			opsCommand(env),
 			{
 				Name:      "version",

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -12,28 +11,10 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/server"
+	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/wasmhost"
 )
-
-// openMachine opens the store and a session's machine with no pipeline or
-// provider: for commands that only record input or decisions. The returned
-// func closes the store.
-func openMachine(ctx context.Context, c *cli.Context, env *cliEnv, id string) (*engine.Machine, func(), error) {
-	log, err := openStore(c, env, readWrite)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := existing(ctx, log, id); err != nil {
-		log.Close()
-		return nil, nil, err
-	}
-	m, err := engine.Open(ctx, engine.Config{Log: log, Session: id})
-	if err != nil {
-		log.Close()
-		return nil, nil, fail(exitFailure, "open session %s: %v", id, err)
-	}
-	return m, func() { log.Close() }, nil
-}
 
 func decideCommand(env *cliEnv, verb string) *cli.Command {
 	allow := verb == "approve"
@@ -45,7 +26,7 @@ func decideCommand(env *cliEnv, verb string) *cli.Command {
 Examples:
    wagent %[1]s 20261130-a1b2c3 call_1
    wagent %[1]s 20261130-a1b2c3 --all
-   wagent resume 20261130-a1b2c3     # then let the turn go on`, verb),
+   wagent resume 20261130-a1b2c3     # then let the turn go on (a running owner goes on by itself)`, verb),
 		Flags: []cli.Flag{storeFlag,
 			&cli.BoolFlag{Name: "all", Usage: "decide every waiting call"},
 			&cli.BoolFlag{Name: "always", Usage: "remember the decision for this tool in this session"},
@@ -61,49 +42,60 @@ Examples:
 			if len(ids) == 0 && !c.Bool("all") {
 				return fail(exitUsage, "name the calls to %s, or pass --all", verb)
 			}
+			if err := store.ValidSessionID(id); err != nil {
+				return fail(exitUsage, "%v", err)
+			}
 			ctx := context.Background()
-			m, done, err := openMachine(ctx, c, env, id)
+			cn, err := connect(ctx, c, env, modeRecord)
 			if err != nil {
 				return err
 			}
-			defer done()
-			waiting := m.State().Waiting()
-			if c.Bool("all") {
-				ids = waiting
+			defer cn.close()
+			req := server.DecideRequest{All: c.Bool("all"), Who: c.String("who")}
+			if req.All {
+				req.Decisions = []server.Decision{{Allow: allow, Always: c.Bool("always"), Note: c.String("note")}}
 			}
-			if len(ids) == 0 {
-				return fail(exitFailure, "session %s is not waiting for a decision", id)
-			}
-			scope := hostabi.ScopeOnce
-			if c.Bool("always") {
-				scope = hostabi.ScopeAlways
-			}
-			var ds []engine.Decision
 			for _, cid := range ids {
-				ds = append(ds, engine.Decision{CallID: cid, Allow: allow, Scope: scope, Who: c.String("who"), Note: c.String("note")})
+				req.Decisions = append(req.Decisions, server.Decision{CallID: cid, Allow: allow, Always: c.Bool("always"), Note: c.String("note")})
 			}
-			if err := m.Decide(ctx, ds...); err != nil {
-				if errors.Is(err, engine.ErrRefused) {
-					return fail(exitFailure, "%v", strings.TrimPrefix(err.Error(), "engine: refused: "))
+			res, err := cn.client.Decide(ctx, id, req)
+			if err != nil {
+				if server.IsCode(err, server.CodeNotWaiting) && req.All {
+					return fail(exitFailure, "session %s is not waiting for a decision", id)
 				}
-				return fail(exitFailure, "%v", err)
+				return apiFail(err)
 			}
 			past := map[bool]string{true: "allowed", false: "denied"}[allow]
-			for _, cid := range ids {
+			for _, cid := range res.Decided {
 				fmt.Fprintf(env.stdout, "%s %s\n", past, cid)
 			}
-			if left := m.State().Waiting(); len(left) > 0 {
+			switch {
+			case len(res.Waiting) > 0:
+				var left []string
+				for _, w := range res.Waiting {
+					left = append(left, w.ID)
+				}
 				fmt.Fprintf(env.stdout, "still waiting: %s\n", strings.Join(left, " "))
-			} else {
+			case cn.own != nil:
 				fmt.Fprintf(env.stdout, "continue with: wagent resume %s\n", id)
+			default:
+				fmt.Fprintf(env.stdout, "the session goes on in its owner (pid %d); follow it with: wagent log -f %s\n", ownerPID(ctx, cn), id)
 			}
 			return nil
 		},
 	}
 }
 
+func ownerPID(ctx context.Context, cn *conn) int {
+	h, err := cn.client.Health(ctx)
+	if err != nil {
+		return 0
+	}
+	return h.PID
+}
+
 func inputCommand(env *cliEnv, verb string) *cli.Command {
-	list, usage := engine.ListNextTurn, "queue a prompt for its own turn (wagent resume runs it)"
+	list, usage := engine.ListNextTurn, "queue a prompt for its own turn (wagent resume runs it, or the running owner)"
 	if verb == "steer" {
 		list, usage = engine.ListNextStep, "queue steering for the next step of the running or next turn"
 	}
@@ -119,17 +111,21 @@ Example:
 			if err := needArgs(c, 2, 2, "SESSION TEXT"); err != nil {
 				return err
 			}
+			id := c.Args().Get(0)
+			if err := store.ValidSessionID(id); err != nil {
+				return fail(exitUsage, "%v", err)
+			}
 			ctx := context.Background()
-			m, done, err := openMachine(ctx, c, env, c.Args().Get(0))
+			cn, err := connect(ctx, c, env, modeRecord)
 			if err != nil {
 				return err
 			}
-			defer done()
-			ids, err := m.Enqueue(ctx, list, hostabi.InputMessage{Content: c.Args().Get(1)})
+			defer cn.close()
+			q, err := cn.client.Input(ctx, id, verb, c.Args().Get(1))
 			if err != nil {
-				return fail(exitFailure, "%v", err)
+				return apiFail(err)
 			}
-			fmt.Fprintf(env.stdout, "queued %s on %s\n", ids[0], list)
+			fmt.Fprintf(env.stdout, "queued %s on %s\n", q.MessageID, list)
 			return nil
 		},
 	}
@@ -138,7 +134,7 @@ Example:
 func cancelCommand(env *cliEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "cancel",
-		Usage: "end a session's open turn (one waiting for a decision) and discard its queued input",
+		Usage: "end a session's open turn (running, or waiting for a decision) and discard its queued input",
 		UsageText: `wagent cancel SESSION [--keep-inbox] [--reason TEXT]
 
 Example:
@@ -151,25 +147,31 @@ Example:
 			if err := needArgs(c, 1, 1, "SESSION"); err != nil {
 				return err
 			}
+			id := c.Args().First()
+			if err := store.ValidSessionID(id); err != nil {
+				return fail(exitUsage, "%v", err)
+			}
 			ctx := context.Background()
-			m, done, err := openMachine(ctx, c, env, c.Args().First())
+			cn, err := connect(ctx, c, env, modeRecord)
 			if err != nil {
 				return err
 			}
-			defer done()
-			st := m.State()
-			wasOpen, queued := st.TurnOpen, len(st.NextTurn)+len(st.NextStep)
-			if err := m.Abort(ctx, engine.Cause{Kind: engine.CauseUser, Reason: c.String("reason")}, c.Bool("keep-inbox")); err != nil {
-				return fail(exitFailure, "%v", err)
+			defer cn.close()
+			before, err := cn.client.Session(ctx, id)
+			if err != nil {
+				return apiFail(err)
+			}
+			if _, err := cn.client.Cancel(ctx, id, server.CancelRequest{Reason: c.String("reason"), KeepInbox: c.Bool("keep-inbox")}); err != nil {
+				return apiFail(err)
 			}
 			switch {
-			case wasOpen:
-				fmt.Fprintf(env.stdout, "turn %d aborted\n", st.Turn)
+			case before.TurnOpen || before.Status == string(engine.DriverRunning):
+				fmt.Fprintf(env.stdout, "turn %d aborted\n", before.Turns)
 			default:
 				fmt.Fprintln(env.stdout, "no turn was open")
 			}
-			if !c.Bool("keep-inbox") && queued > 0 {
-				fmt.Fprintf(env.stdout, "discarded %d queued message(s)\n", queued)
+			if !c.Bool("keep-inbox") && before.Queued > 0 {
+				fmt.Fprintf(env.stdout, "discarded %d queued message(s)\n", before.Queued)
 			}
 			return nil
 		},
@@ -190,29 +192,34 @@ Example:
 				return err
 			}
 			id := c.Args().First()
+			if err := store.ValidSessionID(id); err != nil {
+				return fail(exitUsage, "%v", err)
+			}
 			ctx, _, stop := signalContext()
 			defer stop()
-			p, err := prepare(ctx, c, env, id, false)
+			cn, err := connect(ctx, c, env, modeDrive)
 			if err != nil {
 				return err
 			}
-			defer p.close()
+			defer cn.close()
+			if _, err := cn.client.Session(ctx, id); err != nil {
+				return apiFail(err)
+			}
+			res, err := cn.client.Step(ctx, id)
+			if err != nil {
+				return apiFail(err)
+			}
 			out := newPrinter(env, c.Bool("json"), id)
 			out.verbose = true
-			m, err := engine.Open(ctx, engine.Config{Log: p.log, Session: id, Pipeline: p.loaded.Pipeline, Provider: p.prov, Model: p.s.Model, Durability: engine.SyncAtBoundaries, Observer: out.live})
-			if err != nil {
-				return fail(exitFailure, "open session %s: %v", id, err)
+			for i := range res.Events {
+				out.live(engine.Live{Kind: "event", Session: id, Event: &res.Events[i]})
 			}
-			o, err := m.Advance(ctx)
 			out.finish()
-			if err != nil {
-				return fail(exitFailure, "%v", err)
-			}
-			switch o {
-			case engine.Waiting:
-				out.waitingIDs(m.State())
+			switch res.Outcome {
+			case engine.Waiting.String():
+				out.waiting(res.Waiting)
 				return &exitError{code: exitWaiting}
-			case engine.Idle:
+			case engine.Idle.String():
 				if !out.json {
 					fmt.Fprintln(env.stdout, "nothing to do: the session is idle")
 				}
@@ -226,42 +233,71 @@ func logCommand(env *cliEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "log",
 		Usage: "show a session as turns and steps, or as one log event per line",
-		UsageText: `wagent log SESSION [--json]
+		UsageText: `wagent log SESSION [--json] [-f]
 
 Examples:
    wagent log 20261130-a1b2c3
-   wagent log 20261130-a1b2c3 --json | jq .type`,
-		Flags: []cli.Flag{storeFlag, &cli.BoolFlag{Name: "json", Usage: "one log event per line"}},
+   wagent log 20261130-a1b2c3 --json | jq .type
+   wagent log -f 20261130-a1b2c3       # follow it while it runs`,
+		Flags: []cli.Flag{storeFlag, &cli.BoolFlag{Name: "json", Usage: "one log event per line"},
+			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing events as they are appended (Ctrl-C stops)"}},
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 1, 1, "SESSION"); err != nil {
 				return err
 			}
-			ctx := context.Background()
-			log, err := openStore(c, env, readOnly)
-			if err != nil {
-				return err
-			}
-			defer log.Close()
 			id := c.Args().First()
-			if err := existing(ctx, log, id); err != nil {
+			if err := store.ValidSessionID(id); err != nil {
+				return fail(exitUsage, "%v", err)
+			}
+			ctx, _, stop := signalContext()
+			defer stop()
+			cn, err := connect(ctx, c, env, modeRead)
+			if err != nil {
 				return err
 			}
-			evs, err := log.Read(ctx, id, 1, 0)
+			defer cn.close()
+			evs, err := cn.client.Events(ctx, id, 1, 0)
 			if err != nil {
-				return fail(exitFailure, "%v", err)
+				return apiFail(err)
 			}
 			// Shown as stored, broken or not; a log the fold refuses is
 			// said so after it, and the command fails.
-			_, broken := engine.Fold(id, evs)
 			if c.Bool("json") {
-				for _, e := range evs {
+				for _, e := range evs.Events {
 					printJSON(env.stdout, e)
 				}
-			} else if err := renderLog(env, id, evs); err != nil {
+			} else if err := renderLog(env, id, evs.Events); err != nil {
 				return err
 			}
-			if broken != nil {
-				return fail(exitFailure, "warning: %s; the events are shown as stored, but no wagent command will advance this session (restore it, or fork it before that seq)", strings.TrimPrefix(broken.Error(), "engine: log breaks an invariant: "))
+			if evs.Broken != "" {
+				return fail(exitFailure, "warning: %s; the events are shown as stored, but no wagent command will advance this session (restore it, or fork it before that seq)", evs.Broken)
+			}
+			if !c.Bool("follow") {
+				return nil
+			}
+			if cn.own != nil {
+				fmt.Fprintf(env.stderr, "wagent: no process is running the store; nothing will be appended until one does (follow it then)\n")
+				return nil
+			}
+			out := newPrinter(env, c.Bool("json"), id)
+			err = cn.client.Stream(ctx, id, evs.Head+1, func(ev server.StreamEvent) error {
+				if ev.Kind == "event" && c.Bool("json") {
+					printJSON(env.stdout, ev.Event)
+					return nil
+				}
+				if ev.Kind == "event" {
+					return renderLog(env, id, []store.Event{*ev.Event})
+				}
+				if ev.Kind == "delta" && !c.Bool("json") {
+					out.live(engine.Live{Kind: "delta", Session: id, Text: ev.Text})
+				}
+				return nil
+			})
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				return fail(exitFailure, "following %s: %v (the store's owner went away?)", id, err)
 			}
 			return nil
 		},
@@ -271,7 +307,7 @@ Examples:
 func sessionsCommand(env *cliEnv) *cli.Command {
 	return &cli.Command{
 		Name:      "sessions",
-		Usage:     "list the sessions in the store",
+		Usage:     "list the sessions in the store, newest activity first",
 		UsageText: "wagent sessions [--json]\n\nExample:\n   wagent sessions",
 		Flags:     []cli.Flag{storeFlag, &cli.BoolFlag{Name: "json", Usage: "one JSON object per session"}},
 		Action: func(c *cli.Context) error {
@@ -279,43 +315,45 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 				return err
 			}
 			ctx := context.Background()
-			log, err := openStore(c, env, readOnly)
+			cn, err := connect(ctx, c, env, modeRead)
 			if err != nil {
 				return err
 			}
-			defer log.Close()
-			ids, err := log.Sessions(ctx)
+			defer cn.close()
+			list, err := cn.client.Sessions(ctx)
 			if err != nil {
-				return fail(exitFailure, "%v", err)
+				return apiFail(err)
 			}
-			for _, id := range ids {
-				st, _, err := readState(ctx, log, id)
-				status := "idle"
+			for _, s := range list.Sessions {
+				status := s.Status
 				switch {
-				case err != nil:
-					status = "unreadable: " + oneLine(err.Error())
-				case len(st.Waiting()) > 0:
-					status = "waiting for a decision: " + strings.Join(st.Waiting(), " ")
-				case st.TurnOpen:
-					status = fmt.Sprintf("turn %d open (a process is running it, or it stopped: wagent resume goes on with it)", st.Turn)
-				case len(st.NextTurn)+len(st.NextStep) > 0:
-					status = fmt.Sprintf("%d queued", len(st.NextTurn)+len(st.NextStep))
+				case strings.HasPrefix(s.Status, "broken"):
+					status = "unreadable: " + strings.TrimPrefix(s.Status, "broken: ")
+				case len(s.Waiting) > 0:
+					var ids []string
+					for _, w := range s.Waiting {
+						ids = append(ids, w.ID)
+					}
+					status = fmt.Sprintf("waiting for %d approval(s): %s", len(s.Waiting), strings.Join(ids, " "))
+				case s.Status == string(engine.DriverRunning):
+					status = "running"
+				case s.TurnOpen:
+					status = fmt.Sprintf("turn %d open (it stopped: wagent resume goes on with it)", s.Turns)
+				case s.Queued > 0:
+					status = fmt.Sprintf("idle, %d queued", s.Queued)
 				}
 				if c.Bool("json") {
-					row := map[string]any{"session": id, "status": status}
-					if st != nil {
-						row["turns"], row["events"] = st.Turn, st.Head
-					}
-					printJSON(env.stdout, row)
+					printJSON(env.stdout, map[string]any{"session": s.ID, "status": status, "turns": s.Turns, "events": s.Head, "title": s.Title,
+						"usage": s.Usage, "last_activity": s.LastActivity})
 					continue
 				}
-				turns := 0
-				if st != nil {
-					turns = st.Turn
+				turns := "1 turn "
+				if s.Turns != 1 {
+					turns = fmt.Sprintf("%d turns", s.Turns)
 				}
-				fmt.Fprintf(env.stdout, "%-28s %4d turns  %s\n", id, turns, status)
+				fmt.Fprintf(env.stdout, "%-28s %9s  %-40s  %s\n", s.ID, turns, compact(s.Title, 40), status)
 			}
-			if len(ids) == 0 && !c.Bool("json") {
+			if len(list.Sessions) == 0 && !c.Bool("json") {
 				fmt.Fprintln(env.stdout, "no sessions yet: wagent run \"…\" starts one")
 			}
 			return nil

@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,8 +22,8 @@ import (
 	"github.com/wagent/wagent/engine/provider/script"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/pipeline"
+	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
-	"github.com/wagent/wagent/store/badger"
 	"github.com/wagent/wagent/wasmhost"
 )
 
@@ -87,24 +85,15 @@ Example:
 	}
 }
 
-func newSessionID() string {
-	var b [3]byte
-	rand.Read(b[:])
-	return time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
-}
-
-// resolve merges flags over the settings a session was created with.
-func resolve(c *cli.Context, env *cliEnv, recorded settings) (settings, error) {
+// flagSettings merges the command's flags over a session's recorded
+// settings (absolute paths; defaults and checks come after).
+func flagSettings(c *cli.Context, recorded settings) settings {
 	s := recorded
 	abs := func(p string) string {
-		if p == "" {
-			return ""
+		if a, err := filepath.Abs(p); err == nil {
+			return a
 		}
-		a, err := filepath.Abs(p)
-		if err != nil {
-			return p
-		}
-		return a
+		return p
 	}
 	if v := c.String("pipeline"); v != "" {
 		s.Pipeline = abs(v)
@@ -121,6 +110,11 @@ func resolve(c *cli.Context, env *cliEnv, recorded settings) (settings, error) {
 	if v := c.String("model"); v != "" {
 		s.Model = v
 	}
+	return s
+}
+
+// withDefaults fills in what the settings leave to the environment.
+func (s settings) withDefaults(env *cliEnv) settings {
 	if s.Provider == "" {
 		s.Provider = "openai"
 		if s.Script != "" {
@@ -130,26 +124,41 @@ func resolve(c *cli.Context, env *cliEnv, recorded settings) (settings, error) {
 	if s.Model == "" {
 		s.Model = env.getenv("WAGENT_MODEL")
 	}
+	return s
+}
+
+// check says what the settings lack, as a usage error.
+func (s settings) check() error {
 	switch s.Provider {
 	case "script":
 		if s.Script == "" {
-			return s, fail(exitUsage, "--provider script needs --script FILE")
+			return fail(exitUsage, "--provider script needs --script FILE")
 		}
-	case "openai":
+	case "openai", "anthropic":
 		if s.Model == "" {
-			return s, fail(exitUsage, "--provider openai needs a model: pass --model NAME or set WAGENT_MODEL")
-		}
-	case "anthropic":
-		if s.Model == "" {
-			return s, fail(exitUsage, "--provider anthropic needs a model: pass --model NAME or set WAGENT_MODEL")
+			return fail(exitUsage, "--provider %s needs a model: pass --model NAME or set WAGENT_MODEL", s.Provider)
 		}
 	default:
-		return s, fail(exitUsage, "unknown --provider %q: use openai, anthropic or script", s.Provider)
+		return fail(exitUsage, "unknown --provider %q: use openai, anthropic or script", s.Provider)
 	}
-	return s, nil
+	return nil
 }
 
-func buildProvider(c *cli.Context, env *cliEnv, s settings) (provider.Provider, error) {
+// apiKey is the key a command hands its owner: --api-key, or the
+// provider's usual environment variable.
+func apiKey(c *cli.Context, env *cliEnv, s settings) string {
+	if k := c.String("api-key"); k != "" {
+		return k
+	}
+	if s.Provider == "anthropic" {
+		return env.getenv("ANTHROPIC_API_KEY")
+	}
+	return env.getenv("OPENAI_API_KEY")
+}
+
+// buildProvider makes the settings' provider; key, if set, is the API key
+// a client handed over (otherwise the owner's environment's).
+func buildProvider(env *cliEnv, s settings, key string) (provider.Provider, error) {
 	switch s.Provider {
 	case "script":
 		p, err := script.Load(s.Script)
@@ -165,7 +174,7 @@ func buildProvider(c *cli.Context, env *cliEnv, s settings) (provider.Provider, 
 		} else {
 			cfg.BaseURL = env.getenv("ANTHROPIC_BASE_URL")
 		}
-		cfg.APIKey = c.String("api-key")
+		cfg.APIKey = key
 		if cfg.APIKey == "" {
 			cfg.APIKey = env.getenv("ANTHROPIC_API_KEY")
 		}
@@ -175,7 +184,7 @@ func buildProvider(c *cli.Context, env *cliEnv, s settings) (provider.Provider, 
 		}
 		return p, nil
 	default:
-		cfg := openai.Config{BaseURL: s.BaseURL, APIKey: c.String("api-key"), Model: s.Model}
+		cfg := openai.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model}
 		if cfg.APIKey == "" {
 			cfg.APIKey = env.getenv("OPENAI_API_KEY")
 		}
@@ -260,78 +269,8 @@ func loadPipeline(ctx context.Context, env *cliEnv, s settings, w *warmRuntime) 
 	return l, nil
 }
 
-// prepared is what running a session needs, all checked before the
-// session is touched.
-type prepared struct {
-	log    *badger.Store
-	w      *warmRuntime
-	id     string
-	isNew  bool
-	s      settings
-	prov   provider.Provider
-	loaded *pipeline.Loaded
-}
-
-func (p *prepared) close() {
-	if p.w != nil {
-		p.w.close()
-	}
-	if p.log != nil {
-		p.log.Close()
-	}
-}
-
-// prepare opens the store (while the wasm runtime warms up), reads the
-// session's recorded settings, merges the flags, and builds the provider
-// and the pipeline. An empty id names a new session; with mayCreate false a
-// missing session is an error. Nothing is written.
-func prepare(ctx context.Context, c *cli.Context, env *cliEnv, id string, mayCreate bool) (*prepared, error) {
-	p := &prepared{id: id}
-	var err error
-	if p.w, err = startRuntime(ctx, env); err != nil {
-		return nil, err
-	}
-	if p.log, err = openStore(c, env, readWrite); err != nil {
-		p.close()
-		return nil, err
-	}
-	var recorded settings
-	p.isNew = id == ""
-	if p.isNew {
-		p.id = newSessionID()
-	} else {
-		if err := store.ValidSessionID(id); err != nil {
-			p.close()
-			return nil, fail(exitUsage, "%v", err)
-		}
-		st, _, err := readState(ctx, p.log, id)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			p.isNew = true
-		case err != nil:
-			p.close()
-			return nil, err
-		case len(st.Created.Settings) > 0:
-			json.Unmarshal(st.Created.Settings, &recorded)
-		}
-	}
-	if p.isNew && !mayCreate {
-		p.close()
-		return nil, fail(exitFailure, "no session %q in this store (wagent sessions lists them)", id)
-	}
-	if p.s, err = resolve(c, env, recorded); err == nil {
-		if p.prov, err = buildProvider(c, env, p.s); err == nil {
-			p.loaded, err = loadPipeline(ctx, env, p.s, p.w)
-		}
-	}
-	if err != nil {
-		p.close()
-		return nil, err
-	}
-	return p, nil
-}
-
-// drive runs a session until it is done or waits for a person.
+// drive runs a session until it is done or waits for a person, through
+// the store's owner (this process, or another).
 func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	ctx, cancel, stop := signalContext()
 	defer stop()
@@ -340,85 +279,201 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	out0 := *env
 	out0.stdout = &guardStdout{w: env.stdout, cancel: cancel}
 	env = &out0
-	p, err := prepare(ctx, c, env, id, c.Command.Name == "run")
+	if id != "" {
+		if err := store.ValidSessionID(id); err != nil {
+			return fail(exitUsage, "%v", err)
+		}
+	}
+	cn, err := connect(ctx, c, env, modeDrive)
 	if err != nil {
 		return err
 	}
-	defer p.close()
-	if p.isNew {
-		raw, _ := json.Marshal(p.s)
-		info := engine.SessionCreated{Pipeline: p.loaded.Pipeline.Digest(), Model: p.s.Model, CreatedBy: "wagent " + version, Settings: raw}
-		if err := engine.Create(ctx, p.log, p.id, info, time.Now()); err != nil {
-			return fail(exitFailure, "create session %s: %v", p.id, err)
+	defer cn.close()
+	cl := cn.client
+	var from uint64
+	isNew := false
+	var info *server.Session
+	if id != "" {
+		info, err = cl.Session(ctx, id)
+		if err != nil && !server.IsCode(err, server.CodeNotFound) {
+			return apiFail(err)
 		}
 	}
-	out := newPrinter(env, c.Bool("json"), p.id)
-	sess, err := engine.OpenSession(ctx, engine.Config{
-		Log: p.log, Session: p.id, Pipeline: p.loaded.Pipeline, Provider: p.prov, Model: p.s.Model,
-		Durability: engine.SyncAtBoundaries, Observer: out.live,
-	})
-	if err != nil {
-		return fail(exitFailure, "open session %s: %v", p.id, err)
+	switch {
+	case info == nil && c.Command.Name != "run":
+		return fail(exitFailure, "no session %q in this store (wagent sessions lists them)", id)
+	case info == nil:
+		s := flagSettings(c, settings{}).withDefaults(env)
+		if err := s.check(); err != nil {
+			return err
+		}
+		raw, _ := json.Marshal(s)
+		req := &server.CreateRequest{ID: id, Settings: raw, CreatedBy: "wagent " + version}
+		if k := apiKey(c, env, s); k != "" {
+			req.Secrets = map[string]string{secretAPIKey: k}
+		}
+		info, err = cl.Create(ctx, req)
+		if err != nil {
+			return apiFail(err)
+		}
+		id, isNew = info.ID, true
+	default:
+		var recorded settings
+		json.Unmarshal(info.Settings, &recorded)
+		s := flagSettings(c, recorded).withDefaults(env)
+		if err := s.check(); err != nil {
+			return err
+		}
+		if s != recorded.withDefaults(env) {
+			// The flags change how the session runs: record it.
+			raw, _ := json.Marshal(s)
+			req := server.SettingsRequest{Settings: raw, By: "wagent " + version}
+			if k := apiKey(c, env, s); k != "" {
+				req.Secrets = map[string]string{secretAPIKey: k}
+			}
+			if info, err = cl.ChangeSettings(ctx, id, req); err != nil {
+				return apiFail(err)
+			}
+		}
 	}
-	defer sess.Close(context.Background())
-	out.start(p.isNew)
+	from = 1
+	if !isNew {
+		from = info.Head + 1
+	}
+	out := newPrinter(env, c.Bool("json"), id)
+	out.start(isNew)
 	if prompt != "" {
-		if _, err := sess.Send(ctx, prompt); err != nil {
-			return fail(exitFailure, "send: %v", err)
+		if _, err := cl.Input(ctx, id, "send", prompt); err != nil {
+			return apiFail(err)
 		}
-	} else {
-		sess.Wake()
+	} else if _, err := cl.Resume(ctx, id); err != nil {
+		return apiFail(err)
 	}
-	return waitLoop(ctx, env, p.log, sess, out)
+	return follow(ctx, env, cl, id, from, out)
 }
 
-func waitLoop(ctx context.Context, env *cliEnv, log store.Log, sess *engine.Session, out *printer) error {
+// apiFail turns an error from the owner into the command's.
+func apiFail(err error) error {
+	var ae *server.APIError
+	if errors.As(err, &ae) {
+		code := exitFailure
+		if ae.Code == server.CodeBadRequest && strings.Contains(ae.Message, "needs") {
+			code = exitUsage
+		}
+		return fail(code, "%s", ae.Message)
+	}
+	return fail(exitFailure, "the store's owner: %v", err)
+}
+
+// follow prints a session's events from seq from until it is idle or
+// waits for a person; at a terminal it asks about waiting calls and goes
+// on. A signal or a closed stdout cancels the running turn, as Ctrl-C.
+func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from uint64, out *printer) error {
 	in := newLineReader(env.stdin)
 	for {
-		if err := sess.WhenIdle(ctx); err != nil && ctx.Err() != nil {
-			// Stopped (a signal, a closed stdout): end the turn as Ctrl-C
-			// does, keep queued input, record why.
+		status, last, err := stream(ctx, cl, id, from, out)
+		if err != nil && ctx.Err() != nil {
 			why := stopCause(ctx)
-			sess.Cancel(context.Background(), why.cause, true)
-			sess.WhenIdle(context.Background())
+			bg := context.Background()
+			cl.Cancel(bg, id, server.CancelRequest{Reason: why.cause.Reason, KeepInbox: true, Cause: why.cause.Kind})
+			// The cancellation is recorded; show how the turn ended.
+			stream(bg, cl, id, last+1, out)
 			out.finish()
 			if why.quiet {
 				return &exitError{code: exitFailure}
 			}
-			return fail(exitFailure, "%s; the turn was recorded as aborted (wagent log %s)", why.cause.Reason, sess.ID())
+			return fail(exitFailure, "%s; the turn was recorded as aborted (wagent log %s)", why.cause.Reason, id)
 		}
-		if err := sess.Err(); err != nil {
+		if err != nil {
 			out.finish()
-			var te *engine.TurnError
-			if errors.As(err, &te) {
-				return fail(exitFailure, "turn %d ended in error: %s (wagent log %s shows the attempts)", te.Turn, oneLine(te.Message), sess.ID())
-			}
-			return fail(exitFailure, "session %s: %v", sess.ID(), err)
+			return apiFail(err)
 		}
-		waiting := sess.Waiting()
-		if len(waiting) == 0 {
+		from = last + 1
+		if status != "waiting" {
 			out.finish()
-			return nil
+			return lastTurnError(ctx, cl, id)
+		}
+		info, err := cl.Session(ctx, id)
+		if err != nil {
+			return apiFail(err)
 		}
 		if !env.interactive || out.json {
-			out.waiting(waiting)
+			out.waiting(info.Waiting)
 			return &exitError{code: exitWaiting}
 		}
-		ds, err := askDecisions(ctx, env, in, waiting)
+		ds, err := askDecisions(ctx, env, in, info.Waiting)
 		if err != nil {
 			if ctx.Err() != nil && !stopCause(ctx).quiet {
 				// Ctrl-C at the prompt: stop waiting; the calls stay
 				// undecided, for later.
 				fmt.Fprintln(env.stderr)
-				out.waiting(waiting)
+				out.waiting(info.Waiting)
 				return &exitError{code: exitWaiting}
 			}
 			return err
 		}
-		if err := sess.Decide(ctx, ds...); err != nil {
-			return fail(exitFailure, "record decision: %v", err)
+		req := server.DecideRequest{Who: "terminal"}
+		for _, d := range ds {
+			req.Decisions = append(req.Decisions, server.Decision{CallID: d.CallID, Allow: d.Allow, Always: d.Scope == hostabi.ScopeAlways})
+		}
+		if _, err := cl.Decide(ctx, id, req); err != nil {
+			return fail(exitFailure, "record decision: %v", apiFail(err))
 		}
 	}
+}
+
+// stream prints the session's stream from seq from until the session is
+// idle or waiting with every event up to then printed, and returns that
+// status and the last seq printed.
+func stream(ctx context.Context, cl *server.Client, id string, from uint64, out *printer) (status string, last uint64, err error) {
+	last = from - 1
+	var head uint64
+	err = cl.Stream(ctx, id, from, func(ev server.StreamEvent) error {
+		switch ev.Kind {
+		case "event":
+			last = ev.Event.Seq
+			out.live(engine.Live{Kind: "event", Session: id, Event: ev.Event})
+		case "status":
+			if ev.Status == string(engine.DriverRunning) {
+				status = ""
+			} else {
+				status, head = ev.Status, ev.Head
+			}
+		case "delta", "log", "error":
+			out.live(engine.Live{Kind: ev.Kind, Session: id, Op: ev.Op, Text: ev.Text})
+		}
+		if status != "" && last >= head {
+			return server.ErrStop
+		}
+		return nil
+	})
+	return status, last, err
+}
+
+// lastTurnError fails the command when the session's last turn ended in
+// error, so scripts see it in the exit code.
+func lastTurnError(ctx context.Context, cl *server.Client, id string) error {
+	info, err := cl.Session(ctx, id)
+	if err != nil {
+		return apiFail(err)
+	}
+	evs, err := cl.Events(ctx, id, max(info.Head, 64)-63, 0)
+	if err != nil {
+		return apiFail(err)
+	}
+	for i := len(evs.Events) - 1; i >= 0; i-- {
+		e := evs.Events[i]
+		if e.Type != engine.EvTurnEnd {
+			continue
+		}
+		var te engine.TurnEnd
+		json.Unmarshal(e.Data, &te)
+		if te.Reason == engine.ReasonError {
+			return fail(exitFailure, "turn %d ended in error: %s (wagent log %s shows the attempts)", te.Turn, oneLine(te.Error), id)
+		}
+		return nil
+	}
+	return nil
 }
 
 // lineReader reads lines from standard input in the background, so that a

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/pipeline"
+	"github.com/wagent/wagent/server"
+	"github.com/wagent/wagent/server/console"
+	"github.com/wagent/wagent/store"
+	"github.com/wagent/wagent/store/badger"
+)
+
+// One owner, many clients. The process that holds a store serves it on a
+// Unix socket in the store's directory (server.Listen); every command
+// first asks that socket, and works through the owner's API while one
+// answers. When none does, a command opens the store itself:
+//
+//   - run, resume, step (and serve) become the owner: they serve the
+//     socket while they run, drive their own session through it, and run
+//     other clients' sessions too (a second shell's run --session OTHER);
+//     before exiting they wait for those to be idle;
+//   - approve, deny, send, steer and cancel record what they were asked
+//     and exit; wagent resume drives what follows (they do not serve: an
+//     owner that cannot drive must not take a run another shell starts);
+//   - log and sessions open the store read-only.
+//
+// In every case the verbs go through the same API (package server), so
+// each has one implementation.
+
+// mode is what a command needs of the store.
+type mode int
+
+const (
+	modeRead   mode = iota // reading: a read-only open is enough
+	modeRecord             // recording input or decisions, not driving
+	modeDrive              // driving sessions: the command becomes the owner
+)
+
+// conn is a command's connection to the store: a client of its owner,
+// and the owner itself when that is this process.
+type conn struct {
+	client *server.Client
+	own    *owner
+	dir    string
+}
+
+// connect finds the store's owner or becomes one, as mode needs.
+func connect(ctx context.Context, c *cli.Context, env *cliEnv, m mode) (*conn, error) {
+	dir, err := storeDir(c, env)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if cl, err := server.Dial(ctx, dir); err == nil {
+			return &conn{client: cl, dir: dir}, nil
+		}
+		o, err := openOwner(ctx, c, env, dir, m)
+		if err == nil {
+			return &conn{client: o.client, own: o, dir: dir}, nil
+		}
+		var ee *exitError
+		if !errors.As(err, &ee) || ee.code != exitLocked || time.Now().After(deadline) {
+			if ee != nil && ee.code == exitLocked {
+				ee.code = exitFailure
+			}
+			return nil, err
+		}
+		// Another process holds the store and has not answered on its
+		// socket yet (it is starting, or is a short command): a moment.
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// close ends the connection; an owner first waits for the sessions it
+// runs for other clients.
+func (cn *conn) close() {
+	if cn.own != nil {
+		cn.own.shutdown()
+	}
+}
+
+// owner is this process holding the store.
+type owner struct {
+	env    *cliEnv
+	dir    string
+	mode   mode
+	log    *badger.Store
+	w      *warmRuntime
+	srv    *server.Server
+	client *server.Client
+	unlist func()
+	served chan struct{}
+
+	mu    sync.Mutex
+	pipes map[string]*loadedPipeline
+}
+
+type loadedPipeline struct {
+	digest [32]byte
+	l      *pipeline.Loaded
+}
+
+// exitLocked marks an open refused because another process holds the
+// store (connect waits and asks its socket again).
+const exitLocked = -1
+
+func openOwner(ctx context.Context, c *cli.Context, env *cliEnv, dir string, m mode) (*owner, error) {
+	o := &owner{env: env, dir: dir, mode: m, pipes: map[string]*loadedPipeline{}}
+	var err error
+	if m == modeDrive {
+		if o.w, err = startRuntime(ctx, env); err != nil {
+			return nil, err
+		}
+	}
+	if o.log, err = openStoreDir(dir, m == modeRead); err != nil {
+		o.closeRuntime()
+		return nil, err
+	}
+	token := randomToken()
+	o.srv, err = server.New(server.Options{
+		Log: o.log, Token: token, Version: version, StoreName: dir,
+		Base:    engine.Config{Durability: engine.SyncAtBoundaries, Passive: m != modeDrive, Warn: func(msg string) { fmt.Fprintln(env.stderr, "wagent: "+oneLine(msg)) }},
+		Resolve: o.resolve, Prepare: o.prepare,
+		Console: console.FS(),
+	})
+	if err != nil {
+		o.log.Close()
+		o.closeRuntime()
+		return nil, fail(exitFailure, "%v", err)
+	}
+	if m != modeDrive {
+		// In this process only: a short command that records or reads.
+		o.client = server.NewClient("http://wagent", token, &http.Client{Transport: localTransport{o.srv}})
+		return o, nil
+	}
+	ln, unlist, err := server.Listen(dir)
+	if err != nil {
+		o.srv.Close(ctx)
+		o.log.Close()
+		o.closeRuntime()
+		return nil, fail(exitFailure, "%v", err)
+	}
+	o.unlist, o.served = unlist, make(chan struct{})
+	go func() {
+		defer close(o.served)
+		o.srv.Serve(ln, true)
+	}()
+	o.client = server.NewUnixClient(server.SocketPath(dir))
+	return o, nil
+}
+
+func (o *owner) closeRuntime() {
+	if o.w != nil {
+		o.w.close()
+	}
+}
+
+// shutdown waits until no session of other clients runs, then stops
+// serving and releases the store.
+func (o *owner) shutdown() {
+	ctx := context.Background()
+	if o.mode == modeDrive {
+		said := false
+		for {
+			running := 0
+			for _, id := range o.srv.Host().Sessions() {
+				if s, ok := o.srv.Host().Get(id); ok && s.Status() == string(engine.DriverRunning) {
+					running++
+				}
+			}
+			if running == 0 {
+				break
+			}
+			if !said {
+				fmt.Fprintf(o.env.stderr, "wagent: %d session(s) of other clients still run in this process; waiting for them (Ctrl-C stops them)\n", running)
+				said = true
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	o.srv.Close(ctx)
+	if o.unlist != nil {
+		o.unlist()
+		<-o.served
+	}
+	o.log.Close()
+	o.closeRuntime()
+}
+
+// secretAPIKey names the secret a client hands over for the provider.
+const secretAPIKey = "api_key"
+
+// resolve builds a session's config from its settings: the provider and,
+// for an owner that drives, the pipeline (loaded once per file contents,
+// shared by the sessions that name it). An owner that only records or
+// reads needs neither.
+func (o *owner) resolve(ctx context.Context, id string, set *engine.SessionCreated, secrets map[string]string) (engine.Config, error) {
+	if o.mode != modeDrive {
+		return engine.Config{}, nil
+	}
+	var s settings
+	if len(set.Settings) > 0 {
+		if err := json.Unmarshal(set.Settings, &s); err != nil {
+			return engine.Config{}, fmt.Errorf("session %s: its recorded settings are not readable: %v", id, err)
+		}
+	}
+	s = s.withDefaults(o.env)
+	prov, err := buildProvider(o.env, s, secrets[secretAPIKey])
+	if err != nil {
+		return engine.Config{}, err
+	}
+	l, err := o.pipeline(ctx, s)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	return engine.Config{Pipeline: l.Pipeline, Provider: prov, Model: s.Model}, nil
+}
+
+// prepare checks a create's (or a change's) settings before anything is
+// written: the provider is known and has what it needs, and the pipeline
+// loads.
+func (o *owner) prepare(ctx context.Context, req *server.CreateRequest) (engine.SessionCreated, error) {
+	var s settings
+	if len(req.Settings) > 0 {
+		if err := json.Unmarshal(req.Settings, &s); err != nil {
+			return engine.SessionCreated{}, fmt.Errorf("settings: %v", err)
+		}
+	}
+	s = s.withDefaults(o.env)
+	if err := s.check(); err != nil {
+		return engine.SessionCreated{}, err
+	}
+	if _, err := buildProvider(o.env, s, req.Secrets[secretAPIKey]); err != nil {
+		return engine.SessionCreated{}, err
+	}
+	info := engine.SessionCreated{Model: s.Model, CreatedBy: req.CreatedBy}
+	if o.mode == modeDrive {
+		l, err := o.pipeline(ctx, s)
+		if err != nil {
+			return engine.SessionCreated{}, err
+		}
+		info.Pipeline = l.Pipeline.Digest()
+	}
+	info.Settings, _ = json.Marshal(s)
+	if info.CreatedBy == "" {
+		info.CreatedBy = "wagent " + version
+	}
+	return info, nil
+}
+
+// pipeline loads the settings' pipeline, or returns it loaded already.
+func (o *owner) pipeline(ctx context.Context, s settings) (*pipeline.Loaded, error) {
+	var digest [32]byte
+	if s.Pipeline != "" {
+		b, err := os.ReadFile(s.Pipeline)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: %v", err)
+		}
+		digest = sha256.Sum256(b)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if lp, ok := o.pipes[s.Pipeline]; ok && lp.digest == digest {
+		return lp.l, nil
+	}
+	l, err := loadPipeline(ctx, o.env, s, o.w)
+	if err != nil {
+		return nil, err
+	}
+	o.pipes[s.Pipeline] = &loadedPipeline{digest: digest, l: l}
+	return l, nil
+}
+
+// openStoreDir opens the badger store in dir, read-only or for writing.
+func openStoreDir(dir string, ro bool) (*badger.Store, error) {
+	if !ro {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fail(exitFailure, "create store directory: %v", err)
+		}
+	}
+	s, err := badger.Open(dir, badger.Options{ReadOnly: ro})
+	switch {
+	case errors.Is(err, store.ErrLocked):
+		return nil, &exitError{code: exitLocked, msg: fmt.Sprintf("the store %s is in use by another wagent process that does not answer on its socket: wait for it to finish, or use another --store", dir)}
+	case errors.Is(err, store.ErrCorrupt):
+		// The store's own message names the directory and what to do.
+		return nil, fail(exitFailure, "%s", strings.TrimPrefix(oneLine(err.Error()), store.ErrCorrupt.Error()+": "))
+	case err != nil:
+		return nil, fail(exitFailure, "open store: %v", err)
+	}
+	return s, nil
+}
+
+// localTransport serves requests with the handler in this process, for
+// a command that needs no socket (nothing streams through it).
+type localTransport struct{ h http.Handler }
+
+func (t localTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/wagent/wagent/server"
+)
+
+func serveCommand(env *cliEnv) *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "own a store: run its sessions and serve the API and web console until stopped",
+		UsageText: `wagent serve [--listen ADDR] [--print-token]
+
+Every wagent command talks to the store's owner while one runs; wagent
+serve is a long-lived one. Clients on this machine use the Unix socket in
+the store's directory (its file mode lets only you in); with --listen it
+also serves HTTP on ADDR, where every request needs the bearer token and
+the web console is at /.
+
+Examples:
+   wagent serve
+   wagent serve --listen 127.0.0.1:8421
+   wagent serve --print-token`,
+		Flags: []cli.Flag{storeFlag,
+			&cli.StringFlag{Name: "listen", Usage: "also serve HTTP on `ADDR` (host:port), token required"},
+			&cli.BoolFlag{Name: "print-token", Usage: "print the bearer token TCP clients need, and exit"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 0, 0, ""); err != nil {
+				return err
+			}
+			token, err := loadToken(env)
+			if err != nil {
+				return err
+			}
+			if c.Bool("print-token") {
+				fmt.Fprintln(env.stdout, token)
+				return nil
+			}
+			ctx, _, stop := signalContext()
+			defer stop()
+			dir, err := storeDir(c, env)
+			if err != nil {
+				return err
+			}
+			if cl, err := server.Dial(ctx, dir); err == nil {
+				h, _ := cl.Health(ctx)
+				return fail(exitFailure, "the store %s is already served by process %d; stop it first, or use another --store", dir, h.PID)
+			}
+			o, err := openOwner(ctx, c, env, dir, modeDrive)
+			if err != nil {
+				var ee *exitError
+				if errors.As(err, &ee) && ee.code == exitLocked {
+					ee.code = exitFailure
+				}
+				return err
+			}
+			o.srv.SetToken(token)
+			var ln net.Listener
+			if addr := c.String("listen"); addr != "" {
+				if ln, err = net.Listen("tcp", addr); err != nil {
+					o.shutdown()
+					return fail(exitFailure, "listen on %s: %v", addr, err)
+				}
+				go o.srv.Serve(ln, false)
+				fmt.Fprintf(env.stderr, "wagent: serving %s on %s and http://%s (the web console; token: wagent serve --print-token)\n", dir, server.SocketPath(dir), ln.Addr())
+			} else {
+				fmt.Fprintf(env.stderr, "wagent: serving %s on %s (Ctrl-C stops)\n", dir, server.SocketPath(dir))
+			}
+			<-ctx.Done()
+			fmt.Fprintln(env.stderr, "wagent: stopping: running turns end as disposed and go on at the next start")
+			if ln != nil {
+				ln.Close()
+			}
+			o.srv.Close(context.Background())
+			o.shutdown()
+			return nil
+		},
+	}
+}
+
+// tokenPath is where wagent serve keeps its bearer token: the data
+// directory, readable by its owner only.
+func tokenPath(env *cliEnv) (string, error) {
+	if h := env.getenv("WAGENT_HOME"); h != "" {
+		return filepath.Join(h, "token"), nil
+	}
+	if x := env.getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "wagent", "token"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fail(exitFailure, "cannot find a home for the token (%v): set WAGENT_HOME", err)
+	}
+	return filepath.Join(home, ".local", "share", "wagent", "token"), nil
+}
+
+// loadToken reads the token, making one on first use.
+func loadToken(env *cliEnv) (string, error) {
+	path, err := tokenPath(env)
+	if err != nil {
+		return "", err
+	}
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	token := randomToken()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", fail(exitFailure, "%v", err)
+	}
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", fail(exitFailure, "write the token: %v", err)
+	}
+	return token, nil
+}
+
+func randomToken() string {
+	var b [24]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
