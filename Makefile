@@ -21,10 +21,12 @@ build:
 	$(GO) build -o $(BIN)/wagent ./cmd/wagent
 
 # test runs the suite, then the engine's and the store's concurrency tests
-# (hammers, conflicting appenders) again under the race detector.
+# (hammers, conflicting appenders) again under the race detector; for the
+# JetStream store only those, as its whole suite under -race takes a minute.
 test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
 	$(GO) test -race $(TESTFLAGS) ./engine/ ./store/
+	$(GO) test -race $(TESTFLAGS) -run 'Hammer|Race|Watch|Concurrent' ./store/jetstream/
 
 race:
 	$(GO) test -race $(TESTFLAGS) $(PKGS)

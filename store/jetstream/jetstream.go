@@ -347,7 +347,7 @@ func checkStream(cfg natsjs.StreamConfig, opts Options, maxMsgSize int32) error 
 		return fmt.Errorf("it has %d replicas, the options ask for %d", cfg.Replicas, opts.Replicas)
 	case opts.Storage == FileStorage && cfg.Storage != natsjs.FileStorage,
 		opts.Storage == MemoryStorage && cfg.Storage != natsjs.MemoryStorage:
-		return fmt.Errorf("its storage is %s, the options ask for %s", cfg.Storage, opts.Storage)
+		return fmt.Errorf("its storage is %s, the options ask for %s", strings.ToLower(cfg.Storage.String()), opts.Storage)
 	}
 	return nil
 }

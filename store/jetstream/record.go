@@ -250,8 +250,8 @@ func sessionOfToken(tok string) (string, bool) {
 		i += 2
 	}
 	id := b.String()
-	if store.ValidSessionID(id) != nil {
-		return "", false
+	if store.ValidSessionID(id) != nil || sessionToken(id) != tok {
+		return "", false // not valid, or not how the id is written (a raw ':')
 	}
 	return id, true
 }

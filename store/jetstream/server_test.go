@@ -71,7 +71,11 @@ func startServer(t testing.TB, mod ...func(*server.Options)) *server.Server {
 		m(opts)
 	}
 	ns := runServer(t, opts)
-	anchor(t, ns, 1)
+	var auth []nats.Option
+	if opts.Authorization != "" {
+		auth = append(auth, nats.Token(opts.Authorization))
+	}
+	anchor(t, ns, 1, auth...)
 	return ns
 }
 
@@ -81,9 +85,9 @@ func startServer(t testing.TB, mod ...func(*server.Options)) *server.Server {
 // "no op if not empty"); a stream created at that moment fails with "error
 // creating store for stream". Tests delete their streams one after the
 // other and would hit that now and then; wagent itself never deletes one.
-func anchor(t testing.TB, ns *server.Server, replicas int) {
+func anchor(t testing.TB, ns *server.Server, replicas int, auth ...nats.Option) {
 	t.Helper()
-	nc := connect(t, ns)
+	nc := connect(t, ns, auth...)
 	js, err := natsjs.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -154,9 +158,9 @@ func metaPeers(servers []*server.Server) int {
 }
 
 // connect returns a client connection to ns, closed when t ends.
-func connect(t testing.TB, ns *server.Server) *nats.Conn {
+func connect(t testing.TB, ns *server.Server, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(ns.ClientURL(), append([]nats.Option{nats.MaxReconnects(-1)}, opts...)...)
 	if err != nil {
 		t.Fatalf("connect to %s: %v", ns.ClientURL(), err)
 	}

@@ -29,22 +29,27 @@ import (
 // misspelt option does not silently fall back to a default. With no server
 // before the query, NATS_URL is used, or nats.DefaultURL.
 //
-// Credentials come, in order, from the URL (user:password@ or token@, which
-// nats.go reads itself), the creds key, or the environment variables the
-// nats command line tool reads: NATS_CREDS (a credentials file), NATS_NKEY
-// (an nkey seed file), NATS_USER with NATS_PASSWORD, or NATS_USER alone as a
-// token. NATS_CERT, NATS_KEY and NATS_CA name TLS files. natsOpts are
-// applied last and override all of these.
+// Credentials come from the first of: the creds key, a user or token in the
+// URL itself (nats://user:password@host, nats://token@host, which nats.go
+// reads), then the environment variables the nats command line tool reads:
+// NATS_CREDS (a credentials file), NATS_NKEY (an nkey seed file), NATS_USER
+// with NATS_PASSWORD, or NATS_USER alone as a token.
+// NATS_CERT with NATS_KEY, and NATS_CA, name TLS files. natsOpts are applied
+// last and override all of these.
 func OpenURL(ctx context.Context, rawURL string, natsOpts ...nats.Option) (*Log, error) {
-	servers, opts, connOpts, err := parseURL(rawURL, os.Getenv)
+	u, err := parseURL(rawURL, os.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(servers, append(connOpts, natsOpts...)...)
+	connOpts, err := u.natsOptions()
 	if err != nil {
-		return nil, fmt.Errorf("open jetstream store: connect to %s: %w", redact(servers), err)
+		return nil, fmt.Errorf("%w: jetstream store URL %s: %v", store.ErrInvalid, redact(rawURL), err)
 	}
-	l, err := Open(ctx, nc, opts)
+	nc, err := nats.Connect(u.servers, append(connOpts, natsOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("open jetstream store: connect to %s: %w", redact(u.servers), err)
+	}
+	l, err := Open(ctx, nc, u.opts)
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -53,12 +58,28 @@ func OpenURL(ctx context.Context, rawURL string, natsOpts ...nats.Option) (*Log,
 	return l, nil
 }
 
-// parseURL splits a store URL into the servers to connect to, the store's
-// options and the connection's options. getenv reads the environment.
-func parseURL(rawURL string, getenv func(string) string) (servers string, opts Options, connOpts []nats.Option, err error) {
-	bad := func(format string, args ...any) (string, Options, []nats.Option, error) {
-		return "", Options{}, nil, fmt.Errorf("%w: jetstream store URL %s: %s", store.ErrInvalid, redact(rawURL), fmt.Sprintf(format, args...))
+// storeURL is a parsed store URL: where to connect, as whom, and the
+// store's options.
+type storeURL struct {
+	servers string
+	opts    Options
+	auth    urlAuth
+}
+
+// urlAuth is how to authenticate, at most one of creds, nkey, user and
+// password, or token, plus TLS files.
+type urlAuth struct {
+	Creds, Nkey, User, Password, Token string
+	Cert, Key, CA                      string
+}
+
+// parseURL splits a store URL into servers, options and credentials.
+// getenv reads the environment.
+func parseURL(rawURL string, getenv func(string) string) (storeURL, error) {
+	bad := func(format string, args ...any) (storeURL, error) {
+		return storeURL{}, fmt.Errorf("%w: jetstream store URL %s: %s", store.ErrInvalid, redact(rawURL), fmt.Sprintf(format, args...))
 	}
+	var u storeURL
 	servers, query, _ := strings.Cut(rawURL, "?")
 	if servers == "" {
 		servers = getenv("NATS_URL")
@@ -66,18 +87,19 @@ func parseURL(rawURL string, getenv func(string) string) (servers string, opts O
 	if servers == "" {
 		servers = nats.DefaultURL
 	}
+	u.servers = servers
 	hasUserInfo := false
 	for _, s := range strings.Split(servers, ",") {
-		u, err := url.Parse(strings.TrimSpace(s))
-		if err != nil || u.Host == "" {
+		p, err := url.Parse(strings.TrimSpace(s))
+		if err != nil || p.Host == "" {
 			return bad("server %q is not a URL such as nats://host:4222", redact(s))
 		}
-		switch u.Scheme {
+		switch p.Scheme {
 		case "nats", "tls", "ws", "wss":
 		default:
-			return bad("server %q: scheme %q, want nats, tls, ws or wss", redact(s), u.Scheme)
+			return bad("server %q: scheme %q, want nats, tls, ws or wss", redact(s), p.Scheme)
 		}
-		if u.User != nil {
+		if p.User != nil {
 			hasUserInfo = true
 		}
 	}
@@ -85,7 +107,7 @@ func parseURL(rawURL string, getenv func(string) string) (servers string, opts O
 	if err != nil {
 		return bad("query: %v", err)
 	}
-	creds := getenv("NATS_CREDS")
+	creds := ""
 	for key, vals := range q {
 		if len(vals) != 1 {
 			return bad("%s is given %d times", key, len(vals))
@@ -93,21 +115,21 @@ func parseURL(rawURL string, getenv func(string) string) (servers string, opts O
 		v := vals[0]
 		switch key {
 		case "stream":
-			opts.Stream = v
+			u.opts.Stream = v
 		case "subject":
-			opts.Subject = v
+			u.opts.Subject = v
 		case "replicas":
-			if opts.Replicas, err = strconv.Atoi(v); err != nil {
+			if u.opts.Replicas, err = strconv.Atoi(v); err != nil {
 				return bad("replicas %q is not a number", v)
 			}
 		case "storage":
-			opts.Storage = Storage(v)
+			u.opts.Storage = Storage(v)
 		case "max_append_bytes":
-			if opts.MaxAppendBytes, err = strconv.Atoi(v); err != nil {
+			if u.opts.MaxAppendBytes, err = strconv.Atoi(v); err != nil {
 				return bad("max_append_bytes %q is not a number", v)
 			}
 		case "timeout":
-			if opts.Timeout, err = time.ParseDuration(v); err != nil {
+			if u.opts.Timeout, err = time.ParseDuration(v); err != nil {
 				return bad("timeout %q is not a duration such as 5s", v)
 			}
 		case "creds":
@@ -116,39 +138,58 @@ func parseURL(rawURL string, getenv func(string) string) (servers string, opts O
 			return bad("unknown option %q (want stream, subject, replicas, storage, max_append_bytes, timeout or creds)", key)
 		}
 	}
-	if _, err := opts.normalise(); err != nil {
-		return "", Options{}, nil, err
+	if _, err := u.opts.normalise(); err != nil {
+		return storeURL{}, err
 	}
+	// What the URL says first, then the environment.
+	switch {
+	case creds != "":
+		u.auth.Creds = creds
+	case hasUserInfo: // nats.go reads it from the URL
+	case getenv("NATS_CREDS") != "":
+		u.auth.Creds = getenv("NATS_CREDS")
+	case getenv("NATS_NKEY") != "":
+		u.auth.Nkey = getenv("NATS_NKEY")
+	case getenv("NATS_USER") != "" && getenv("NATS_PASSWORD") != "":
+		u.auth.User, u.auth.Password = getenv("NATS_USER"), getenv("NATS_PASSWORD")
+	case getenv("NATS_USER") != "":
+		u.auth.Token = getenv("NATS_USER")
+	}
+	u.auth.Cert, u.auth.Key, u.auth.CA = getenv("NATS_CERT"), getenv("NATS_KEY"), getenv("NATS_CA")
+	if (u.auth.Cert == "") != (u.auth.Key == "") {
+		return bad("NATS_CERT and NATS_KEY go together")
+	}
+	return u, nil
+}
 
-	connOpts = []nats.Option{
+// natsOptions returns the connection options for u.
+func (u storeURL) natsOptions() ([]nats.Option, error) {
+	opts := []nats.Option{
 		nats.Name("wagent store"),
 		nats.MaxReconnects(-1), // a worker outlives a server restart
 	}
+	a := u.auth
 	switch {
-	case creds != "":
-		connOpts = append(connOpts, nats.UserCredentials(creds))
-	case getenv("NATS_NKEY") != "":
-		o, err := nats.NkeyOptionFromSeed(getenv("NATS_NKEY"))
+	case a.Creds != "":
+		opts = append(opts, nats.UserCredentials(a.Creds))
+	case a.Nkey != "":
+		o, err := nats.NkeyOptionFromSeed(a.Nkey)
 		if err != nil {
-			return bad("NATS_NKEY: %v", err)
+			return nil, fmt.Errorf("NATS_NKEY: %w", err)
 		}
-		connOpts = append(connOpts, o)
-	case hasUserInfo:
-	case getenv("NATS_USER") != "" && getenv("NATS_PASSWORD") != "":
-		connOpts = append(connOpts, nats.UserInfo(getenv("NATS_USER"), getenv("NATS_PASSWORD")))
-	case getenv("NATS_USER") != "":
-		connOpts = append(connOpts, nats.Token(getenv("NATS_USER")))
+		opts = append(opts, o)
+	case a.User != "":
+		opts = append(opts, nats.UserInfo(a.User, a.Password))
+	case a.Token != "":
+		opts = append(opts, nats.Token(a.Token))
 	}
-	if cert, key := getenv("NATS_CERT"), getenv("NATS_KEY"); cert != "" || key != "" {
-		if cert == "" || key == "" {
-			return bad("NATS_CERT and NATS_KEY go together")
-		}
-		connOpts = append(connOpts, nats.ClientCert(cert, key))
+	if a.Cert != "" {
+		opts = append(opts, nats.ClientCert(a.Cert, a.Key))
 	}
-	if ca := getenv("NATS_CA"); ca != "" {
-		connOpts = append(connOpts, nats.RootCAs(ca))
+	if a.CA != "" {
+		opts = append(opts, nats.RootCAs(a.CA))
 	}
-	return servers, opts, connOpts, nil
+	return opts, nil
 }
 
 // redact hides the password or token in URLs, for messages.
