@@ -15,10 +15,11 @@ import (
 
 // tailWalk is how many records Read fetches one by one, following
 // Wagent-Prev back from the last record, before it switches to a search and
-// a consumer. An exact get costs a round trip; creating, draining and
-// deleting an ordered consumer costs several (about 0.7 ms against 0.04 ms
-// for a get on one local server), so short tails are cheaper by hand.
-const tailWalk = 8
+// a consumer. An exact get is one round trip (about 0.1 ms to a server on
+// the same machine); creating a consumer, pulling from it and deleting it
+// costs about 3 ms however few records it brings, so a tail of up to a few
+// dozen records is cheaper by hand.
+const tailWalk = 24
 
 // readPullBytes bounds what one pull of a Read brings at once: a few of
 // the largest records, well inside the client's 64 MiB pending limit.
@@ -47,9 +48,15 @@ func (l *Log) Read(ctx context.Context, session string, from uint64, limit int) 
 		return nil, nil
 	}
 
-	// The records holding [first, end], newest first, walking back.
+	// The records holding [first, end], newest first, walking back, unless
+	// the last record's size says the walk would be long: a session's
+	// records are mostly alike (one transition each).
 	recs := []record{last}
-	for cur := last; cur.first() > first && len(recs) <= tailWalk; {
+	budget := tailWalk
+	if (last.head-first)/max(last.count, 1) >= tailWalk {
+		budget = 0
+	}
+	for cur := last; cur.first() > first && len(recs) <= budget; {
 		prev, err := l.recordAt(ctx, op, session, cur.prev, cur.first()-1)
 		if err != nil {
 			return nil, err
@@ -138,7 +145,7 @@ func (l *Log) readForward(ctx context.Context, op, session string, first, end ui
 	start := stop.base
 	if first > 1 {
 		var err error
-		if start, err = l.locate(ctx, op, session, first, stop.base, stop.seq-1); err != nil {
+		if start, err = l.locate(ctx, op, session, first, stop.base, stop); err != nil {
 			return nil, err
 		}
 	}
@@ -181,9 +188,16 @@ func (l *Log) readForward(ctx context.Context, op, session string, first, end ui
 		out = append(out, r)
 		return r.head >= end, nil
 	}
+	// With a limit, the first pull asks for about as many records as the
+	// limit needs, guessed from the size of stop, rather than all of them
+	// up to stop.
+	guess := 0
+	if end < stop.first()-1 {
+		guess = int((end-first)/max(stop.count, 1)) + 2
+	}
 	next := start // the stream sequence to go on from
 	for attempt := 0; ; attempt++ {
-		done, err := l.consume(ctx, op, session, next, walked, func(seq uint64, m natsjs.Msg) (bool, error) {
+		done, err := l.consume(ctx, op, session, next, walked, guess, func(seq uint64, m natsjs.Msg) (bool, error) {
 			next = seq + 1
 			return take(seq, m)
 		})
@@ -217,12 +231,12 @@ func (e errLost) Unwrap() error { return e.err }
 
 // consume creates an ephemeral consumer of the session's records from
 // stream sequence start and hands each record to take until take reports
-// it is done. Each pull asks for as many records as the consumer counted
-// when it was created, less the walked ones Read holds already, with a
-// byte budget, so a pull completes as soon as they are delivered instead
-// of waiting for its expiry. The consumer is deleted before consume
-// returns.
-func (l *Log) consume(ctx context.Context, op, session string, start uint64, walked int, take func(seq uint64, m natsjs.Msg) (bool, error)) (bool, error) {
+// it is done. Each pull asks for at most as many records as the consumer
+// counted when it was created, less the walked ones Read holds already
+// (and the first for about guess, if guess > 0), with a byte budget, so a
+// pull completes as soon as they are delivered instead of waiting for its
+// expiry. The consumer is deleted before consume returns.
+func (l *Log) consume(ctx context.Context, op, session string, start uint64, walked, guess int, take func(seq uint64, m natsjs.Msg) (bool, error)) (bool, error) {
 	cons, err := l.stream.CreateConsumer(ctx, natsjs.ConsumerConfig{
 		FilterSubject:     l.subject(session),
 		DeliverPolicy:     natsjs.DeliverByStartSequencePolicy,
@@ -245,6 +259,9 @@ func (l *Log) consume(ctx context.Context, op, session string, start uint64, wal
 	pending := int(cons.CachedInfo().NumPending) - walked
 	for {
 		batch := min(max(pending, 1), readBatch)
+		if guess > 0 {
+			batch, guess = min(batch, guess), 0
+		}
 		fctx, cancel := withTimeout(ctx, l.opts.Timeout)
 		msgs, err := cons.Fetch(batch,
 			natsjs.FetchMaxBytes(readPullBytes),
@@ -291,35 +308,46 @@ const (
 )
 
 // locate finds the stream sequence of the session's record that holds seq
-// target, by binary search over stream sequences in [lo, hi]: the record at
-// lo (the creation marker, or any record) starts at or before target, and
-// the answer is the last record in range that does. Each step is one get
-// of the subject's next record after a midpoint, so a search costs about
-// log2(hi-lo) round trips however many events the session holds.
-func (l *Log) locate(ctx context.Context, op, session string, target, lo, hi uint64) (uint64, error) {
+// target. The record at stream sequence lo (the creation marker, whose
+// first seq counts as 1) starts at or before target; stop, further on,
+// starts after it. Each probe is one get of the subject's first record at
+// or after a stream sequence, so the search costs one round trip per step.
+//
+// It guesses by interpolation (records are mostly alike and sessions
+// interleave evenly, so event seqs grow about linearly with stream
+// sequences) and bisects every other step, which bounds the worst case at
+// twice a binary search: a few probes in a typical session, about
+// 2·log2(stop.seq-lo) at worst, whatever the session's length in events.
+func (l *Log) locate(ctx context.Context, op, session string, target, lo uint64, stop record) (uint64, error) {
 	subj := l.subject(session)
-	for lo < hi {
-		mid := lo + (hi-lo+1)/2
-		m, err := l.stream.GetMsg(ctx, mid, natsjs.WithGetMsgSubject(subj))
-		if errors.Is(err, natsjs.ErrMsgNotFound) {
-			hi = mid - 1
-			continue
+	loFirst := uint64(1)
+	hi, hiFirst := stop.seq, stop.first() // exclusive: the record at hi starts after target
+	for step := 0; hi-lo > 1; step++ {
+		mid := lo + (hi-lo)/2
+		if step%2 == 0 {
+			// Where target would be if event seqs grew evenly from lo to hi.
+			mid = lo + 1 + uint64(float64(hi-lo-1)*float64(target-loFirst)/float64(hiFirst-loFirst))
 		}
-		if err != nil {
+		mid = min(max(mid, lo+1), hi-1)
+		m, err := l.stream.GetMsg(ctx, mid, natsjs.WithGetMsgSubject(subj))
+		if err != nil && !errors.Is(err, natsjs.ErrMsgNotFound) {
 			return 0, fmt.Errorf("%s: %w", op, err)
 		}
-		if m.Sequence > hi {
-			hi = mid - 1
+		if err != nil || m.Sequence >= hi {
+			hi = mid // nothing of the session's in [mid, hi)
 			continue
 		}
 		r, err := parseRecord(session, 0, m.Sequence, m.Header, m.Data)
 		if err != nil {
 			return 0, err
 		}
-		if r.first() <= target {
-			lo = r.seq
-		} else {
-			hi = mid - 1
+		switch {
+		case r.marker() || r.first() > target:
+			hi, hiFirst = r.seq, max(r.first(), loFirst+1)
+		case r.head >= target:
+			return r.seq, nil // it holds target
+		default:
+			lo, loFirst = r.seq, r.first()
 		}
 	}
 	return lo, nil

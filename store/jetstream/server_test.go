@@ -105,7 +105,7 @@ func anchor(t testing.TB, ns *server.Server, replicas int, auth ...nats.Option) 
 // A JetStream cluster refuses to start without configured routes, so the
 // route ports are picked before the servers start: listen on port 0, note
 // the port, close. Client ports stay with the servers (Port: -1).
-func startCluster(t testing.TB, n int) []*server.Server {
+func startCluster(t testing.TB, n int, mod ...func(*server.Options)) []*server.Server {
 	t.Helper()
 	routes := make([]*url.URL, n)
 	for i := range routes {
@@ -122,6 +122,9 @@ func startCluster(t testing.TB, n int) []*server.Server {
 		opts.Cluster = server.ClusterOpts{Name: "wagent-test", Host: "127.0.0.1"}
 		opts.Cluster.Port, _ = strconv.Atoi(routes[i].Port())
 		opts.Routes = routes
+		for _, m := range mod {
+			m(opts)
+		}
 		servers = append(servers, runServer(t, opts))
 	}
 	nc := connect(t, servers[0])
