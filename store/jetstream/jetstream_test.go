@@ -206,55 +206,6 @@ func TestHammer(t *testing.T) {
 	}
 }
 
-// TestReadFromAnywhere reads a session of many records of different sizes,
-// interleaved with another session's, from every seq and with limits, and
-// compares with the memory backend: the tail walk, the binary search and
-// the consumer each serve some of these reads.
-func TestReadFromAnywhere(t *testing.T) {
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			ctx := t.Context()
-			l := mustOpen(t, b.conn(t), t.Name(), b.opts)
-			mem := store.NewMemory()
-			defer mem.Close()
-			for _, s := range []store.Log{l, mem} {
-				for _, id := range []string{"s", "noise"} {
-					if err := s.Create(ctx, id); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			var head, noise uint64
-			for i := range 60 {
-				batch := evs("t", int(head)+1, 1+i%4)
-				for _, s := range []store.Log{l, mem} {
-					if _, err := s.Append(ctx, "s", head, batch...); err != nil {
-						t.Fatal(err)
-					}
-				}
-				head += uint64(len(batch))
-				for range i % 3 {
-					if noise, _ = l.Append(ctx, "noise", noise, ev("n", 0)); noise == 0 {
-						t.Fatal("append to noise failed")
-					}
-				}
-			}
-			for from := uint64(0); from <= head+1; from++ {
-				if from > 12 && from < head-30 && from%9 != 0 {
-					continue // the middle is all alike: the search and the consumer
-				}
-				for _, limit := range []int{0, 1, 17} {
-					want := mustRead(t, mem, "s", from, limit)
-					got := mustRead(t, l, "s", from, limit)
-					if diff := cmp.Diff(want, got); diff != "" {
-						t.Fatalf("Read(from %d, limit %d) mismatch (-want +got):\n%s", from, limit, diff)
-					}
-				}
-			}
-		})
-	}
-}
-
 // TestOversizedAppendRefused: on a server with the default max_payload
 // (1 MiB), Open refuses the default options, which would admit appends the
 // server cannot carry; with MaxAppendBytes lowered to fit, an append over
