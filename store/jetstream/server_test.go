@@ -44,23 +44,33 @@ func serverOpts(t testing.TB, name string) *server.Options {
 // runServer starts a server with opts and stops it when t ends.
 func runServer(t testing.TB, opts *server.Options) *server.Server {
 	t.Helper()
-	ns, err := server.NewServer(opts)
+	ns, err := tryServer(opts)
 	if err != nil {
-		t.Fatalf("nats-server %s: %v", opts.ServerName, err)
-	}
-	if !opts.NoLog {
-		ns.ConfigureLogger()
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		ns.Shutdown()
-		t.Fatalf("nats-server %s did not start within 10s", opts.ServerName)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ns.Shutdown()
 		ns.WaitForShutdown()
 	})
 	return ns
+}
+
+// tryServer starts a server with opts; the caller stops it.
+func tryServer(opts *server.Options) (*server.Server, error) {
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("nats-server %s: %v", opts.ServerName, err)
+	}
+	if !opts.NoLog {
+		ns.ConfigureLogger()
+	}
+	go ns.Start()
+	// Generous: the tests share two cores with whatever else runs.
+	if !ns.ReadyForConnections(30 * time.Second) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("nats-server %s did not start within 30s (a port taken?)", opts.ServerName)
+	}
+	return ns, nil
 }
 
 // startServer starts one server; mod, if given, adjusts its options first.
@@ -107,16 +117,46 @@ func anchor(t testing.TB, ns *server.Server, replicas int, auth ...nats.Option) 
 // the port, close. Client ports stay with the servers (Port: -1).
 func startCluster(t testing.TB, n int, mod ...func(*server.Options)) []*server.Server {
 	t.Helper()
+	var err error
+	// Another process may take a route port between the pick and the
+	// server's bind: try again with new ports.
+	for range 3 {
+		var servers []*server.Server
+		if servers, err = tryCluster(t, n, mod...); err == nil {
+			for _, ns := range servers {
+				t.Cleanup(func() {
+					ns.Shutdown()
+					ns.WaitForShutdown()
+				})
+			}
+			anchor(t, servers[0], n)
+			return servers
+		}
+	}
+	t.Fatal(err)
+	return nil
+}
+
+// tryCluster starts n servers routed to each other and waits for their
+// JetStream meta group; on failure it stops what it started.
+func tryCluster(t testing.TB, n int, mod ...func(*server.Options)) (servers []*server.Server, err error) {
+	defer func() {
+		if err != nil {
+			for _, ns := range servers {
+				ns.Shutdown()
+				ns.WaitForShutdown()
+			}
+		}
+	}()
 	routes := make([]*url.URL, n)
 	for i := range routes {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatalf("pick a route port: %v", err)
+			return nil, fmt.Errorf("pick a route port: %v", err)
 		}
 		routes[i] = &url.URL{Scheme: "nats", Host: ln.Addr().String()}
 		ln.Close()
 	}
-	var servers []*server.Server
 	for i := range n {
 		opts := serverOpts(t, fmt.Sprintf("n%d", i+1))
 		opts.Cluster = server.ClusterOpts{Name: "wagent-test", Host: "127.0.0.1"}
@@ -125,24 +165,31 @@ func startCluster(t testing.TB, n int, mod ...func(*server.Options)) []*server.S
 		for _, m := range mod {
 			m(opts)
 		}
-		servers = append(servers, runServer(t, opts))
+		ns, err := tryServer(opts)
+		if err != nil {
+			return servers, err
+		}
+		servers = append(servers, ns)
 	}
-	nc := connect(t, servers[0])
+	nc, err := nats.Connect(servers[0].ClientURL())
+	if err != nil {
+		return servers, err
+	}
+	defer nc.Close()
 	js, err := natsjs.New(nc)
 	if err != nil {
-		t.Fatal(err)
+		return servers, err
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_, err = js.AccountInfo(ctx)
 		cancel()
 		if err == nil && metaPeers(servers) == n {
-			anchor(t, servers[0], n)
-			return servers
+			return servers, nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the %d-server cluster did not form within 20s (last error: %v)", n, err)
+			return servers, fmt.Errorf("the %d-server cluster did not form within 30s (last error: %v)", n, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -61,8 +61,18 @@ func (h *hub) watch(session string) (ch <-chan uint64, stop func(), live bool) {
 		if len(set) == 0 {
 			delete(h.watches, session)
 		}
-		close(w.ch)
+		w.shut()
 	}, true
+}
+
+// shut drops a head the reader has not taken and closes the channel, so a
+// stopped or closed watch reads as closed at once. The hub's mutex is held.
+func (w *watcher) shut() {
+	select {
+	case <-w.ch:
+	default:
+	}
+	close(w.ch)
 }
 
 // notify tells session's watchers that the record at stream sequence seq
@@ -94,7 +104,7 @@ func (h *hub) close() {
 	h.closed = true
 	for _, set := range h.watches {
 		for w := range set {
-			close(w.ch)
+			w.shut()
 		}
 	}
 	h.watches = nil
@@ -156,14 +166,22 @@ func (f *follower) close() {
 	f.stop()
 }
 
-// start creates the consumer and waits until it is consuming. f.mu is held.
+// start creates the consumer and waits until it is consuming. It starts
+// after the stream's last message as the stream leader counts it: "new
+// messages" as a consumer on a lagging replica counts them could include
+// appends that committed before the watch. f.mu is held.
 func (f *follower) start() error {
 	l := f.l
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.Timeout)
 	defer cancel()
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return err
+	}
 	cons, err := l.stream.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{
 		FilterSubjects: []string{l.prefix + "*"},
-		DeliverPolicy:  natsjs.DeliverNewPolicy,
+		DeliverPolicy:  natsjs.DeliverByStartSequencePolicy,
+		OptStartSeq:    info.State.LastSeq + 1,
 		HeadersOnly:    true,
 	})
 	if err != nil {
