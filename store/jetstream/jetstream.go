@@ -25,7 +25,10 @@
 // it if any other record reached the subject first: of two writers at the
 // same head exactly one wins and the other gets store.ErrConflict. The Log
 // remembers the last record it saw of each session, so an Append usually
-// costs one round trip; when the memory is stale it looks again once.
+// costs one round trip. After a refusal it looks at the session before it
+// reports a conflict, and publishes again (a bounded number of times) if
+// the head still matches: the memory was stale, or a replicated stream was
+// still finishing the previous record (see RATIONALE.md).
 //
 // An Append that fails on a timeout or a lost connection may or may not have
 // been stored: the server may have taken the message and lost only the
