@@ -235,62 +235,73 @@ func BenchmarkHead(b *testing.B) {
 // choice: an append of n events as one message (what this package does)
 // against an atomic batch of n messages (nats-server 2.12+, headers
 // Nats-Batch-Id, Nats-Batch-Sequence, Nats-Batch-Commit), both conditional
-// on the subject's last sequence, on one server with file storage.
+// on the subject's last sequence, on file storage, on one server and on
+// three with R3.
 func BenchmarkAtomicity(b *testing.B) {
-	ctx := context.Background()
-	nc := connect(b, startServer(b))
-	js, err := natsjs.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: "ATOMIC", Subjects: []string{"atomic.*"}, AllowAtomicPublish: true}); err != nil {
-		b.Fatal(err)
-	}
-	event, err := json.Marshal(benchEvent())
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, n := range []int{1, 8} {
-		b.Run(fmt.Sprintf("record/events=%d", n), func(b *testing.B) {
-			subj := fmt.Sprintf("atomic.record%d", n)
-			payload := []byte(strings.TrimSuffix(strings.Repeat(string(event)+"\n", n), "\n"))
-			var last uint64
-			for b.Loop() {
-				ack, err := js.Publish(ctx, subj, payload, natsjs.WithExpectLastSequencePerSubject(last))
-				if err != nil {
-					b.Fatal(err)
-				}
-				last = ack.Sequence
+	for _, replicas := range []int{1, 3} {
+		b.Run(fmt.Sprintf("R%d", replicas), func(b *testing.B) {
+			ctx := context.Background()
+			var ns *server.Server
+			if replicas == 1 {
+				ns = startServer(b)
+			} else {
+				ns = startCluster(b, replicas)[0]
 			}
-		})
-		b.Run(fmt.Sprintf("batch/events=%d", n), func(b *testing.B) {
-			subj := fmt.Sprintf("atomic.batch%d", n)
-			var last uint64
-			batch := 0
-			for b.Loop() {
-				batch++
-				id := fmt.Sprintf("b%d-%d", n, batch)
-				for k := 1; k <= n; k++ {
-					m := nats.NewMsg(subj)
-					m.Data = event
-					m.Header.Set("Nats-Batch-Id", id)
-					m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(k))
-					if k == 1 {
-						m.Header.Set("Nats-Expected-Last-Subject-Sequence", strconv.FormatUint(last, 10))
-					}
-					if k < n {
-						if err := nc.PublishMsg(m); err != nil {
+			nc := connect(b, ns)
+			js, err := natsjs.New(nc)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: "ATOMIC", Subjects: []string{"atomic.*"}, AllowAtomicPublish: true, Replicas: replicas}); err != nil {
+				b.Fatal(err)
+			}
+			event, err := json.Marshal(benchEvent())
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, n := range []int{1, 8} {
+				b.Run(fmt.Sprintf("record/events=%d", n), func(b *testing.B) {
+					subj := fmt.Sprintf("atomic.record%d", n)
+					payload := []byte(strings.TrimSuffix(strings.Repeat(string(event)+"\n", n), "\n"))
+					var last uint64
+					for b.Loop() {
+						ack, err := js.Publish(ctx, subj, payload, natsjs.WithExpectLastSequencePerSubject(last))
+						if err != nil {
 							b.Fatal(err)
 						}
-						continue
+						last = ack.Sequence
 					}
-					m.Header.Set("Nats-Batch-Commit", "1")
-					ack, err := js.PublishMsg(ctx, m)
-					if err != nil {
-						b.Fatal(err)
+				})
+				b.Run(fmt.Sprintf("batch/events=%d", n), func(b *testing.B) {
+					subj := fmt.Sprintf("atomic.batch%d", n)
+					var last uint64
+					batch := 0
+					for b.Loop() {
+						batch++
+						id := fmt.Sprintf("b%d-%d", n, batch)
+						for k := 1; k <= n; k++ {
+							m := nats.NewMsg(subj)
+							m.Data = event
+							m.Header.Set("Nats-Batch-Id", id)
+							m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(k))
+							if k == 1 {
+								m.Header.Set("Nats-Expected-Last-Subject-Sequence", strconv.FormatUint(last, 10))
+							}
+							if k < n {
+								if err := nc.PublishMsg(m); err != nil {
+									b.Fatal(err)
+								}
+								continue
+							}
+							m.Header.Set("Nats-Batch-Commit", "1")
+							ack, err := js.PublishMsg(ctx, m)
+							if err != nil {
+								b.Fatal(err)
+							}
+							last = ack.Sequence
+						}
 					}
-					last = ack.Sequence
-				}
+				})
 			}
 		})
 	}

@@ -208,6 +208,10 @@ var _ store.Log = (*Log)(nil)
 // append, and without direct gets if it is replicated (a follower would
 // answer reads with a head it has not caught up to). Open says which setting
 // is wrong rather than change a stream someone else configured.
+//
+// A stream Open creates with one replica allows direct gets. Whoever scales
+// it to three replicas must turn allow_direct off in the same edit, and
+// restart the processes that had it open: they keep using direct gets.
 func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Log, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: open jetstream store: nil connection", store.ErrInvalid)
