@@ -259,9 +259,12 @@ func BenchmarkAtomicity(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			// -count runs each leaf again on this server: a new subject each time.
+			runs := 0
 			for _, n := range []int{1, 8} {
 				b.Run(fmt.Sprintf("record/events=%d", n), func(b *testing.B) {
-					subj := fmt.Sprintf("atomic.record%d", n)
+					runs++
+					subj := fmt.Sprintf("atomic.record%d-%d", n, runs)
 					payload := []byte(strings.TrimSuffix(strings.Repeat(string(event)+"\n", n), "\n"))
 					var last uint64
 					for b.Loop() {
@@ -273,12 +276,13 @@ func BenchmarkAtomicity(b *testing.B) {
 					}
 				})
 				b.Run(fmt.Sprintf("batch/events=%d", n), func(b *testing.B) {
-					subj := fmt.Sprintf("atomic.batch%d", n)
+					runs++
+					subj := fmt.Sprintf("atomic.batch%d-%d", n, runs)
 					var last uint64
 					batch := 0
 					for b.Loop() {
 						batch++
-						id := fmt.Sprintf("b%d-%d", n, batch)
+						id := fmt.Sprintf("%s-%d", subj, batch)
 						for k := 1; k <= n; k++ {
 							m := nats.NewMsg(subj)
 							m.Data = event
