@@ -31,8 +31,11 @@ const readPullBytes = 16 << 20
 // It reads the session's last record first and never returns an event past
 // the head that record gives, so a Read sees a prefix of the log as it was
 // at one moment. Records are checked against each other on the way (each
-// starts where the one before it ended and names it as its previous), so a
-// record missing from the middle is reported as store.ErrCorrupt.
+// starts where the one before it ended and names it as its previous), so
+// records that do not link up are reported as store.ErrCorrupt. A record
+// that is gone when Read comes to fetch it means the session was deleted
+// while the Read ran (the stream denies deleting single messages), which
+// is store.ErrNotFound.
 func (l *Log) Read(ctx context.Context, session string, from uint64, limit int) ([]store.Event, error) {
 	op := "read " + session
 	if err := l.enter(ctx, op, session); err != nil {
