@@ -212,6 +212,9 @@ var _ store.Log = (*Log)(nil)
 // A stream Open creates with one replica allows direct gets. Whoever scales
 // it to three replicas must turn allow_direct off in the same edit, and
 // restart the processes that had it open: they keep using direct gets.
+// Likewise, whoever deletes the stream and creates it again must restart
+// them: stream sequences start again, and a Log's memory of each session's
+// last record would point at other records.
 func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Log, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: open jetstream store: nil connection", store.ErrInvalid)
