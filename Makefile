@@ -22,10 +22,12 @@ build:
 	$(GO) build -o $(BIN)/wagent ./cmd/wagent
 
 # test runs the suite, then the engine's and the store's concurrency tests
-# (hammers, conflicting appenders) again under the race detector.
+# (hammers, conflicting appenders) again under the race detector; for the
+# JetStream store only those, as its whole suite under -race takes a minute.
 test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
-	$(GO) test -race $(TESTFLAGS) ./engine/ ./store/...
+	$(GO) test -race $(TESTFLAGS) ./engine/ ./store/ ./store/badger/
+	$(GO) test -race $(TESTFLAGS) -run 'Hammer|Race|Watch|Concurrent' ./store/jetstream/
 
 # e2e runs the web console's browser tests (build tag e2e): headless
 # Chromium from Debian (apt-get install chromium; $$WAGENT_CHROMIUM names

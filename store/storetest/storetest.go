@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Log) {
 		{"Ordering", testOrdering},
 		{"RoundTrip", testRoundTrip},
 		{"ReadRanges", testReadRanges},
+		{"ReadAcrossAppends", testReadAcrossAppends},
 		{"AppendIsAtomic", testAppendIsAtomic},
 		{"LargestAppends", testLargestAppends},
 		{"BadInput", testBadInput},
@@ -358,6 +359,33 @@ func testReadRanges(t *testing.T, l store.Log) {
 	}
 	if got := mustRead(t, l, "empty", 1, 10); len(got) != 0 {
 		t.Errorf("Read of an empty session returned %d events, want none", len(got))
+	}
+}
+
+func testReadAcrossAppends(t *testing.T, l store.Log) {
+	// Reads that start inside an earlier append, and limits that end
+	// inside a later one, in a session whose appends interleave with
+	// another session's: a backend that keeps each append together must
+	// still find any seq.
+	mustCreate(t, l, "s", "other")
+	var all []store.Event
+	var head, other uint64
+	for i := range 40 {
+		batch := evs("t", head+1, i%4+1, i%3*20)
+		head = mustAppend(t, l, "s", head, batch...)
+		all = append(all, withSeqs(head-uint64(len(batch))+1, batch...)...)
+		if i%2 == 0 {
+			other = mustAppend(t, l, "other", other, ev("o", other+1, 0))
+		}
+	}
+	for from := uint64(1); from <= head; from++ {
+		for _, limit := range []int{0, 1, 7} {
+			last := head
+			if limit > 0 {
+				last = min(head, from+uint64(limit)-1)
+			}
+			checkEvents(t, fmt.Sprintf("Read(from %d, limit %d)", from, limit), all[from-1:last], mustRead(t, l, "s", from, limit))
+		}
 	}
 }
 
