@@ -71,7 +71,7 @@ func parseFinal(raw []byte) (finalConfig, error) {
 }
 
 func offerFinal(c *pdk.Call) error {
-	cfg, err := finalCache.get(c.Config(), parseFinal)
+	cfg, err := finalCache.get(c.RawConfig(), parseFinal)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func runFinal(c *pdk.Call) error {
 	if t.Run == "" {
 		return nil
 	}
-	cfg, err := finalCache.get(c.Config(), parseFinal)
+	cfg, err := finalCache.get(c.RawConfig(), parseFinal)
 	if err != nil {
 		return err
 	}

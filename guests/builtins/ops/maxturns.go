@@ -43,7 +43,7 @@ func parseMaxTurns(raw []byte) (maxTurnsConfig, error) {
 }
 
 func budget(c *pdk.Call) error {
-	cfg, err := maxTurnsCache.get(c.Config(), parseMaxTurns)
+	cfg, err := maxTurnsCache.get(c.RawConfig(), parseMaxTurns)
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func parseRetry(raw []byte) (retryPolicy, error) {
 }
 
 func retry(c *pdk.Call) error {
-	p, err := retryCache.get(c.Config(), parseRetry)
+	p, err := retryCache.get(c.RawConfig(), parseRetry)
 	if err != nil {
 		return err
 	}

@@ -101,7 +101,7 @@ func scan(dir string) []skill {
 
 // current reads the op's config and the skills it finds now.
 func current(c *pdk.Call) (*skillsConfig, []skill, error) {
-	cfg, err := skillsCache.get(c.Config(), parseSkills)
+	cfg, err := skillsCache.get(c.RawConfig(), parseSkills)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -196,7 +196,7 @@ func loadSkill(c *pdk.Call) error {
 	if t.Run == "" {
 		return nil
 	}
-	cfg, err := skillsCache.get(c.Config(), parseSkills)
+	cfg, err := skillsCache.get(c.RawConfig(), parseSkills)
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,7 @@ func parseStop(raw []byte) (stopConfig, error) {
 }
 
 func stopCheck(c *pdk.Call) error {
-	cfg, err := stopCache.get(c.Config(), parseStop)
+	cfg, err := stopCache.get(c.RawConfig(), parseStop)
 	if err != nil {
 		return err
 	}

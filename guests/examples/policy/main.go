@@ -43,7 +43,7 @@ var (
 )
 
 func decide(c *pdk.Call) error {
-	if cfg := c.Config(); string(cfg) != lastConfig {
+	if cfg := c.RawConfig(); string(cfg) != lastConfig {
 		a, d, err := parseConfig(cfg)
 		if err != nil {
 			return err
