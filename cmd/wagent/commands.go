@@ -351,8 +351,10 @@ func opsCommand(env *cliEnv) *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "ops",
-		Usage: "inspect and check operation modules",
+		Usage: "write, build, inspect and check operation modules",
 		Subcommands: []*cli.Command{
+			opsNewCommand(env),
+			opsBuildCommand(env),
 			{
 				Name:      "inspect",
 				Usage:     "print a module's manifest (without running it)",
