@@ -12,6 +12,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/wasmhost"
 )
 
@@ -257,8 +258,8 @@ Examples:
 				for _, e := range evs {
 					printJSON(env.stdout, e)
 				}
-			} else if err := renderLog(env, id, evs); err != nil {
-				return err
+			} else if err := render.Log(env.stdout, evs, render.Options{Session: id, Colour: env.colour}); err != nil {
+				return fail(exitFailure, "%v", err)
 			}
 			if broken != nil {
 				return fail(exitFailure, "warning: %s; the events are shown as stored, but no wagent command will advance this session (restore it, or fork it before that seq)", strings.TrimPrefix(broken.Error(), "engine: log breaks an invariant: "))
