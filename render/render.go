@@ -7,7 +7,7 @@
 //	render.Log(os.Stdout, evs, render.Options{Session: id})
 //
 // It reads events as stored, so it shows a log the fold refuses too.
-// Everything it writes goes through one function (see printer.printf), the
+// Everything it writes goes through one function (printer.printf), the
 // place to filter text from the log before it reaches a terminal.
 package render
 
@@ -37,8 +37,8 @@ type Options struct {
 // palette holds the ANSI sequences of Options.Colour, or empty strings.
 type palette struct{ dim, red, green, yellow, bold, reset string }
 
-// Colours returns the palette Log uses: ANSI sequences when on, empty
-// strings otherwise.
+// colours returns the palette: ANSI sequences when on, empty strings
+// otherwise.
 func colours(on bool) palette {
 	if !on {
 		return palette{}

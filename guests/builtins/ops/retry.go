@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/wagent/wagent/guests/pdk"
 	"github.com/wagent/wagent/hostabi"
@@ -105,7 +106,7 @@ func retry(c *pdk.Call) error {
 		}
 		delay = ra
 	}
-	c.Emit(hostabi.Effect{Kind: hostabi.KindRetry, DelayMS: delay})
+	c.Retry(time.Duration(delay) * time.Millisecond)
 	return nil
 }
 

@@ -87,6 +87,6 @@ func stopCheck(c *pdk.Call) error {
 		return nil
 	}
 	c.SetNote(key, strconv.Itoa(n+1))
-	c.Emit(hostabi.Effect{Kind: hostabi.KindSteer, Text: msg})
+	c.Steer(msg)
 	return nil
 }

@@ -114,7 +114,7 @@ func stopCheck(c *pdk.Call) error {
 		if m.Role == "user" {
 			if strings.Contains(m.Content, "?") {
 				c.SetNote("steered", turn)
-				c.Emit(hostabi.Effect{Kind: hostabi.KindSteer, Text: "The user asked a question; answer it."})
+				c.Steer("The user asked a question; answer it.")
 			}
 			break
 		}
