@@ -24,6 +24,7 @@ func TestDependencyRules(t *testing.T) {
 		{pkg: mod + "/wasmhost", forbid: []string{mod + "/store/", "github.com/dgraph-io/badger", "github.com/urfave/cli", mod + "/pipeline", mod + "/builtins"}},
 		{pkg: mod + "/pipeline", forbid: []string{mod + "/store/", "github.com/dgraph-io/badger", "github.com/urfave/cli", mod + "/builtins"}},
 		{pkg: mod + "/builtins", forbid: []string{mod + "/store/", "github.com/dgraph-io/badger", "github.com/urfave/cli"}},
+		{pkg: mod + "/render", forbid: []string{mod + "/store/", mod + "/wasmhost", mod + "/pipeline", "github.com/tetratelabs/wazero", "github.com/dgraph-io/badger", "github.com/urfave/cli", "net/http"}},
 	}
 	for _, r := range rules {
 		t.Run(strings.TrimPrefix(r.pkg, mod+"/"), func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
@@ -44,7 +45,7 @@ func Example_embedding() {
 	}
 	spec := &pipeline.Spec{Ops: []pipeline.OpSpec{
 		{Use: "builtin:approval", Config: []byte(`{"mode": "ask"}`)},
-		{Use: "calculator (untrusted)", Module: plugin, Limits: wasmhost.Limits{MemoryPages: 1024, Timeout: 200e6}},
+		{Use: "calculator (untrusted)", Module: plugin, Limits: wasmhost.Limits{MemoryPages: 1024, Timeout: 200 * time.Millisecond}},
 	}}
 	loaded, err := spec.Build(ctx, pipeline.Options{Runtime: rt, Builtins: builtins.Bundle()})
 	if err != nil {

@@ -34,7 +34,7 @@ func benchOps() []engine.Operation {
 		et.Calculator(),
 		et.Static("mind", []hostabi.Hook{hostabi.HookContribute}, nil, hostabi.Effect{Kind: hostabi.KindTopOfMind, Text: "be brief"}),
 		et.Finisher(),
-		et.Retrier(3, 100),
+		et.Retrier(3, 100*time.Millisecond),
 		et.Stopper("", 1),
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/wagent/wagent/engine"
@@ -96,7 +97,9 @@ var scenarios = []scenario{
 			{Fail: &hostabi.Failure{Code: hostabi.FailServer, Status: 500, Message: "boom"}},
 			{Text: "Third time lucky."},
 		},
-		ops:   func() []engine.Operation { return []engine.Operation{et.Calculator(), et.Retrier(3, 200)} },
+		ops: func() []engine.Operation {
+			return []engine.Operation{et.Calculator(), et.Retrier(3, 200*time.Millisecond)}
+		},
 		sends: []string{"hello"},
 	},
 	{
@@ -104,7 +107,9 @@ var scenarios = []scenario{
 		replies: []et.Reply{
 			{Fail: &hostabi.Failure{Code: hostabi.FailAuth, Status: 401, Message: "invalid api key"}},
 		},
-		ops:   func() []engine.Operation { return []engine.Operation{et.Calculator(), et.Retrier(3, 200)} },
+		ops: func() []engine.Operation {
+			return []engine.Operation{et.Calculator(), et.Retrier(3, 200*time.Millisecond)}
+		},
 		sends: []string{"hello"},
 	},
 	{

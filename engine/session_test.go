@@ -364,7 +364,7 @@ func TestCancelDuringRetryWait(t *testing.T) {
 		}
 		return et.Reply{Fail: &hostabi.Failure{Code: hostabi.FailRateLimit, Status: 429, RetryAfter: 60_000}}
 	}
-	pl, _ := engine.NewPipeline(et.Calculator(), et.Retrier(3, 100))
+	pl, _ := engine.NewPipeline(et.Calculator(), et.Retrier(3, 100*time.Millisecond))
 	log := store.NewMemory()
 	ctx := context.Background()
 	engine.Create(ctx, log, "s", engine.SessionCreated{}, et.Epoch)
@@ -539,7 +539,7 @@ func TestSessionsShareOpsAndStore(t *testing.T) {
 func TestHammer(t *testing.T) {
 	log := store.NewMemory()
 	ctx := context.Background()
-	pl, _ := engine.NewPipeline(et.Calculator(), et.Retrier(1, 1))
+	pl, _ := engine.NewPipeline(et.Calculator(), et.Retrier(1, time.Millisecond))
 	p := &et.Scripted{Answer: func(req *provider.Request) et.Reply {
 		last := req.Messages[len(req.Messages)-1]
 		if last.Role == "user" && strings.HasPrefix(last.Content, "tool") {

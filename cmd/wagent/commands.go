@@ -11,6 +11,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/wasmhost"
@@ -266,8 +267,8 @@ Examples:
 				for _, e := range evs.Events {
 					printJSON(env.stdout, e)
 				}
-			} else if err := renderLog(env, id, evs.Events); err != nil {
-				return err
+			} else if err := render.Log(env.stdout, evs.Events, render.Options{Session: id, Colour: env.colour}); err != nil {
+				return fail(exitFailure, "%v", err)
 			}
 			if evs.Broken != "" {
 				return fail(exitFailure, "warning: %s; the events are shown as stored, but no wagent command will advance this session (restore it, or fork it before that seq)", evs.Broken)
@@ -286,7 +287,7 @@ Examples:
 					return nil
 				}
 				if ev.Kind == "event" {
-					return renderLog(env, id, []store.Event{*ev.Event})
+					return render.Log(env.stdout, []store.Event{*ev.Event}, render.Options{Session: id, Colour: env.colour})
 				}
 				if ev.Kind == "delta" && !c.Bool("json") {
 					out.live(engine.Live{Kind: "delta", Session: id, Text: ev.Text})
@@ -351,7 +352,7 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 				if s.Turns != 1 {
 					turns = fmt.Sprintf("%d turns", s.Turns)
 				}
-				fmt.Fprintf(env.stdout, "%-28s %9s  %-40s  %s\n", s.ID, turns, compact(s.Title, 40), status)
+				fmt.Fprintf(env.stdout, "%-28s %9s  %-40s  %s\n", s.ID, turns, render.Compact(s.Title, 40), status)
 			}
 			if len(list.Sessions) == 0 && !c.Bool("json") {
 				fmt.Fprintln(env.stdout, "no sessions yet: wagent run \"…\" starts one")
@@ -389,8 +390,10 @@ func opsCommand(env *cliEnv) *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "ops",
-		Usage: "inspect and check operation modules",
+		Usage: "write, build, inspect and check operation modules",
 		Subcommands: []*cli.Command{
+			opsNewCommand(env),
+			opsBuildCommand(env),
 			{
 				Name:      "inspect",
 				Usage:     "print a module's manifest (without running it)",

@@ -108,7 +108,15 @@ func procEnv(extra map[string]string) []string {
 // exit code and output.
 func exe(t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
+	return exeIn(t, "", 60*time.Second, env, args...)
+}
+
+// exeIn is exe in the working directory dir ("" for the test's own),
+// killing the binary after timeout.
+func exeIn(t *testing.T, dir string, timeout time.Duration, env map[string]string, args ...string) result {
+	t.Helper()
 	cmd := exec.Command(wagentBin(t), args...)
+	cmd.Dir = dir
 	cmd.Env = procEnv(env)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -120,10 +128,10 @@ func exe(t *testing.T, env map[string]string, args ...string) result {
 	var err error
 	select {
 	case err = <-done:
-	case <-time.After(60 * time.Second):
+	case <-time.After(timeout):
 		cmd.Process.Kill()
 		<-done
-		t.Fatalf("wagent %v did not finish in 60 s\nstdout: %s\nstderr: %s", args, out.String(), errb.String())
+		t.Fatalf("wagent %v did not finish in %s\nstdout: %s\nstderr: %s", args, timeout, out.String(), errb.String())
 	}
 	code := 0
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/wagent/wagent/engine/provider/script"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/pipeline"
+	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/wasmhost"
@@ -521,7 +522,7 @@ func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []en
 	var ds []engine.Decision
 	for _, w := range waiting {
 		for {
-			fmt.Fprintf(env.stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", w.Name, compact(string(w.Arguments), 200))
+			fmt.Fprintf(env.stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", w.Name, render.Compact(string(w.Arguments), 200))
 			line, err := in.next(ctx)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
@@ -130,8 +131,9 @@ func Stopper(phrase string, max int) engine.Operation {
 }
 
 // Retrier retries failed requests whose code is retryable, up to attempts
-// retries per step, after delayMS (or the failure's Retry-After).
-func Retrier(attempts int, delayMS int64) engine.Operation {
+// retries per step, after delay (or the failure's Retry-After), e.g.
+// Retrier(3, 200*time.Millisecond).
+func Retrier(attempts int, delay time.Duration) engine.Operation {
 	m := &hostabi.Manifest{Name: "retrier", Hooks: []hostabi.Hook{hostabi.HookRequestError}}
 	return &OpFunc{M: m, F: func(ctx context.Context, v *hostabi.View, r engine.Reader) ([]hostabi.Effect, error) {
 		f := v.Failure
@@ -142,7 +144,7 @@ func Retrier(attempts int, delayMS int64) engine.Operation {
 		if f.Retries >= attempts {
 			return nil, nil
 		}
-		d := delayMS
+		d := delay.Milliseconds()
 		if f.Failure.RetryAfter > 0 {
 			d = f.Failure.RetryAfter
 		}

@@ -46,8 +46,10 @@ func (f *Fake) log(level int32, text string) { f.Logs = append(f.Logs, text) }
 // Test runs the handler for view.Hook of the registered op named
 // view.Op (the only one, in a module of one op) natively, with f
 // serving messages and notes, and returns its effects as the host would
-// see them (each checked with hostabi.Effect.CheckFor). The view goes
-// through the wire codec, as it would in a guest.
+// see them. The view goes through the wire codec, as it would in a
+// guest, and each effect is checked as the host would: hostabi's
+// Effect.CheckFor, and the tool hook's rule that only guards decide and
+// an owner answers only the call View.Tool.Run names.
 func Test(view *hostabi.View, f *Fake) ([]hostabi.Effect, error) {
 	if f == nil {
 		f = &Fake{}
@@ -74,6 +76,31 @@ func Test(view *hostabi.View, f *Fake) ([]hostabi.Effect, error) {
 		if err := out[i].CheckFor(&op.Manifest, &c.View); err != nil {
 			return nil, fmt.Errorf("effect %d: %w", i, err)
 		}
+		if err := checkTurn(&out[i], &op.Manifest, &c.View); err != nil {
+			return nil, fmt.Errorf("effect %d: %w", i, err)
+		}
 	}
 	return out, nil
+}
+
+// checkTurn applies the tool hook's rule, as the engine does: guards
+// decide, owners run only the call the host asks for (ABI.md §4).
+func checkTurn(e *hostabi.Effect, m *hostabi.Manifest, v *hostabi.View) error {
+	switch e.Kind {
+	case hostabi.KindDecision, hostabi.KindApprovalRequest:
+		if !m.Guard {
+			return fmt.Errorf("%w: %s from %s, which is not a guard (Manifest.Guard)", hostabi.ErrEffect, e.Kind, m.Name)
+		}
+	case hostabi.KindResult:
+		me := v.Op
+		if me == "" {
+			me = m.Name
+		}
+		for _, c := range v.Tool.Calls {
+			if c.ID == e.CallID && c.Owner == me && v.Tool.Run != c.ID {
+				return fmt.Errorf("%w: result for call %q of the op's own tool %s before the host asked to run it (View.Tool.Run is %q)", hostabi.ErrEffect, c.ID, c.Name, v.Tool.Run)
+			}
+		}
+	}
+	return nil
 }

@@ -1,43 +1,59 @@
 // Package pdk is the Go guest kit for wagent operations: an op author
-// writes a manifest and a handler per hook, and the kit speaks the ABI
-// (hostabi/ABI.md): it exports the marker and the hook handlers with
-// //go:wasmexport, reads the view, messages and notes through the host
-// imports into buffers it reuses, and hands the effects back in one call.
+// registers a manifest, the tools the op owns and a handler per hook, and
+// the kit speaks the ABI (hostabi/ABI.md): it exports the marker and the
+// hook handlers with //go:wasmexport, reads the view, messages and notes
+// through the host imports into buffers it reuses, and hands the effects
+// back in one call.
 //
-// A whole op:
+// A tool op, whole:
 //
 //	package main
 //
 //	import (
+//		"strings"
+//
 //		"github.com/wagent/wagent/guests/pdk"
 //		"github.com/wagent/wagent/hostabi"
 //	)
 //
+//	type shout struct{ Text string }
+//
+//	func (a *shout) Fields(f *pdk.Fields) { f.String("text", &a.Text).Required() }
+//
 //	func init() {
 //		pdk.Register(pdk.Op{
-//			Manifest: hostabi.Manifest{Name: "deny-all", Guard: true},
-//			Tool: func(c *pdk.Call) error {
-//				for _, call := range c.View.Tool.Calls {
-//					c.Decide(call.ID, false, "denied by policy")
-//				}
-//				return nil
+//			Manifest: hostabi.Manifest{Name: "shouter", Version: "1.0.0"},
+//			Tools: []pdk.OwnedTool{
+//				pdk.Tool(hostabi.ToolSpec{Name: "shout", Description: "Upper-case text."},
+//					func(c *pdk.Call, a shout) (string, error) { return strings.ToUpper(a.Text), nil }),
 //			},
 //		})
 //	}
 //
 //	func main() { pdk.Main() }
 //
-// Build it with guests/cmd/wagent-build, which runs
-// GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared and then appends the
-// manifest (printed by running the same package natively, where Main
-// prints it) as the wagent.manifest custom section.
+// Tool offers the tool at the contribute hook (with a JSON Schema derived
+// from the argument type's Fields), decodes and checks the arguments, and
+// runs the function only when the host asks the op to run that call, after
+// every guard allowed it; an error becomes an error result the model
+// reads. Ops that decide (guards), steer, retry or answer commands set the
+// handler of that hook and answer with the Call's effect methods
+// (Decide, AskApproval, Steer, Retry, Reply, …); Config decodes the op's
+// config from the pipeline.
+//
+// wagent ops new writes such a module and wagent ops build builds it:
+// GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared, then the manifest
+// (printed by running the same package natively, where Main prints it) is
+// appended as the wagent.manifest custom section. Inside this repository
+// guests/cmd/wagent-build does the same.
 //
 // Built natively (not wasip1) the kit has no host; Test runs a handler
-// against a view with messages and notes given in Go, so ops can be unit
-// tested with go test.
+// against a view with messages and notes given in Go, checking the
+// effects as the host would, so ops are unit tested with go test.
 //
-// The kit decodes views and encodes effects with hostabi's lean codec, not
-// encoding/json: reflection in the guest is the dominant cost of a call.
+// The kit decodes views, arguments and configs and encodes effects with
+// hostabi's lean codec, not encoding/json: reflection in the guest is the
+// dominant cost of a call (see RATIONALE.md).
 package pdk
 
 import (
@@ -52,11 +68,18 @@ import (
 // fault with the error's text and drops the effects.
 type Handler func(c *Call) error
 
-// Op is what an author registers: the manifest and one handler per hook
-// the op handles. The kit fills Manifest.Hooks from the handlers that are
-// set and Manifest.ABI with the kit's ABI version, so neither can lie.
+// Op is what an author registers: the manifest, the tools it owns and one
+// handler per hook it handles. The kit fills Manifest.Hooks from the
+// handlers that are set (and contribute and tool when Tools is not
+// empty), Manifest.ABI with the kit's ABI version, and adds Tools to the
+// manifest's tool lists, so none of them can lie.
 type Op struct {
 	Manifest hostabi.Manifest
+
+	// Tools the op owns (see Tool). The kit offers them at contribute,
+	// runs a call of one when the host asks, and adds their names to the
+	// manifest's tools (and idempotent) lists.
+	Tools []OwnedTool
 
 	Prompt       Handler
 	Contribute   Handler
@@ -100,6 +123,24 @@ func Register(op Op) {
 		if r.Manifest.Name == m.Name {
 			panic("pdk: two ops registered as " + m.Name)
 		}
+	}
+	if len(op.Tools) > 0 {
+		m.Tools = append([]string(nil), m.Tools...)
+		m.Idempotent = append([]string(nil), m.Idempotent...)
+		for i, t := range op.Tools {
+			for _, u := range op.Tools[:i] {
+				if u.spec.Name == t.spec.Name {
+					panic("pdk: op " + m.Name + " has two tools named " + t.spec.Name)
+				}
+			}
+			if !has(m.Tools, t.spec.Name) {
+				m.Tools = append(m.Tools, t.spec.Name)
+			}
+			if t.idempotent && !has(m.Idempotent, t.spec.Name) {
+				m.Idempotent = append(m.Idempotent, t.spec.Name)
+			}
+		}
+		op.Contribute, op.Tool = withTools(&op)
 	}
 	m.Hooks = nil
 	for _, h := range hostabi.Hooks {
@@ -167,9 +208,21 @@ type host interface {
 	log(level int32, text string)
 }
 
-// Config returns the op's config from the pipeline as raw JSON (nil when
-// there is none). See hostabi.Field for reading single values cheaply.
-func (c *Call) Config() []byte { return c.View.Config }
+// Config decodes the op's config from the pipeline into v (see Object):
+// keys v does not declare, values of the wrong type and missing required
+// keys are an error naming them, which the handler returns so the op
+// faults with it. Keys that are absent keep v's values, so set defaults
+// first. No config is an empty one.
+func (c *Call) Config(v Object) error {
+	if err := decodeObject(c.View.Config, v, "config key"); err != nil {
+		return errors.New("config: " + err.Error())
+	}
+	return nil
+}
+
+// RawConfig returns the op's config as raw JSON (nil when there is none),
+// for ops that decode it themselves; hostabi.Field reads single values.
+func (c *Call) RawConfig() []byte { return c.View.Config }
 
 // Message returns conversation message i (0 is the oldest), read from the
 // host on demand.
@@ -186,33 +239,6 @@ func (c *Call) Note(key string) (string, bool) { return c.host.note(key) }
 // Log writes a diagnostic line to the host's bounded log (not an effect,
 // not durable).
 func (c *Call) Log(level int32, text string) { c.host.log(level, text) }
-
-// Emit adds an effect to the answer.
-func (c *Call) Emit(e hostabi.Effect) { c.effects = append(c.effects, e) }
-
-// Effects returns the effects emitted so far.
-func (c *Call) Effects() []hostabi.Effect { return c.effects }
-
-// Decide emits a decision for a call: allowed or denied, once.
-func (c *Call) Decide(callID string, allow bool, why string) {
-	c.Emit(hostabi.Effect{Kind: hostabi.KindDecision, CallID: callID, Allow: allow, Scope: hostabi.ScopeOnce, Text: why})
-}
-
-// AskApproval emits an approval request for calls; the session yields until
-// a person decides.
-func (c *Call) AskApproval(why string, callIDs ...string) {
-	c.Emit(hostabi.Effect{Kind: hostabi.KindApprovalRequest, CallIDs: callIDs, Text: why})
-}
-
-// Result emits a tool result for a call.
-func (c *Call) Result(callID, content string, isError bool) {
-	c.Emit(hostabi.Effect{Kind: hostabi.KindResult, CallID: callID, Content: content, IsError: isError})
-}
-
-// SetNote emits a note effect: the op's durable memory under key.
-func (c *Call) SetNote(key, value string) {
-	c.Emit(hostabi.Effect{Kind: hostabi.KindNote, Key: key, Value: value})
-}
 
 // dispatch runs the handler for hook of the op the call is for. It
 // reports whether a handler exists.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 
 	"github.com/wagent/wagent/engine/provider"
@@ -107,10 +108,6 @@ type accumulator struct {
 	calls   []callAcc
 	finishR string
 	usage   provider.Usage
-
-	// Per-chunk scratch, reused so a chunk costs no allocation of its own.
-	choices []choiceView
-	frags   []fragView
 }
 
 type callAcc struct {
@@ -120,126 +117,115 @@ type callAcc struct {
 	args  []byte
 }
 
-// choiceView is one parsed choice of the current chunk, still pointing into
-// the chunk's bytes. A chunk is applied only once it has parsed whole.
-type choiceView struct {
-	index            int
-	content, refusal []byte
-	contentSlow      bool
-	refusalSlow      bool
-	finish           []byte
-	hasFinish        bool
-	frags            [2]int // frags[0]:frags[1] in accumulator.frags
-}
-
-type fragView struct {
-	index         int
-	hasIndex      bool
-	id, name      []byte
-	idSlow        bool
-	nameSlow      bool
-	args          []byte
-	argsSlow      bool
-	argsIsJSON    bool // arguments sent as an object rather than a string
-	hasArgs       bool
-	hasID, hasNam bool
-}
+// The shape of a chat.completion.chunk (and of a chat.completion, whose
+// choices say message instead of delta), as far as the answer needs it.
+// Chunks are decoded with encoding/json: a stream arrives at a few KB/s,
+// far below what it decodes (see RATIONALE.md).
+type (
+	chunkJSON struct {
+		Choices []choiceJSON    `json:"choices"`
+		Usage   *usageJSON      `json:"usage"`
+		Error   json.RawMessage `json:"error"`
+		Object  json.RawMessage `json:"object"`
+	}
+	choiceJSON struct {
+		Index        int        `json:"index"`
+		Delta        *deltaJSON `json:"delta"`
+		Message      *deltaJSON `json:"message"`
+		FinishReason *string    `json:"finish_reason"`
+	}
+	deltaJSON struct {
+		Content   string     `json:"content"`
+		Refusal   string     `json:"refusal"`
+		ToolCalls []fragJSON `json:"tool_calls"`
+	}
+	fragJSON struct {
+		Index    *int   `json:"index"`
+		ID       string `json:"id"`
+		Function *struct {
+			Name string `json:"name"`
+			// Arguments is a string of JSON in pieces, as the API sends
+			// it, or (from some servers) the whole object at once.
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"function"`
+	}
+	usageJSON struct {
+		PromptTokens     *int `json:"prompt_tokens"`
+		InputTokens      *int `json:"input_tokens"`
+		CompletionTokens *int `json:"completion_tokens"`
+		OutputTokens     *int `json:"output_tokens"`
+	}
+)
 
 func chunkError(err error) error {
 	return &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailStream,
 		Message: "the server sent a chunk that is not a valid chat.completion.chunk: " + err.Error()}, Err: err}
 }
 
-// chunk parses one data payload and applies it.
+// decodeError says which field of a chunk had the wrong type.
+func decodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		want := "of type " + te.Type.String()
+		switch te.Type.Kind() {
+		case reflect.Slice:
+			want = "an array"
+		case reflect.Struct, reflect.Pointer:
+			want = "an object"
+		case reflect.String:
+			want = "a string"
+		case reflect.Int:
+			want = "an integer"
+		}
+		got := te.Value
+		switch got {
+		case "object", "array":
+			got = "an " + got
+		case "string", "number":
+			got = "a " + got
+		}
+		return chunkError(fmt.Errorf("%s is not %s (it is %s)", te.Field, want, got))
+	}
+	return chunkError(err)
+}
+
+// chunk decodes one data payload and applies it; a chunk that does not
+// decode changes nothing.
 func (a *accumulator) chunk(data []byte) error {
-	a.choices = a.choices[:0]
-	a.frags = a.frags[:0]
-	var (
-		errRaw    []byte
-		objError  bool
-		usage     provider.Usage
-		hasUsage  bool
-		s         = scanner{b: data}
-		typeError = func(field, want string) error {
-			return chunkError(fmt.Errorf("%s is not %s", field, want))
-		}
-	)
-	err := s.object(func(key []byte) error {
-		switch string(key) {
-		case "choices":
-			if s.null() {
-				return nil
-			}
-			if s.peek() != '[' {
-				return typeError("choices", "an array")
-			}
-			return s.array(func() error { return a.choice(&s) })
-		case "usage":
-			if s.null() {
-				return nil
-			}
-			if s.peek() != '{' {
-				return typeError("usage", "an object")
-			}
-			hasUsage = true
-			return s.object(func(k []byte) error {
-				switch string(k) {
-				case "prompt_tokens", "input_tokens":
-					n, err := s.intOrNull()
-					usage.InputTokens = n
-					return err
-				case "completion_tokens", "output_tokens":
-					n, err := s.intOrNull()
-					usage.OutputTokens = n
-					return err
-				}
-				return s.skip()
-			})
-		case "error":
-			if s.null() {
-				return nil
-			}
-			raw, err := s.raw()
-			errRaw = raw
-			return err
-		case "object":
-			if s.peek() == '"' {
-				raw, _, err := s.str()
-				objError = string(raw) == "error"
-				return err
-			}
-		}
-		return s.skip()
-	})
-	if err == nil {
-		err = s.end()
+	if d := bytes.TrimSpace(data); len(d) == 0 || d[0] != '{' {
+		return chunkError(errors.New("it is not a JSON object"))
 	}
-	if err != nil {
-		var pe *provider.Error
-		if errors.As(err, &pe) {
-			return err
-		}
-		return chunkError(err)
+	var c chunkJSON
+	if err := json.Unmarshal(data, &c); err != nil {
+		return decodeError(err)
 	}
-	if errRaw != nil || objError {
+	if (len(c.Error) > 0 && string(c.Error) != "null") || string(c.Object) == `"error"` {
 		return streamFailure(data)
 	}
-	if hasUsage {
-		a.usage = usage
+	if u := c.Usage; u != nil {
+		a.usage = provider.Usage{InputTokens: first(u.PromptTokens, u.InputTokens), OutputTokens: first(u.CompletionTokens, u.OutputTokens)}
 	}
 	start := len(a.content)
-	for i := range a.choices {
-		c := &a.choices[i]
-		if c.index != 0 {
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		if ch.Index != 0 {
 			continue
 		}
-		a.content = appendString(a.content, c.content, c.contentSlow)
-		a.content = appendString(a.content, c.refusal, c.refusalSlow)
-		for _, f := range a.frags[c.frags[0]:c.frags[1]] {
-			a.applyFrag(&f)
+		d := ch.Delta
+		if d == nil {
+			d = ch.Message
 		}
-		if c.hasFinish {
-			a.finishR = internFinish(c.finish)
+		if d != nil {
+			a.content = append(a.content, d.Content...)
+			a.content = append(a.content, d.Refusal...)
+			for j := range d.ToolCalls {
+				if err := a.applyFrag(&d.ToolCalls[j]); err != nil {
+					return err
+				}
+			}
+		}
+		if ch.FinishReason != nil {
+			a.finishR = internFinish(*ch.FinishReason)
 		}
 	}
 	if a.onDelta != nil && len(a.content) > start {
@@ -248,161 +234,61 @@ func (a *accumulator) chunk(data []byte) error {
 	return nil
 }
 
-// choice parses one element of choices into a.choices.
-func (a *accumulator) choice(s *scanner) error {
-	if s.peek() != '{' {
-		return chunkError(errors.New("a choice is not an object"))
+func first(a, b *int) int {
+	switch {
+	case a != nil:
+		return *a
+	case b != nil:
+		return *b
 	}
-	a.choices = append(a.choices, choiceView{})
-	c := &a.choices[len(a.choices)-1]
-	c.frags[0] = len(a.frags)
-	c.frags[1] = len(a.frags)
-	return s.object(func(key []byte) error {
-		switch string(key) {
-		case "index":
-			n, err := s.intOrNull()
-			c.index = n
-			return err
-		case "finish_reason":
-			if s.null() {
-				return nil
-			}
-			raw, slow, err := s.str()
-			if err != nil {
-				return err
-			}
-			c.finish, c.hasFinish = raw, true
-			if slow {
-				c.finish = appendUnescaped(nil, raw)
-			}
-			return nil
-		case "delta", "message":
-			if s.null() {
-				return nil
-			}
-			if s.peek() != '{' {
-				return chunkError(fmt.Errorf("%s is not an object", key))
-			}
-			return s.object(func(k []byte) error {
-				var err error
-				switch string(k) {
-				case "content":
-					c.content, c.contentSlow, err = s.text()
-				case "refusal":
-					c.refusal, c.refusalSlow, err = s.text()
-				case "tool_calls":
-					if s.null() {
-						return nil
-					}
-					c.frags[0] = len(a.frags)
-					err = s.array(func() error { return a.frag(s) })
-					c.frags[1] = len(a.frags)
-				default:
-					err = s.skip()
-				}
-				return err
-			})
-		}
-		return s.skip()
-	})
+	return 0
 }
 
-// frag parses one tool_calls element into a.frags.
-func (a *accumulator) frag(s *scanner) error {
-	if s.peek() != '{' {
-		return chunkError(errors.New("a tool call is not an object"))
+func (a *accumulator) applyFrag(f *fragJSON) error {
+	var name string
+	var args json.RawMessage
+	if f.Function != nil {
+		name, args = f.Function.Name, f.Function.Arguments
 	}
-	a.frags = append(a.frags, fragView{})
-	f := &a.frags[len(a.frags)-1]
-	return s.object(func(key []byte) error {
-		var err error
-		switch string(key) {
-		case "index":
-			if s.null() {
-				return nil
-			}
-			f.index, err = s.number()
-			f.hasIndex = true
-		case "id":
-			f.id, f.idSlow, err = s.text()
-			f.hasID = len(f.id) > 0
-		case "function":
-			if s.null() {
-				return nil
-			}
-			if s.peek() != '{' {
-				return chunkError(errors.New("function is not an object"))
-			}
-			return s.object(func(k []byte) error {
-				var err error
-				switch string(k) {
-				case "name":
-					f.name, f.nameSlow, err = s.text()
-					f.hasNam = len(f.name) > 0
-				case "arguments":
-					switch s.peek() {
-					case '"', 'n':
-						f.args, f.argsSlow, err = s.text()
-						f.argsIsJSON = false
-					default:
-						f.args, err = s.raw()
-						f.argsIsJSON = true
-					}
-					f.hasArgs = true
-				default:
-					err = s.skip()
-				}
-				return err
-			})
-		default:
-			err = s.skip()
+	c := a.findCall(f.Index, f.ID)
+	if c.id == "" && f.ID != "" {
+		c.id = f.ID
+	}
+	if c.name == "" && name != "" {
+		c.name = name
+	}
+	switch {
+	case len(args) == 0 || string(args) == "null":
+	case args[0] == '"':
+		var piece string
+		if err := json.Unmarshal(args, &piece); err != nil {
+			return chunkError(err)
 		}
-		return err
-	})
-}
-
-func (a *accumulator) applyFrag(f *fragView) {
-	var id []byte
-	if f.hasID {
-		id = f.id
-		if f.idSlow {
-			id = appendUnescaped(nil, f.id)
-		}
+		c.args = append(c.args, piece...)
+	default: // a whole object at once: it replaces, not extends
+		c.args = append(c.args[:0], args...)
 	}
-	c := a.findCall(f, id)
-	if c.id == "" && len(id) > 0 {
-		c.id = string(id)
-	}
-	if c.name == "" && f.hasNam {
-		c.name = string(appendString(nil, f.name, f.nameSlow))
-	}
-	if f.hasArgs {
-		if f.argsIsJSON { // a whole object at once: it replaces, not extends
-			c.args = append(c.args[:0], f.args...)
-		} else {
-			c.args = appendString(c.args, f.args, f.argsSlow)
-		}
-	}
+	return nil
 }
 
 // findCall returns the call a fragment belongs to, starting one if needed.
-func (a *accumulator) findCall(f *fragView, id []byte) *callAcc {
-	if f.hasIndex {
+func (a *accumulator) findCall(index *int, id string) *callAcc {
+	if index != nil {
 		// The latest call with this index, unless the fragment brings a
 		// different id: some servers number every parallel call 0.
 		for i := len(a.calls) - 1; i >= 0; i-- {
-			if c := &a.calls[i]; c.index == f.index {
-				if len(id) == 0 || c.id == "" || c.id == string(id) {
+			if c := &a.calls[i]; c.index == *index {
+				if id == "" || c.id == "" || c.id == id {
 					return c
 				}
 				break
 			}
 		}
-		return a.newCall(f.index)
+		return a.newCall(*index)
 	}
-	if len(id) > 0 {
+	if id != "" {
 		for i := range a.calls {
-			if a.calls[i].id == string(id) {
+			if a.calls[i].id == id {
 				return &a.calls[i]
 			}
 		}
@@ -425,10 +311,9 @@ func (a *accumulator) newCall(index int) *callAcc {
 	return &a.calls[len(a.calls)-1]
 }
 
-// internFinish normalises a finish reason without allocating for the
-// usual ones.
-func internFinish(b []byte) string {
-	switch string(b) {
+// internFinish normalises a finish reason.
+func internFinish(b string) string {
+	switch b {
 	case "stop", "eos", "eos_token", "end_turn", "stop_sequence":
 		return "stop"
 	case "length", "max_tokens":
@@ -437,10 +322,8 @@ func internFinish(b []byte) string {
 		return "tool_calls"
 	case "content_filter":
 		return "content_filter"
-	case "":
-		return ""
 	}
-	return string(b)
+	return b
 }
 
 func (a *accumulator) partial() *provider.Response {

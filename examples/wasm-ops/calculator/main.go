@@ -9,104 +9,63 @@
 // machine, continues from the same number. Dividing by zero is an error
 // result and leaves the total alone.
 //
-// Build it (from the repository root):
+// Build it (from the repository root; make guests does it):
 //
 //	go run ./guests/cmd/wagent-build -o examples/wasm-ops/calculator/calculator.wasm ./examples/wasm-ops/calculator
 package main
 
 import (
+	"errors"
 	"strconv"
 
 	"github.com/wagent/wagent/guests/pdk"
 	"github.com/wagent/wagent/hostabi"
 )
 
-var tools = []hostabi.ToolSpec{
-	{Name: "calc_add", Description: "Add value to the running total. Returns the new total.", Parameters: valueSchema},
-	{Name: "calc_subtract", Description: "Subtract value from the running total. Returns the new total.", Parameters: valueSchema},
-	{Name: "calc_multiply", Description: "Multiply the running total by value. Returns the new total.", Parameters: valueSchema},
-	{Name: "calc_divide", Description: "Divide the running total by value. Returns the new total.", Parameters: valueSchema},
-	{Name: "calc_total", Description: "Return the running total (it starts at 0).", Parameters: []byte(`{"type":"object","properties":{}}`)},
+type operand struct{ Value float64 }
+
+func (a *operand) Fields(f *pdk.Fields) { f.Float("value", &a.Value).Required() }
+
+// apply makes a tool that changes the total by op.
+func apply(name, doc string, op func(total, v float64) (float64, error)) pdk.OwnedTool {
+	return pdk.Tool(hostabi.ToolSpec{Name: name, Description: doc + " Returns the new total."},
+		func(c *pdk.Call, a operand) (string, error) {
+			t, err := op(total(c), a.Value)
+			if err != nil {
+				return "", err
+			}
+			s := format(t)
+			c.SetNote("total", s)
+			return s, nil
+		})
 }
 
-var valueSchema = []byte(`{"type":"object","properties":{"value":{"type":"number"}},"required":["value"]}`)
-
 func init() {
-	names := make([]string, len(tools))
-	for i, t := range tools {
-		names[i] = t.Name
-	}
 	pdk.Register(pdk.Op{
-		Manifest: hostabi.Manifest{
-			Name:       "calculator",
-			Version:    "1.0.0",
-			Tools:      names,
-			Idempotent: []string{"calc_total"},
+		Manifest: hostabi.Manifest{Name: "calculator", Version: "1.0.0"},
+		Tools: []pdk.OwnedTool{
+			apply("calc_add", "Add value to the running total.", func(t, v float64) (float64, error) { return t + v, nil }),
+			apply("calc_subtract", "Subtract value from the running total.", func(t, v float64) (float64, error) { return t - v, nil }),
+			apply("calc_multiply", "Multiply the running total by value.", func(t, v float64) (float64, error) { return t * v, nil }),
+			apply("calc_divide", "Divide the running total by value.", func(t, v float64) (float64, error) {
+				if v == 0 {
+					return t, errors.New("cannot divide by zero; the total is still " + format(t))
+				}
+				return t / v, nil
+			}),
+			pdk.Tool(hostabi.ToolSpec{Name: "calc_total", Description: "Return the running total (it starts at 0)."},
+				func(c *pdk.Call, _ pdk.NoArgs) (string, error) { return format(total(c)), nil }, pdk.Idempotent()),
 		},
-		Contribute: func(c *pdk.Call) error {
-			for i := range tools {
-				c.Emit(hostabi.Effect{Kind: hostabi.KindTool, Tool: &tools[i]})
-			}
-			return nil
-		},
-		Tool: run,
 	})
 }
 
 func main() { pdk.Main() }
 
-// run answers the call the host asks it to run; it skips otherwise (the
-// host records tool/call first, then asks again with Run set).
-func run(c *pdk.Call) error {
-	t := c.View.Tool
-	if t.Run == "" {
-		return nil
-	}
-	var call *hostabi.PendingCall
-	for i := range t.Calls {
-		if t.Calls[i].ID == t.Run {
-			call = &t.Calls[i]
-		}
-	}
-	if call == nil {
-		return nil
-	}
-	total := 0.0
-	if s, ok := c.Note("total"); ok {
-		total, _ = strconv.ParseFloat(s, 64)
-	}
-	var v float64
-	if call.Name != "calc_total" {
-		raw, ok := hostabi.Field(call.Arguments, "value")
-		if !ok {
-			c.Result(call.ID, `missing "value": call it with {"value": <number>}`, true)
-			return nil
-		}
-		f, err := strconv.ParseFloat(string(raw), 64)
-		if err != nil {
-			c.Result(call.ID, `"value" must be a number, got `+string(raw), true)
-			return nil
-		}
-		v = f
-	}
-	switch call.Name {
-	case "calc_add":
-		total += v
-	case "calc_subtract":
-		total -= v
-	case "calc_multiply":
-		total *= v
-	case "calc_divide":
-		if v == 0 {
-			c.Result(call.ID, "cannot divide by zero; the total is still "+format(total), true)
-			return nil
-		}
-		total /= v
-	}
-	s := format(total)
-	c.SetNote("total", s)
-	c.Result(call.ID, s, false)
-	return nil
+// total reads the running total from the op's note.
+func total(c *pdk.Call) float64 {
+	s, _ := c.Note("total")
+	t, _ := strconv.ParseFloat(s, 64)
+	return t
 }
 
 func format(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

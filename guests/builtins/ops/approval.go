@@ -96,7 +96,7 @@ func approve(c *pdk.Call) error {
 	if t.Run != "" {
 		return nil
 	}
-	cfg, err := approvalCache.get(c.Config(), parseApproval)
+	cfg, err := approvalCache.get(c.RawConfig(), parseApproval)
 	if err != nil {
 		return err
 	}

@@ -100,7 +100,7 @@ func (c *compactionConfig) windowFor(model string) int {
 const summaryInstructions = `You are summarising the earlier part of a conversation between a user and an AI assistant that uses tools, so that the assistant can go on without it. Write a summary the assistant will read instead of those messages: what the user wants and asked for, decisions made and why, what was done (tools called, with the facts their results established: names, numbers, file paths, identifiers, errors), what is still open or was promised, and anything the user asked to remember. Be specific and complete; leave out pleasantries. Write it as notes, not as a reply to the user.`
 
 func compactDecide(c *pdk.Call) error {
-	cfg, err := compactionCache.get(c.Config(), parseCompaction)
+	cfg, err := compactionCache.get(c.RawConfig(), parseCompaction)
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ func faulty(op Op) Op {
 			return nil
 		}
 		return func(c *pdk.Call) error {
-			if raw, ok := hostabi.Field(c.Config(), "_fault"); ok {
+			if raw, ok := hostabi.Field(c.RawConfig(), "_fault"); ok {
 				switch s, _ := hostabi.String(raw); s {
 				case "trap":
 					panic("forced fault (config _fault: trap)")

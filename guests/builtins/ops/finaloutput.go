@@ -71,11 +71,11 @@ func parseFinal(raw []byte) (finalConfig, error) {
 }
 
 func offerFinal(c *pdk.Call) error {
-	cfg, err := finalCache.get(c.Config(), parseFinal)
+	cfg, err := finalCache.get(c.RawConfig(), parseFinal)
 	if err != nil {
 		return err
 	}
-	c.Emit(hostabi.Effect{Kind: hostabi.KindTool, Tool: &hostabi.ToolSpec{Name: "final_output", Description: cfg.Description, Parameters: cfg.Schema}})
+	c.OfferTool(hostabi.ToolSpec{Name: "final_output", Description: cfg.Description, Parameters: cfg.Schema})
 	return nil
 }
 
@@ -84,7 +84,7 @@ func runFinal(c *pdk.Call) error {
 	if t.Run == "" {
 		return nil
 	}
-	cfg, err := finalCache.get(c.Config(), parseFinal)
+	cfg, err := finalCache.get(c.RawConfig(), parseFinal)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func runFinal(c *pdk.Call) error {
 			c.Result(call.ID, "final_output was not accepted: "+problem+". Call it again with arguments that fit its schema.", true)
 			return nil
 		}
-		c.Emit(hostabi.Effect{Kind: hostabi.KindResult, CallID: call.ID, Content: string(call.Arguments), ConcludesTurn: true})
+		c.FinalResult(call.ID, string(call.Arguments))
 	}
 	return nil
 }

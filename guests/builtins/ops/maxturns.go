@@ -43,17 +43,17 @@ func parseMaxTurns(raw []byte) (maxTurnsConfig, error) {
 }
 
 func budget(c *pdk.Call) error {
-	cfg, err := maxTurnsCache.get(c.Config(), parseMaxTurns)
+	cfg, err := maxTurnsCache.get(c.RawConfig(), parseMaxTurns)
 	if err != nil {
 		return err
 	}
 	step, max := c.View.Step, cfg.MaxSteps
 	switch {
 	case step > max:
-		c.Emit(hostabi.Effect{Kind: hostabi.KindEndTurn, Text: "max-turns: this turn used its budget of " + strconv.Itoa(max) + " model requests; send a new message to go on"})
+		c.EndTurn("max-turns: this turn used its budget of " + strconv.Itoa(max) + " model requests; send a new message to go on")
 	case 2*step >= max:
 		left := max - step + 1
-		c.Emit(hostabi.Effect{Kind: hostabi.KindTopOfMind, Text: "Budget: this is request " + strconv.Itoa(step) + " of " + strconv.Itoa(max) + " for this turn (" + strconv.Itoa(left) + " left including this one). Finish soon."})
+		c.TopOfMind("Budget: this is request " + strconv.Itoa(step) + " of " + strconv.Itoa(max) + " for this turn (" + strconv.Itoa(left) + " left including this one). Finish soon.")
 	}
 	return nil
 }

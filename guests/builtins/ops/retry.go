@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/wagent/wagent/guests/pdk"
 	"github.com/wagent/wagent/hostabi"
@@ -85,7 +86,7 @@ func parseRetry(raw []byte) (retryPolicy, error) {
 }
 
 func retry(c *pdk.Call) error {
-	p, err := retryCache.get(c.Config(), parseRetry)
+	p, err := retryCache.get(c.RawConfig(), parseRetry)
 	if err != nil {
 		return err
 	}
@@ -105,7 +106,7 @@ func retry(c *pdk.Call) error {
 		}
 		delay = ra
 	}
-	c.Emit(hostabi.Effect{Kind: hostabi.KindRetry, DelayMS: delay})
+	c.Retry(time.Duration(delay) * time.Millisecond)
 	return nil
 }
 

@@ -101,7 +101,7 @@ func scan(dir string) []skill {
 
 // current reads the op's config and the skills it finds now.
 func current(c *pdk.Call) (*skillsConfig, []skill, error) {
-	cfg, err := skillsCache.get(c.Config(), parseSkills)
+	cfg, err := skillsCache.get(c.RawConfig(), parseSkills)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -182,7 +182,7 @@ func offerSkills(c *pdk.Call) error {
 	if len(list) == 0 {
 		return nil
 	}
-	c.Emit(hostabi.Effect{Kind: hostabi.KindPromptPart, Text: "Skills you can load with the load_skill tool when a task needs one:\n" + skillList(list, cfg.MaxPromptBytes)})
+	c.PromptPart("Skills you can load with the load_skill tool when a task needs one:\n" + skillList(list, cfg.MaxPromptBytes))
 	c.Emit(hostabi.Effect{Kind: hostabi.KindTool, Tool: &hostabi.ToolSpec{
 		Name:        "load_skill",
 		Description: "Load the full instructions of a skill by its name.",
@@ -196,7 +196,7 @@ func loadSkill(c *pdk.Call) error {
 	if t.Run == "" {
 		return nil
 	}
-	cfg, err := skillsCache.get(c.Config(), parseSkills)
+	cfg, err := skillsCache.get(c.RawConfig(), parseSkills)
 	if err != nil {
 		return err
 	}
@@ -242,9 +242,9 @@ func listSkills(c *pdk.Call) error {
 		return err
 	}
 	if len(list) == 0 {
-		c.Emit(hostabi.Effect{Kind: hostabi.KindReply, Text: "No skills: nothing is mounted at " + cfg.Dir + ", or it holds no folder with a SKILL.md."})
+		c.Reply("No skills: nothing is mounted at " + cfg.Dir + ", or it holds no folder with a SKILL.md.")
 		return nil
 	}
-	c.Emit(hostabi.Effect{Kind: hostabi.KindReply, Text: "Skills:\n" + skillList(list, 1<<20)})
+	c.Reply("Skills:\n" + skillList(list, 1<<20))
 	return nil
 }

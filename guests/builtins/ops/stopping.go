@@ -60,7 +60,7 @@ func parseStop(raw []byte) (stopConfig, error) {
 }
 
 func stopCheck(c *pdk.Call) error {
-	cfg, err := stopCache.get(c.Config(), parseStop)
+	cfg, err := stopCache.get(c.RawConfig(), parseStop)
 	if err != nil {
 		return err
 	}
@@ -87,6 +87,6 @@ func stopCheck(c *pdk.Call) error {
 		return nil
 	}
 	c.SetNote(key, strconv.Itoa(n+1))
-	c.Emit(hostabi.Effect{Kind: hostabi.KindSteer, Text: msg})
+	c.Steer(msg)
 	return nil
 }

@@ -33,8 +33,7 @@ func unknownTool(c *pdk.Call) error {
 		if call.Owner != "" {
 			continue
 		}
-		c.Emit(hostabi.Effect{Kind: hostabi.KindResult, CallID: call.ID, IsError: true, Code: hostabi.CodeUnknownTool,
-			Content: "There is no tool named " + quoteName(call.Name) + ". The tools you can call are: " + list + "."})
+		c.ErrorResult(call.ID, "There is no tool named "+quoteName(call.Name)+". The tools you can call are: "+list+".", hostabi.CodeUnknownTool)
 	}
 	return nil
 }

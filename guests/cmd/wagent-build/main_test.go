@@ -6,51 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wagent/wagent/guests/opbuild"
 )
-
-func sections(t *testing.T, mod []byte, name string) [][]byte {
-	t.Helper()
-	var out [][]byte
-	for i := 8; i < len(mod); {
-		id := mod[i]
-		size, n := uleb(mod[i+1:])
-		body := mod[i+1+n : i+1+n+int(size)]
-		i += 1 + n + int(size)
-		if id == 0 {
-			l, m := uleb(body)
-			if string(body[m:m+int(l)]) == name {
-				out = append(out, body[m+int(l):])
-			}
-		}
-	}
-	return out
-}
-
-func TestSetCustomSectionReplaces(t *testing.T) {
-	mod, err := os.ReadFile("../../../testdata/wat/noop.wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	big := bytes.Repeat([]byte("x"), 300) // a two-byte LEB size
-	out, err := SetCustomSection(mod, "wagent.manifest", big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err = SetCustomSection(out, "wagent.manifest", []byte(`{"b":2}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := sections(t, out, "wagent.manifest")
-	if len(got) != 1 || string(got[0]) != `{"b":2}` {
-		t.Fatalf("sections = %q", got)
-	}
-	if _, err := SetCustomSection([]byte("not wasm"), "x", nil); err == nil {
-		t.Fatal("accepted a non-module")
-	}
-	if _, err := SetCustomSection(mod[:len(mod)-3], "x", nil); err == nil || !strings.Contains(err.Error(), "truncated") {
-		t.Fatalf("truncated module: %v", err)
-	}
-}
 
 func TestEmbedValidates(t *testing.T) {
 	dir := t.TempDir()
@@ -68,7 +26,8 @@ func TestEmbedValidates(t *testing.T) {
 		t.Fatalf("code %d: %s", code, stderr.String())
 	}
 	b, _ := os.ReadFile(out)
-	if got := sections(t, b, "wagent.manifest"); len(got) != 1 || string(got[0]) != `{"name":"x","abi":"1.0","hooks":["tool"],"capabilities":{}}` {
-		t.Fatalf("embedded %q", got)
+	got, err := opbuild.CustomSections(b, "wagent.manifest")
+	if err != nil || len(got) != 1 || string(got[0]) != `{"name":"x","abi":"1.0","hooks":["tool"],"capabilities":{}}` {
+		t.Fatalf("embedded %q, %v", got, err)
 	}
 }

@@ -43,7 +43,7 @@ var (
 )
 
 func decide(c *pdk.Call) error {
-	if cfg := c.Config(); string(cfg) != lastConfig {
+	if cfg := c.RawConfig(); string(cfg) != lastConfig {
 		a, d, err := parseConfig(cfg)
 		if err != nil {
 			return err
@@ -114,7 +114,7 @@ func stopCheck(c *pdk.Call) error {
 		if m.Role == "user" {
 			if strings.Contains(m.Content, "?") {
 				c.SetNote("steered", turn)
-				c.Emit(hostabi.Effect{Kind: hostabi.KindSteer, Text: "The user asked a question; answer it."})
+				c.Steer("The user asked a question; answer it.")
 			}
 			break
 		}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/engine"
-	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/store"
 )
 
@@ -98,7 +98,7 @@ func (p *printer) live(l engine.Live) {
 func (p *printer) event(w io.Writer, e *store.Event) {
 	if p.verbose {
 		p.newline()
-		fmt.Fprintf(w, "%s%4d %s%s %s\n", p.c.dim, e.Seq, e.Type, p.c.reset, compact(string(e.Data), 160))
+		fmt.Fprintf(w, "%s%4d %s%s %s\n", p.c.dim, e.Seq, e.Type, p.c.reset, render.Compact(string(e.Data), 160))
 		return
 	}
 	switch e.Type {
@@ -121,7 +121,7 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		var d engine.ToolCallEvent
 		json.Unmarshal(e.Data, &d)
 		p.newline()
-		fmt.Fprintf(w, "%s  → %s %s%s\n", p.c.dim, d.Name, compact(string(d.Arguments), 120), p.c.reset)
+		fmt.Fprintf(w, "%s  → %s %s%s\n", p.c.dim, d.Name, render.Compact(string(d.Arguments), 120), p.c.reset)
 	case engine.EvToolResult:
 		var d engine.ToolResult
 		json.Unmarshal(e.Data, &d)
@@ -131,9 +131,9 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 			if d.Code != "" {
 				code = d.Code + ": "
 			}
-			fmt.Fprintf(w, "%s  ← %s%s%s\n", p.c.red, code, compact(d.Content, 160), p.c.reset)
+			fmt.Fprintf(w, "%s  ← %s%s%s\n", p.c.red, code, render.Compact(d.Content, 160), p.c.reset)
 		} else {
-			fmt.Fprintf(w, "%s  ← %s%s\n", p.c.dim, compact(d.Content, 160), p.c.reset)
+			fmt.Fprintf(w, "%s  ← %s%s\n", p.c.dim, render.Compact(d.Content, 160), p.c.reset)
 		}
 	case engine.EvApprovalDecision:
 		var d engine.ApprovalDecision
@@ -148,7 +148,7 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		var d engine.RetryScheduled
 		json.Unmarshal(e.Data, &d)
 		p.newline()
-		fmt.Fprintf(w, "%s  … %s; retry %d in %s%s\n", p.c.yellow, failureText(d.Failure), d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, p.c.reset)
+		fmt.Fprintf(w, "%s  … %s; retry %d in %s%s\n", p.c.yellow, render.Failure(d.Failure), d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, p.c.reset)
 	case engine.EvCommandReply:
 		var d engine.CommandReply
 		json.Unmarshal(e.Data, &d)
@@ -159,36 +159,9 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		json.Unmarshal(e.Data, &d)
 		p.newline()
 		if d.Reason != engine.ReasonCompleted {
-			fmt.Fprintf(w, "%s  (turn %d ended: %s%s)%s\n", p.c.yellow, d.Turn, d.Reason, turnDetail(d), p.c.reset)
+			fmt.Fprintf(w, "%s  (turn %d ended: %s%s)%s\n", p.c.yellow, d.Turn, d.Reason, render.TurnDetail(d), p.c.reset)
 		}
 	}
-}
-
-func turnDetail(d engine.TurnEnd) string {
-	switch {
-	case d.Error != "":
-		return ": " + d.Error
-	case d.Message != "":
-		return ": " + d.Message
-	case d.Cause != nil:
-		s := ", cause " + d.Cause.Kind
-		if d.Cause.Reason != "" {
-			s += ": " + d.Cause.Reason
-		}
-		return s
-	}
-	return ""
-}
-
-func failureText(f hostabi.Failure) string {
-	s := string(f.Code)
-	if f.Status != 0 {
-		s += fmt.Sprintf(" (HTTP %d)", f.Status)
-	}
-	if f.Message != "" {
-		s += ": " + compact(f.Message, 100)
-	}
-	return s
 }
 
 func (p *printer) finish() {
@@ -213,7 +186,7 @@ func (p *printer) waiting(calls []engine.WaitingCall) {
 	p.newline()
 	fmt.Fprintf(p.env.stdout, "session %s is waiting for approval of %d call(s):\n", p.id, len(calls))
 	for _, c := range calls {
-		fmt.Fprintf(p.env.stdout, "  %s  %s %s\n", c.ID, c.Name, compact(string(c.Arguments), 120))
+		fmt.Fprintf(p.env.stdout, "  %s  %s %s\n", c.ID, c.Name, render.Compact(string(c.Arguments), 120))
 	}
 	fmt.Fprintf(p.env.stdout, "answer with:\n  wagent approve %s %s   (or --all, --always)\n  wagent deny %s %s\nthen: wagent resume %s\n",
 		p.id, calls[0].ID, p.id, calls[0].ID, p.id)
@@ -228,15 +201,6 @@ func (p *printer) waitingIDs(st *engine.State) {
 	if len(calls) > 0 {
 		p.waiting(calls)
 	}
-}
-
-// compact puts s on one line of at most n runes.
-func compact(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }
 
 // progress shows which module is loading while a pipeline builds, on a
@@ -260,120 +224,6 @@ func (p *progress) done() {
 	if p.shown {
 		fmt.Fprint(p.env.stderr, "\r\x1b[2K")
 	}
-}
-
-// renderLog shows a session as turns and steps a person can read.
-func renderLog(env *cliEnv, id string, evs []store.Event) error {
-	c := colours(env.colour)
-	w := env.stdout
-	for _, e := range evs {
-		ind := "  "
-		if e.Step > 0 {
-			ind = "    "
-		}
-		switch e.Type {
-		case engine.EvSessionCreated:
-			var d engine.SessionCreated
-			json.Unmarshal(e.Data, &d)
-			fmt.Fprintf(w, "%ssession %s%s  created %s", c.bold, id, c.reset, e.Time.Local().Format("2006-01-02 15:04:05"))
-			if d.Model != "" {
-				fmt.Fprintf(w, "  model %s", d.Model)
-			}
-			if d.Pipeline != "" {
-				fmt.Fprintf(w, "  pipeline %s", d.Pipeline)
-			}
-			fmt.Fprintln(w)
-		case engine.EvTurnStart:
-			fmt.Fprintf(w, "\n%sturn %d%s  %s\n", c.bold, e.Turn, c.reset, e.Time.Local().Format("15:04:05"))
-		case engine.EvTurnEnd:
-			var d engine.TurnEnd
-			json.Unmarshal(e.Data, &d)
-			col := c.dim
-			if d.Reason != engine.ReasonCompleted {
-				col = c.yellow
-			}
-			fmt.Fprintf(w, "%s  turn %d ended: %s%s%s\n", col, d.Turn, d.Reason, turnDetail(d), c.reset)
-		case engine.EvStepStart:
-			fmt.Fprintf(w, "%s  step %d%s\n", c.dim, e.Step, c.reset)
-		case engine.EvUserMessage:
-			var d engine.UserMessage
-			json.Unmarshal(e.Data, &d)
-			fmt.Fprintf(w, "%s%suser:%s %s\n", ind, c.bold, c.reset, d.Content)
-		case engine.EvAssistantMessage:
-			var d engine.AssistantMessage
-			json.Unmarshal(e.Data, &d)
-			if d.Content != "" {
-				fmt.Fprintf(w, "%s%sassistant:%s %s\n", ind, c.bold, c.reset, strings.ReplaceAll(strings.TrimSpace(d.Content), "\n", "\n"+ind+"  "))
-			}
-			if d.Interrupted {
-				fmt.Fprintf(w, "%s%s(interrupted)%s\n", ind, c.dim, c.reset)
-			}
-			for _, tc := range d.ToolCalls {
-				fmt.Fprintf(w, "%scall %s %s %s\n", ind, tc.ID, tc.Name, compact(string(tc.Arguments), 120))
-			}
-		case engine.EvAssistantAttempt:
-			var d engine.AssistantAttempt
-			json.Unmarshal(e.Data, &d)
-			fmt.Fprintf(w, "%s%sattempt %d failed: %s%s\n", ind, c.red, d.Attempt, failureText(d.Failure), c.reset)
-		case engine.EvRetryScheduled:
-			var d engine.RetryScheduled
-			json.Unmarshal(e.Data, &d)
-			fmt.Fprintf(w, "%s%sretry %d in %s (%s)%s\n", ind, c.yellow, d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, d.Op, c.reset)
-		case engine.EvApprovalRequest:
-			var d engine.ApprovalRequest
-			json.Unmarshal(e.Data, &d)
-			fmt.Fprintf(w, "%s%sapproval asked for %s by %s%s\n", ind, c.yellow, strings.Join(d.CallIDs, ", "), d.Op, c.reset)
-		case engine.EvApprovalDecision:
-			var d engine.ApprovalDecision
-			json.Unmarshal(e.Data, &d)
-			verdict := "allowed"
-			if !d.Allow {
-				verdict = "denied"
-			}
-			note := ""
-			if d.Note != "" {
-				note = ": " + d.Note
-			}
-			fmt.Fprintf(w, "%s%s %s by %s%s\n", ind, d.CallID, verdict, d.Who, note)
-		case engine.EvToolResult:
-			var d engine.ToolResult
-			json.Unmarshal(e.Data, &d)
-			col := ""
-			if d.IsError {
-				col = c.red
-			}
-			code := ""
-			if d.Code != "" {
-				code = " [" + d.Code + "]"
-			}
-			fmt.Fprintf(w, "%s%sresult %s%s: %s%s\n", ind, col, d.CallID, code, compact(d.Content, 200), c.reset)
-		case engine.EvOpFault:
-			var d engine.OpFault
-			json.Unmarshal(e.Data, &d)
-			fmt.Fprintf(w, "%s%sop %s faulted at %s (%s): %s%s\n", ind, c.red, d.Op, d.Hook, d.Kind, compact(d.Message, 200), c.reset)
-		case engine.EvCommandReply:
-			var d engine.CommandReply
-			json.Unmarshal(e.Data, &d)
-			fmt.Fprintf(w, "%s/%s: %s\n", ind, d.Command, d.Text)
-		case engine.EvContextCompacted:
-			var d engine.ContextCompacted
-			json.Unmarshal(e.Data, &d)
-			fmt.Fprintf(w, "%s%s── compacted (%s, by %s): messages 1–%d are summarised in requests from here on (the log keeps them) ──%s\n", ind, c.yellow, d.Reason, d.Op, d.Through, c.reset)
-		case engine.EvSessionWriter:
-			var d engine.SessionWriter
-			json.Unmarshal(e.Data, &d)
-			fmt.Fprintf(w, "%s%s(from here on written by %s)%s\n", ind, c.dim, d.ID, c.reset)
-		case engine.EvSessionRecovered:
-			fmt.Fprintf(w, "%s%srecovered: the process running this turn had stopped%s\n", ind, c.yellow, c.reset)
-		case engine.EvInboxSpliced:
-			var d engine.InboxSpliced
-			json.Unmarshal(e.Data, &d)
-			if d.Outcome == engine.OutcomeCanceled && d.Removed > 0 {
-				fmt.Fprintf(w, "%s%sdiscarded %d queued message(s)%s\n", ind, c.dim, d.Removed, c.reset)
-			}
-		}
-	}
-	return nil
 }
 
 // spinner shows that something is happening while the model has not said

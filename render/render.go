@@ -1,0 +1,230 @@
+// Package render shows a session's log as a person reads it: turns and
+// steps, what was said, the calls and their results, approvals, retries
+// and faults. wagent log prints with it; a program that embeds wagent uses
+// it to show a session the same way.
+//
+//	evs, _ := log.Read(ctx, id, 1, 0)
+//	render.Log(os.Stdout, evs, render.Options{Session: id})
+//
+// It reads events as stored, so it shows a log the fold refuses too.
+// Everything it writes goes through one function (printer.printf), the
+// place to filter text from the log before it reaches a terminal.
+package render
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/store"
+)
+
+// Options say how Log writes.
+type Options struct {
+	// Session is the session's id, shown in the header (events do not
+	// carry it).
+	Session string
+	// Colour marks the text up with ANSI colours, for a terminal.
+	Colour bool
+	// Location is the time zone times are shown in; nil is time.Local.
+	Location *time.Location
+}
+
+// palette holds the ANSI sequences of Options.Colour, or empty strings.
+type palette struct{ dim, red, green, yellow, bold, reset string }
+
+// colours returns the palette: ANSI sequences when on, empty strings
+// otherwise.
+func colours(on bool) palette {
+	if !on {
+		return palette{}
+	}
+	return palette{dim: "\x1b[2m", red: "\x1b[31m", green: "\x1b[32m", yellow: "\x1b[33m", bold: "\x1b[1m", reset: "\x1b[0m"}
+}
+
+// printer is one Log call: where it writes, how, and the first error.
+type printer struct {
+	w   io.Writer
+	c   palette
+	loc *time.Location
+	err error
+}
+
+// printf is the one way Log writes.
+func (p *printer) printf(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}
+
+// Log writes events to w as turns and steps, one line per thing that
+// happened. Events it does not show (inbox claims, request headers) are
+// skipped; data it cannot decode shows as empty. It returns the first
+// error writing to w.
+func Log(w io.Writer, events []store.Event, o Options) error {
+	p := &printer{w: w, c: colours(o.Colour), loc: o.Location}
+	if p.loc == nil {
+		p.loc = time.Local
+	}
+	for i := range events {
+		p.event(o.Session, &events[i])
+	}
+	return p.err
+}
+
+func (p *printer) event(id string, e *store.Event) {
+	c := p.c
+	ind := "  "
+	if e.Step > 0 {
+		ind = "    "
+	}
+	switch e.Type {
+	case engine.EvSessionCreated:
+		var d engine.SessionCreated
+		json.Unmarshal(e.Data, &d)
+		p.printf("%ssession %s%s  created %s", c.bold, id, c.reset, e.Time.In(p.loc).Format("2006-01-02 15:04:05"))
+		if d.Model != "" {
+			p.printf("  model %s", d.Model)
+		}
+		if d.Pipeline != "" {
+			p.printf("  pipeline %s", d.Pipeline)
+		}
+		p.printf("\n")
+	case engine.EvTurnStart:
+		p.printf("\n%sturn %d%s  %s\n", c.bold, e.Turn, c.reset, e.Time.In(p.loc).Format("15:04:05"))
+	case engine.EvTurnEnd:
+		var d engine.TurnEnd
+		json.Unmarshal(e.Data, &d)
+		col := c.dim
+		if d.Reason != engine.ReasonCompleted {
+			col = c.yellow
+		}
+		p.printf("%s  turn %d ended: %s%s%s\n", col, d.Turn, d.Reason, TurnDetail(d), c.reset)
+	case engine.EvStepStart:
+		p.printf("%s  step %d%s\n", c.dim, e.Step, c.reset)
+	case engine.EvUserMessage:
+		var d engine.UserMessage
+		json.Unmarshal(e.Data, &d)
+		p.printf("%s%suser:%s %s\n", ind, c.bold, c.reset, d.Content)
+	case engine.EvAssistantMessage:
+		var d engine.AssistantMessage
+		json.Unmarshal(e.Data, &d)
+		if d.Content != "" {
+			p.printf("%s%sassistant:%s %s\n", ind, c.bold, c.reset, strings.ReplaceAll(strings.TrimSpace(d.Content), "\n", "\n"+ind+"  "))
+		}
+		if d.Interrupted {
+			p.printf("%s%s(interrupted)%s\n", ind, c.dim, c.reset)
+		}
+		for _, tc := range d.ToolCalls {
+			p.printf("%scall %s %s %s\n", ind, tc.ID, tc.Name, Compact(string(tc.Arguments), 120))
+		}
+	case engine.EvAssistantAttempt:
+		var d engine.AssistantAttempt
+		json.Unmarshal(e.Data, &d)
+		p.printf("%s%sattempt %d failed: %s%s\n", ind, c.red, d.Attempt, Failure(d.Failure), c.reset)
+	case engine.EvRetryScheduled:
+		var d engine.RetryScheduled
+		json.Unmarshal(e.Data, &d)
+		p.printf("%s%sretry %d in %s (%s)%s\n", ind, c.yellow, d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, d.Op, c.reset)
+	case engine.EvApprovalRequest:
+		var d engine.ApprovalRequest
+		json.Unmarshal(e.Data, &d)
+		p.printf("%s%sapproval asked for %s by %s%s\n", ind, c.yellow, strings.Join(d.CallIDs, ", "), d.Op, c.reset)
+	case engine.EvApprovalDecision:
+		var d engine.ApprovalDecision
+		json.Unmarshal(e.Data, &d)
+		verdict := "allowed"
+		if !d.Allow {
+			verdict = "denied"
+		}
+		note := ""
+		if d.Note != "" {
+			note = ": " + d.Note
+		}
+		p.printf("%s%s %s by %s%s\n", ind, d.CallID, verdict, d.Who, note)
+	case engine.EvToolResult:
+		var d engine.ToolResult
+		json.Unmarshal(e.Data, &d)
+		col := ""
+		if d.IsError {
+			col = c.red
+		}
+		code := ""
+		if d.Code != "" {
+			code = " [" + d.Code + "]"
+		}
+		p.printf("%s%sresult %s%s: %s%s\n", ind, col, d.CallID, code, Compact(d.Content, 200), c.reset)
+	case engine.EvOpFault:
+		var d engine.OpFault
+		json.Unmarshal(e.Data, &d)
+		p.printf("%s%sop %s faulted at %s (%s): %s%s\n", ind, c.red, d.Op, d.Hook, d.Kind, Compact(d.Message, 200), c.reset)
+	case engine.EvCommandReply:
+		var d engine.CommandReply
+		json.Unmarshal(e.Data, &d)
+		p.printf("%s/%s: %s\n", ind, d.Command, d.Text)
+	case engine.EvContextCompacted:
+		var d engine.ContextCompacted
+		json.Unmarshal(e.Data, &d)
+		p.printf("%s%s── compacted (%s, by %s): messages 1–%d are summarised in requests from here on (the log keeps them) ──%s\n", ind, c.yellow, d.Reason, d.Op, d.Through, c.reset)
+	case engine.EvPipelineChanged:
+		var d engine.PipelineChanged
+		json.Unmarshal(e.Data, &d)
+		p.printf("%s%spipeline changed: %s, model %s (by %s)%s\n", ind, c.yellow, d.Pipeline, d.Model, d.By, c.reset)
+	case engine.EvSessionWriter:
+		var d engine.SessionWriter
+		json.Unmarshal(e.Data, &d)
+		p.printf("%s%s(from here on written by %s)%s\n", ind, c.dim, d.ID, c.reset)
+	case engine.EvSessionRecovered:
+		p.printf("%s%srecovered: the process running this turn had stopped%s\n", ind, c.yellow, c.reset)
+	case engine.EvInboxSpliced:
+		var d engine.InboxSpliced
+		json.Unmarshal(e.Data, &d)
+		if d.Outcome == engine.OutcomeCanceled && d.Removed > 0 {
+			p.printf("%s%sdiscarded %d queued message(s)%s\n", ind, c.dim, d.Removed, c.reset)
+		}
+	}
+}
+
+// TurnDetail is what follows a turn's end reason when a person reads it:
+// the error, the message, or the cause ("" when there is none).
+func TurnDetail(d engine.TurnEnd) string {
+	switch {
+	case d.Error != "":
+		return ": " + d.Error
+	case d.Message != "":
+		return ": " + d.Message
+	case d.Cause != nil:
+		s := ", cause " + d.Cause.Kind
+		if d.Cause.Reason != "" {
+			s += ": " + d.Cause.Reason
+		}
+		return s
+	}
+	return ""
+}
+
+// Failure is a failed model request on one line: its code, HTTP status
+// and message.
+func Failure(f hostabi.Failure) string {
+	s := string(f.Code)
+	if f.Status != 0 {
+		s += fmt.Sprintf(" (HTTP %d)", f.Status)
+	}
+	if f.Message != "" {
+		s += ": " + Compact(f.Message, 100)
+	}
+	return s
+}
+
+// Compact puts s on one line of at most n runes, ending in … when cut.
+func Compact(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
