@@ -17,9 +17,9 @@ func TestDecodeManifest(t *testing.T) {
 		t.Fatalf("got %+v", m)
 	}
 	for _, tc := range []struct{ in, want string }{
-		{`{"name":"x","hooks":["tool"]}`, `no abi version (want "1.1")`},
-		{`{"name":"x","abi":"2.0","hooks":["tool"]}`, "built for ABI 2.0, this host speaks ABI 1.1: rebuild the op for v1"},
-		{`{"name":"x","abi":"1.9","hooks":["tool"]}`, "newer than this host's 1.1: upgrade wagent"},
+		{`{"name":"x","hooks":["tool"]}`, `no abi version (want "1.2")`},
+		{`{"name":"x","abi":"2.0","hooks":["tool"]}`, "built for ABI 2.0, this host speaks ABI 1.2: rebuild the op for v1"},
+		{`{"name":"x","abi":"1.9","hooks":["tool"]}`, "newer than this host's 1.2: upgrade wagent"},
 		{`{"name":"x","abi":"one","hooks":["tool"]}`, `abi version "one" is not MAJOR.MINOR`},
 		{`{"name":"x","abi":"1.0","hooks":["tool"],"surprise":1}`, `unknown field "surprise"`},
 		{`{"name":"x","abi":"1.0","hooks":[]}`, "x declares no hooks"},
@@ -46,7 +46,7 @@ func TestNames(t *testing.T) {
 	if got := Marker(1); got != "wagent_abi_v1" {
 		t.Errorf("Marker = %q", got)
 	}
-	if got := ABIVersion(); got != "1.1" {
+	if got := ABIVersion(); got != "1.2" {
 		t.Errorf("ABIVersion = %q", got)
 	}
 }
@@ -129,5 +129,68 @@ func TestDecodeManifests(t *testing.T) {
 		if err == nil || !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("DecodeManifests(%s) = %v, want %q", tc.in, err, tc.want)
 		}
+	}
+}
+
+// TestToolNamespaces defends the namespace promise (ABI 1.2): a manifest
+// entry ending in * owns every tool under it and nothing else, and two
+// entries overlap exactly when some tool name matches both.
+func TestToolNamespaces(t *testing.T) {
+	m := &Manifest{Name: "files", ABI: "1.2", Hooks: []Hook{HookTool}, Tools: []string{"files__*", "ping"}, Idempotent: []string{"files__*"}}
+	if err := m.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	for name, want := range map[string]bool{"files__read": true, "files__": false, "files_read": false, "ping": true, "pong": false, "xfiles__read": false} {
+		if got := m.OwnsTool(name); got != want {
+			t.Errorf("OwnsTool(%q) = %v, want %v", name, got, want)
+		}
+		if got := m.IsIdempotent(name); got != (want && name != "ping") {
+			t.Errorf("IsIdempotent(%q) = %v", name, got)
+		}
+	}
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"a__*", "a__*", true}, {"a__*", "a__b__*", true}, {"a__b__*", "a__*", true}, {"a__*", "b__*", false},
+		{"a__*", "a__x", true}, {"a__x", "a__*", true}, {"a__x", "a__y", false}, {"a__x", "a__x", true}, {"a_*", "a__*", true},
+	} {
+		if got := ToolsOverlap(tc.a, tc.b); got != tc.want {
+			t.Errorf("ToolsOverlap(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+	bad := &Manifest{Name: "x", ABI: "1.2", Hooks: []Hook{HookTool}, Tools: []string{"a*b"}}
+	if err := bad.Validate(); err == nil {
+		t.Errorf("Validate accepted a star inside a tool name")
+	}
+}
+
+// TestAnnotationsRoundTrip: the 1.2 view and effect fields survive the
+// reference codec, an effect refuses an unknown annotation key, and a
+// view skips one (a later minor may add hints).
+func TestAnnotationsRoundTrip(t *testing.T) {
+	v := &View{Hook: HookTool, Tool: &ToolView{Calls: []PendingCall{{ID: "c1", Name: "fs__rm", Arguments: []byte(`{}`), Owner: "mcp.fs", Server: "fs",
+		Annotations: &ToolAnnotations{Destructive: true, OpenWorld: true}}}}}
+	var got View
+	if err := ParseView(AppendView(nil, v), &got); err != nil {
+		t.Fatal(err)
+	}
+	if c := got.Tool.Calls[0]; c.Server != "fs" || c.Annotations == nil || *c.Annotations != (ToolAnnotations{Destructive: true, OpenWorld: true}) {
+		t.Errorf("view round trip: %+v", c)
+	}
+	var skip View
+	if err := ParseView([]byte(`{"hook":"tool","tool":{"calls":[{"id":"c","name":"n","arguments":{},"annotations":{"future":1,"read_only":true}}]}}`), &skip); err != nil || !skip.Tool.Calls[0].Annotations.ReadOnly {
+		t.Errorf("view with an unknown annotation: %v %+v", err, skip.Tool)
+	}
+	e := []Effect{{Kind: KindTool, Tool: &ToolSpec{Name: "fs__ls", Server: "fs", Annotations: &ToolAnnotations{ReadOnly: true}}}}
+	back, err := ParseEffects(nil, AppendEffects(nil, e))
+	if err != nil || back[0].Tool.Server != "fs" || !back[0].Tool.Annotations.ReadOnly {
+		t.Errorf("effect round trip: %v %+v", err, back)
+	}
+	if _, err := ParseEffects(nil, []byte(`[{"kind":"tool","tool":{"name":"x","annotations":{"surprise":true}}}]`)); err == nil {
+		t.Errorf("an effect with an unknown annotation key was accepted")
+	}
+	if !(*ToolAnnotations)(nil).Hints().Destructive || (*ToolAnnotations)(nil).Rerunnable() {
+		t.Errorf("nil annotations must read as the defaults: destructive, not rerunnable")
 	}
 }
