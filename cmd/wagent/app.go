@@ -141,6 +141,7 @@ func newApp(env *cliEnv) *cli.App {
 			logCommand(env),
 			sessionsCommand(env),
 			opsCommand(env),
+			mcpCommand(env),
 			{
 				Name:      "version",
 				Usage:     "print wagent's version",

@@ -11,6 +11,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
+	"github.com/wagent/wagent/tools/mcp"
 )
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
@@ -213,7 +214,7 @@ func (p *printer) waiting(calls []engine.WaitingCall) {
 	p.newline()
 	fmt.Fprintf(p.env.stdout, "session %s is waiting for approval of %d call(s):\n", p.id, len(calls))
 	for _, c := range calls {
-		fmt.Fprintf(p.env.stdout, "  %s  %s %s\n", c.ID, c.Name, compact(string(c.Arguments), 120))
+		fmt.Fprintf(p.env.stdout, "  %s  %s %s\n", c.ID, callTitle(c), compact(string(c.Arguments), 120))
 	}
 	fmt.Fprintf(p.env.stdout, "answer with:\n  wagent approve %s %s   (or --all, --always)\n  wagent deny %s %s\nthen: wagent resume %s\n",
 		p.id, calls[0].ID, p.id, calls[0].ID, p.id)
@@ -223,7 +224,7 @@ func (p *printer) waitingIDs(st *engine.State) {
 	var calls []engine.WaitingCall
 	for _, id := range st.Waiting() {
 		c := st.Call(id)
-		calls = append(calls, engine.WaitingCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		calls = append(calls, engine.WaitingCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Owner: c.Owner, Server: c.Server, Annotations: c.Annotations})
 	}
 	if len(calls) > 0 {
 		p.waiting(calls)
@@ -262,10 +263,39 @@ func (p *progress) done() {
 	}
 }
 
+// callTitle names a call's tool for a person: for a tool of a tool
+// server (MCP), the server and the tool's own name, and what its server
+// says it does ("echo on MCP server everything (everything__echo,
+// read-only)").
+func callTitle(w engine.WaitingCall) string {
+	return toolTitle(w.Name, w.Server, w.Annotations)
+}
+
+func toolTitle(name, server string, a *hostabi.ToolAnnotations) string {
+	if server == "" {
+		return name
+	}
+	tool := strings.TrimPrefix(name, server+mcp.Separator)
+	h := a.Hints()
+	var what []string
+	switch {
+	case h.ReadOnly:
+		what = append(what, "read-only")
+	case h.Destructive:
+		what = append(what, "destructive")
+	}
+	if h.OpenWorld {
+		what = append(what, "open world")
+	}
+	return fmt.Sprintf("%s on MCP server %s (%s)", tool, server, strings.Join(append([]string{name}, what...), ", "))
+}
+
 // renderLog shows a session as turns and steps a person can read.
 func renderLog(env *cliEnv, id string, evs []store.Event) error {
 	c := colours(env.colour)
 	w := env.stdout
+	// The step's header says which server each tool comes from.
+	var tools map[string]engine.HeaderTool
 	for _, e := range evs {
 		ind := "  "
 		if e.Step > 0 {
@@ -309,7 +339,15 @@ func renderLog(env *cliEnv, id string, evs []store.Event) error {
 				fmt.Fprintf(w, "%s%s(interrupted)%s\n", ind, c.dim, c.reset)
 			}
 			for _, tc := range d.ToolCalls {
-				fmt.Fprintf(w, "%scall %s %s %s\n", ind, tc.ID, tc.Name, compact(string(tc.Arguments), 120))
+				t := tools[tc.Name]
+				fmt.Fprintf(w, "%scall %s %s %s\n", ind, tc.ID, toolTitle(tc.Name, t.Server, t.Annotations), compact(string(tc.Arguments), 120))
+			}
+		case engine.EvRequestHeader:
+			var d engine.RequestHeader
+			json.Unmarshal(e.Data, &d)
+			tools = map[string]engine.HeaderTool{}
+			for _, t := range d.Tools {
+				tools[t.Name] = t
 			}
 		case engine.EvAssistantAttempt:
 			var d engine.AssistantAttempt

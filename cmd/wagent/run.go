@@ -26,6 +26,7 @@ import (
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/badger"
+	"github.com/wagent/wagent/tools/mcp"
 	"github.com/wagent/wagent/wasmhost"
 )
 
@@ -223,7 +224,7 @@ func (w *warmRuntime) close() {
 
 // loadPipeline builds the session's pipeline, showing progress (on a
 // terminal) when modules take a while to compile.
-func loadPipeline(ctx context.Context, env *cliEnv, s settings, w *warmRuntime) (*pipeline.Loaded, error) {
+func loadPipeline(ctx context.Context, env *cliEnv, s settings, w *warmRuntime, hub *mcp.Hub) (*pipeline.Loaded, error) {
 	spec := defaultPipeline(env)
 	if s.Pipeline != "" {
 		var err error
@@ -242,7 +243,7 @@ func loadPipeline(ctx context.Context, env *cliEnv, s settings, w *warmRuntime) 
 		progress.loading(current)
 	})
 	<-w.done
-	l, err := spec.Build(ctx, pipeline.Options{Runtime: w.rt, Builtins: builtinModules(), Progress: func(use string) {
+	l, err := spec.Build(ctx, pipeline.Options{Runtime: w.rt, Builtins: builtinModules(), MCP: hub, Progress: func(use string) {
 		mu.Lock()
 		defer mu.Unlock()
 		current = use
@@ -270,9 +271,15 @@ type prepared struct {
 	s      settings
 	prov   provider.Provider
 	loaded *pipeline.Loaded
+	// mcp runs the pipeline's MCP servers; they start when a session
+	// first needs them and end with the command.
+	mcp *mcp.Hub
 }
 
 func (p *prepared) close() {
+	if p.mcp != nil {
+		p.mcp.Close()
+	}
 	if p.w != nil {
 		p.w.close()
 	}
@@ -286,7 +293,7 @@ func (p *prepared) close() {
 // and the pipeline. An empty id names a new session; with mayCreate false a
 // missing session is an error. Nothing is written.
 func prepare(ctx context.Context, c *cli.Context, env *cliEnv, id string, mayCreate bool) (*prepared, error) {
-	p := &prepared{id: id}
+	p := &prepared{id: id, mcp: mcp.NewHub()}
 	var err error
 	if p.w, err = startRuntime(ctx, env); err != nil {
 		return nil, err
@@ -321,7 +328,7 @@ func prepare(ctx context.Context, c *cli.Context, env *cliEnv, id string, mayCre
 	}
 	if p.s, err = resolve(c, env, recorded); err == nil {
 		if p.prov, err = buildProvider(c, env, p.s); err == nil {
-			p.loaded, err = loadPipeline(ctx, env, p.s, p.w)
+			p.loaded, err = loadPipeline(ctx, env, p.s, p.w, p.mcp)
 		}
 	}
 	if err != nil {
@@ -466,7 +473,7 @@ func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []en
 	var ds []engine.Decision
 	for _, w := range waiting {
 		for {
-			fmt.Fprintf(env.stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", w.Name, compact(string(w.Arguments), 200))
+			fmt.Fprintf(env.stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", callTitle(w), compact(string(w.Arguments), 200))
 			line, err := in.next(ctx)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()

@@ -12,7 +12,7 @@ import (
 
 // ResultText turns a tool result into the text the model reads: text
 // content verbatim; structured content as JSON text (unless a text part
-// already carries the same JSON); images and audio as a short placeholder
+// already carries the same JSON, or it only wraps the text); images and audio as a short placeholder
 // naming the type and size; resource links as their URI; embedded
 // resources as their text, or a placeholder for a blob. Parts are joined
 // by newlines. Text over max bytes is cut with a note saying how much was
@@ -43,7 +43,7 @@ func ResultText(r *sdk.CallToolResult, max int) string {
 		}
 	}
 	if r.StructuredContent != nil {
-		if b, err := json.Marshal(r.StructuredContent); err == nil && !sameJSON(parts, b) {
+		if b, err := json.Marshal(r.StructuredContent); err == nil && !sameJSON(parts, b) && !wrapsText(b, parts) {
 			parts = append(parts, string(b))
 		}
 	}
@@ -80,6 +80,21 @@ func sameJSON(parts []string, b []byte) bool {
 		if gb, _ := json.Marshal(got); bytes.Equal(gb, wb) {
 			return true
 		}
+	}
+	return false
+}
+
+// wrapsText reports whether structured content is only the text again,
+// wrapped in an object of one string field ({"content": TEXT}, as the
+// filesystem server sends it).
+func wrapsText(b []byte, parts []string) bool {
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil || len(m) != 1 {
+		return false
+	}
+	for _, v := range m {
+		s, ok := v.(string)
+		return ok && s == strings.Join(parts, "\n")
 	}
 	return false
 }

@@ -436,11 +436,13 @@ func (s *Server) Close() {
 
 func (c *conn) close(name string) {
 	if c.cs != nil {
+		// Closing the session closes the server's stdin and waits for it
+		// to go; a stdio server that lingers is stopped below.
 		done := make(chan struct{})
 		go func() { c.cs.Close(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(2 * time.Second):
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 	if c.proc != nil {
@@ -552,7 +554,7 @@ func (p *process) stop() {
 	p.stdin.Close()
 	select {
 	case <-p.exited:
-	case <-time.After(2 * time.Second):
+	case <-time.After(500 * time.Millisecond):
 		killGroup(p.cmd.Process.Pid, syscall.SIGTERM)
 		select {
 		case <-p.exited:
