@@ -378,9 +378,13 @@ func (e *CallError) Unwrap() error { return e.Err }
 // with the call in flight, the call is sent once more to the restarted
 // server.
 func (s *Server) Call(ctx context.Context, tool string, args json.RawMessage, rerun bool) (*sdk.CallToolResult, error) {
+	var died error // why the first attempt got no result
 	for attempt := 0; ; attempt++ {
 		c, err := s.connect(ctx)
 		if err != nil {
+			if died != nil {
+				return nil, &CallError{Sent: true, Exited: true, Err: fmt.Errorf("%v; restarted to run it again (it is idempotent), but %v", died, err)}
+			}
 			return nil, &CallError{Err: err}
 		}
 		var a any = map[string]any{}
@@ -400,10 +404,15 @@ func (s *Server) Call(ctx context.Context, tool string, args json.RawMessage, re
 				<-c.proc.exited
 				why = c.proc.exitError(s.stderr)
 			}
+			err := fmt.Errorf("mcp server %s %s", s.cfg.Name, why)
 			if rerun && attempt == 0 {
+				died = err
 				continue
 			}
-			return nil, &CallError{Sent: true, Exited: true, Err: fmt.Errorf("mcp server %s %s", s.cfg.Name, why)}
+			if died != nil {
+				err = fmt.Errorf("%v, and again when it was run once more (it is idempotent): %s", died, why)
+			}
+			return nil, &CallError{Sent: true, Exited: true, Err: err}
 		}
 		// A JSON-RPC error: the server answered, with an error.
 		return nil, &CallError{Sent: true, Err: fmt.Errorf("mcp server %s refused the call: %s", s.cfg.Name, oneLine(err.Error()))}
