@@ -253,4 +253,3 @@ func TestE2EBinaryMCPServers(t *testing.T) {
 		t.Errorf("the fold refuses the log: %v", err)
 	}
 }
-
