@@ -4,6 +4,7 @@
 #   make test    run the whole test suite (what CI runs)
 #   make check   format, vet, tidy and generated modules up to date
 #   make bench   run the benchmarks recorded in BENCHMARKS.md
+#   make e2e     the MCP suites again under the race detector, and the MCP benchmarks once
 
 GO       ?= go
 PKGS     := ./...
@@ -13,7 +14,7 @@ BENCHTIME ?= 1s
 
 WAGENT_BUILD := $(GO) run ./guests/cmd/wagent-build
 
-.PHONY: all build test race check fmt vet tidy-check guests guests-check bench demo clean
+.PHONY: all build test race check fmt vet tidy-check guests guests-check bench e2e demo clean
 
 all: build
 
@@ -28,6 +29,14 @@ test:
 
 race:
 	$(GO) test -race $(TESTFLAGS) $(PKGS)
+
+# e2e runs the MCP server suites (the real npm servers that .ci/run
+# installs, and Go fakes) under the race detector, and the MCP benchmarks
+# once, so that the figures in BENCHMARKS.md keep a command that works.
+e2e:
+	$(GO) test -race $(TESTFLAGS) ./tools/mcp/ ./pipeline/
+	$(GO) test $(TESTFLAGS) -run 'MCP' ./cmd/wagent/
+	$(GO) test -run '^$$' -bench 'MCP' -benchtime 200x ./tools/mcp/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

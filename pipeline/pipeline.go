@@ -415,6 +415,7 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 		l.Uses = append(l.Uses, spec.Use)
 		engineOps = append(engineOps, op)
 	}
+	mcp.Together(l.MCP...)
 	p, err := engine.NewPipeline(engineOps...)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline %s: %s", s.label(), strings.TrimPrefix(err.Error(), "pipeline: "))

@@ -34,6 +34,25 @@ type Op struct {
 
 	mu    sync.Mutex
 	names map[string]string // offered name -> the server's tool name
+	peers []*Server         // the pipeline's other servers (Together)
+	// listed and specs: the server's tool list last offered, and what was
+	// made of it.
+	listed []*sdk.Tool
+	specs  []hostabi.ToolSpec
+}
+
+// Together marks ops of one pipeline: when the first of them needs its
+// server, the others' servers start too, in parallel, so that a pipeline
+// of several servers waits for the slowest, not for their sum.
+func Together(ops ...*Op) {
+	for _, o := range ops {
+		o.peers = nil
+		for _, p := range ops {
+			if p != o {
+				o.peers = append(o.peers, p.srv)
+			}
+		}
+	}
 }
 
 // OpName is the op's name for a server: "mcp.NAME".
@@ -79,13 +98,23 @@ func (o *Op) Handle(ctx context.Context, v *hostabi.View, r engine.Reader) ([]ho
 }
 
 func (o *Op) contribute(ctx context.Context) ([]hostabi.Effect, error) {
+	for _, p := range o.peers {
+		if !p.running() {
+			go p.Start(context.WithoutCancel(ctx))
+		}
+	}
 	tools, err := o.srv.Tools(ctx)
 	if err != nil {
 		return nil, err
 	}
-	specs, names := Specs(o.srv.cfg.Name, tools)
+	// The list is the server's cached one until it changes: so are the
+	// specs made of it.
 	o.mu.Lock()
-	o.names = names
+	if len(tools) == 0 || len(o.listed) != len(tools) || &o.listed[0] != &tools[0] {
+		o.specs, o.names = Specs(o.srv.cfg.Name, tools)
+		o.listed = tools
+	}
+	specs := o.specs
 	o.mu.Unlock()
 	out := make([]hostabi.Effect, len(specs))
 	for i := range specs {

@@ -92,6 +92,13 @@ func backoff(n int) time.Duration {
 	return min(d, 30*time.Second)
 }
 
+// running reports whether the server is up or starting.
+func (s *Server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.starting != nil || s.cur != nil && s.cur.alive() || s.closed
+}
+
 // Start starts the server if it is not running (waiting out a backoff that
 // ends before ctx does) and returns what it said of itself.
 func (s *Server) Start(ctx context.Context) (Info, error) {
