@@ -42,7 +42,7 @@ func BenchmarkMCPStartup(b *testing.B) {
 	cache := filepath.Join(tmp, "cache")
 	base := "ops:\n  - use: builtin:approval\n    config: {mode: auto}\n"
 	pipes := map[string]string{
-		"without-mcp": base,
+		"without-mcp":       base,
 		"two-stdio-servers": base + fmt.Sprintf("  - mcp: everything\n    command: [%s, stdio]\n  - mcp: files\n    command: [%s, %s]\n", everything, files, tmp),
 	}
 	runOnce := func(b *testing.B, pipe string) time.Duration {
