@@ -193,6 +193,16 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 // within 10 s of starting counts as a failure in a row.
 func (s *Server) watch(c *conn) {
 	<-c.done
+	if c.proc != nil {
+		// The connection can end first (the server closed stdout, or sent
+		// what the SDK cannot read): a server we cannot talk to is ended.
+		select {
+		case <-c.proc.exited:
+		case <-time.After(2 * time.Second):
+			c.proc.kill()
+			<-c.proc.exited
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cur != c {

@@ -276,13 +276,18 @@ func TestStartFailures(t *testing.T) {
 		{"badproto", "mcp server fake speaks a protocol version this wagent does not support"},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
-			srv, _ := startFake(t, tc.kind, func(c *Config) { c.StartTimeout = 500 * time.Millisecond })
+			srv, _ := startFake(t, tc.kind, func(c *Config) {
+				c.StartTimeout = 5 * time.Second
+				if tc.kind == "hang" {
+					c.StartTimeout = 500 * time.Millisecond
+				}
+			})
 			start := time.Now()
 			_, err := srv.Start(context.Background())
 			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("err = %v, want one line containing %q", err, tc.want)
 			}
-			if time.Since(start) > 3*time.Second {
+			if time.Since(start) > 4*time.Second {
 				t.Errorf("took %s", time.Since(start))
 			}
 			// The op faults at contribute with the same line; a call is
