@@ -5,6 +5,7 @@
 #   make e2e     run the web console's tests in headless Chromium (CI too)
 #   make check   format, vet, tidy and generated modules up to date
 #   make bench   run the benchmarks recorded in BENCHMARKS.md
+#   make e2e     the MCP suites again under the race detector, and the MCP benchmarks once
 
 GO       ?= go
 PKGS     := ./...
@@ -29,15 +30,22 @@ test:
 	$(GO) test -race $(TESTFLAGS) ./engine/ ./store/ ./store/badger/
 	$(GO) test -race $(TESTFLAGS) -run 'Hammer|Race|Watch|Concurrent' ./store/jetstream/
 
-# e2e runs the web console's browser tests (build tag e2e): headless
-# Chromium from Debian (apt-get install chromium; $$WAGENT_CHROMIUM names
-# another) driven by chromedp against an owner in the test process. They
-# fail, never skip, without a browser. Each test's screenshots land in
-# $(E2E_OUT)/_artifacts/ (the log names each file).
+# e2e runs the slower end-to-end suites:
+#  - the web console's browser tests (build tag e2e): headless Chromium
+#    from Debian (apt-get install chromium; $$WAGENT_CHROMIUM names
+#    another) driven by chromedp against an owner in the test process.
+#    They fail, never skip, without a browser. Each test's screenshots land
+#    in $(E2E_OUT)/_artifacts/ (the log names each file);
+#  - the MCP server suites (the real npm servers that .ci/run installs,
+#    and Go fakes) under the race detector, and the MCP benchmarks once,
+#    so that the figures in BENCHMARKS.md keep a command that works.
 E2E_OUT ?= e2e-out
 e2e:
 	mkdir -p $(E2E_OUT)
 	$(GO) test -tags e2e $(TESTFLAGS) -v -run '^TestBrowser' -artifacts -outputdir $(abspath $(E2E_OUT)) ./server/console/
+	$(GO) test -race $(TESTFLAGS) ./tools/mcp/ ./pipeline/
+	$(GO) test $(TESTFLAGS) -run 'MCP' ./cmd/wagent/
+	$(GO) test -run '^$$' -bench 'MCP' -benchtime 200x ./tools/mcp/
 
 race:
 	$(GO) test -race $(TESTFLAGS) $(PKGS)

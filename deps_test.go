@@ -18,7 +18,8 @@ func TestDependencyRules(t *testing.T) {
 		stdlib bool     // only the standard library (and the package itself)
 	}{
 		{pkg: mod + "/hostabi", stdlib: true},
-		{pkg: mod + "/engine", forbid: []string{"github.com/tetratelabs/wazero", "github.com/dgraph-io/badger", "net/http", "github.com/urfave/cli", mod + "/wasmhost", mod + "/store/badger", mod + "/pipeline"}},
+		{pkg: mod + "/engine", forbid: []string{"github.com/tetratelabs/wazero", "github.com/dgraph-io/badger", "net/http", "github.com/urfave/cli", mod + "/wasmhost", mod + "/store/badger", mod + "/pipeline", "github.com/modelcontextprotocol", mod + "/tools/"}},
+		{pkg: mod + "/tools/mcp", forbid: []string{mod + "/store/", mod + "/wasmhost", mod + "/pipeline", "github.com/urfave/cli", "github.com/tetratelabs/wazero"}},
 		{pkg: mod + "/store", forbid: []string{mod + "/store/", mod + "/engine", "github.com/dgraph-io/badger", "github.com/nats-io"}},
 		{pkg: mod + "/store/storetest", forbid: []string{mod + "/store/", mod + "/engine"}},
 		{pkg: mod + "/wasmhost", forbid: []string{mod + "/store/", "github.com/dgraph-io/badger", "github.com/urfave/cli", mod + "/pipeline", mod + "/builtins"}},

@@ -20,6 +20,7 @@ import (
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/badger"
+	"github.com/wagent/wagent/tools/mcp"
 	"github.com/wagent/wagent/wasmhost"
 )
 
@@ -65,6 +66,7 @@ type Agent struct {
 	*engine.Host
 	log store.Log
 	rt  *wasmhost.Runtime
+	mcp *mcp.Hub // the pipeline's MCP servers, shared by its sessions
 }
 
 // New checks the options, opens the store, loads the pipeline (every
@@ -102,7 +104,8 @@ func New(ctx context.Context, o Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wagent: %w", err)
 	}
-	loaded, err := spec.Build(ctx, pipeline.Options{Runtime: rt, Builtins: builtins.Bundle()})
+	hub := mcp.NewHub()
+	loaded, err := spec.Build(ctx, pipeline.Options{Runtime: rt, Builtins: builtins.Bundle(), MCP: hub})
 	if err != nil {
 		rt.Close(ctx)
 		return nil, fmt.Errorf("wagent: %w", err)
@@ -115,7 +118,7 @@ func New(ctx context.Context, o Options) (*Agent, error) {
 		}
 	}
 	host := engine.NewHost(engine.Config{Log: log, Pipeline: loaded.Pipeline, Provider: o.Provider, Model: o.Model, Durability: o.Durability})
-	return &Agent{Host: host, log: log, rt: rt}, nil
+	return &Agent{Host: host, log: log, rt: rt, mcp: hub}, nil
 }
 
 // Log returns the store the agent's sessions are logged in.
@@ -130,9 +133,11 @@ func (a *Agent) Session(ctx context.Context, id string) (*engine.Session, error)
 	return s, err
 }
 
-// Close disposes of every session (a running turn ends "disposed"), then
-// closes the wasm runtime and the store.
+// Close disposes of every session (a running turn ends "disposed"), ends
+// the pipeline's MCP servers, then closes the wasm runtime and the store.
 func (a *Agent) Close() error {
 	ctx := context.Background()
-	return errors.Join(a.Host.Close(ctx), a.rt.Close(ctx), a.log.Close())
+	err := a.Host.Close(ctx)
+	a.mcp.Close()
+	return errors.Join(err, a.rt.Close(ctx), a.log.Close())
 }

@@ -66,6 +66,29 @@
 //     (Waiting) with nothing running. Decide records a person's answer from
 //     any process; the next Run goes on.
 //
+// # Tool sources
+//
+// An op may front a source whose tools change while it runs (an MCP
+// server restarts, or says its list changed) while its manifest stays
+// the same: a manifest tool entry ending in "*" is a namespace
+// ("files__*"), and the op owns every tool under it. NewPipeline refuses
+// namespaces that overlap another op's tool or namespace, so a tool still
+// has one owner. At contribute the source offers the tools it has now; a
+// contribution may say per tool which server it comes from and what it
+// does (hostabi.ToolSpec.Server and Annotations). The step's header
+// freezes both: a read-only or idempotent hint makes the call idempotent
+// for crash handling (run again instead of TOOL_OUTCOME_UNKNOWN), and
+// guards see the server and hints on each pending call, as does a
+// WaitingCall, so rules and prompts can use them. The source's calls take
+// the same path as any owner's: guards decide, tool/call is durable, then
+// the owner runs it.
+//
+// A started call runs with a context that the turn's cancellation does
+// not end, so its result is always recorded; TurnDone tells the owner the
+// turn was cancelled, and an owner that can stop a call cleanly (an MCP
+// server told notifications/cancelled) answers at once with a result
+// saying so.
+//
 // # Incarnations and crashes
 //
 // Each machine is an incarnation with a writer id (Config.Writer): its

@@ -188,7 +188,7 @@ func (m *Machine) contribute(ctx context.Context, mv *move) error {
 		for _, e := range a.decisive {
 			switch e.Kind {
 			case hostabi.KindTool:
-				if !man.OwnsTool(e.Tool.Name) {
+				if hostabi.IsNamespace(e.Tool.Name) || !man.OwnsTool(e.Tool.Name) {
 					m.refuse(mv, man.Name, hostabi.HookContribute, "tool %q is not in the op's manifest", e.Tool.Name)
 					return false
 				}
@@ -196,7 +196,9 @@ func (m *Machine) contribute(ctx context.Context, mv *move) error {
 					m.refuse(mv, man.Name, hostabi.HookContribute, "tool %q is already contributed by %q", e.Tool.Name, other)
 					return false
 				}
-				t := HeaderTool{ToolSpec: *e.Tool, Owner: man.Name, Idempotent: man.IsIdempotent(e.Tool.Name)}
+				// Idempotent as the manifest says, or as the source says
+				// of this tool now (a read-only or idempotent hint).
+				t := HeaderTool{ToolSpec: *e.Tool, Owner: man.Name, Idempotent: man.IsIdempotent(e.Tool.Name) || e.Tool.Annotations.Rerunnable()}
 				add += sizeOf(t)
 				tools = append(tools, t)
 			case hostabi.KindPromptPart:

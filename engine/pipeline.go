@@ -18,10 +18,12 @@ type Pipeline struct {
 
 // NewPipeline checks the ops' manifests and orders them as given: names
 // must be unique and non-empty, hooks known, and no tool or command owned
-// by two ops.
+// by two ops (a namespace such as "files__*" owns every name under it, so
+// it may not overlap another op's tool or namespace).
 func NewPipeline(ops ...Operation) (*Pipeline, error) {
 	p := &Pipeline{byName: map[string]int{}}
-	tools := map[string]string{}
+	type owned struct{ entry, op string }
+	var tools []owned
 	commands := map[string]string{}
 	for i, op := range ops {
 		if op == nil {
@@ -40,10 +42,16 @@ func NewPipeline(ops ...Operation) (*Pipeline, error) {
 			}
 		}
 		for _, t := range m.Tools {
-			if other, dup := tools[t]; dup {
-				return nil, fmt.Errorf("pipeline: tool %q is owned by both %q and %q", t, other, m.Name)
+			for _, o := range tools {
+				if !hostabi.ToolsOverlap(o.entry, t) {
+					continue
+				}
+				if o.entry == t {
+					return nil, fmt.Errorf("pipeline: tool %q is owned by both %q and %q", t, o.op, m.Name)
+				}
+				return nil, fmt.Errorf("pipeline: tools %q of %q and %q of %q overlap; a tool has one owner", o.entry, o.op, t, m.Name)
 			}
-			tools[t] = m.Name
+			tools = append(tools, owned{t, m.Name})
 		}
 		for _, c := range m.Commands {
 			if other, dup := commands[c]; dup {

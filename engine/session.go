@@ -550,18 +550,23 @@ type WaitingCall struct {
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
-	// Owner is the op that would run it; AskedBy the guard that asks, and
+	// Owner is the op that offered the tool; Server and Annotations are
+	// what it said of the tool (the MCP server it comes from, its hints),
+	// so a prompt can name them. AskedBy is the guard that asks, and
 	// Reason why.
-	Owner   string `json:"owner,omitempty"`
-	AskedBy string `json:"asked_by,omitempty"`
-	Reason  string `json:"reason,omitempty"`
+	Owner       string                   `json:"owner,omitempty"`
+	Server      string                   `json:"server,omitempty"`
+	Annotations *hostabi.ToolAnnotations `json:"annotations,omitempty"`
+	AskedBy     string                   `json:"asked_by,omitempty"`
+	Reason      string                   `json:"reason,omitempty"`
 }
 
 func waitingCalls(st *State) []WaitingCall {
 	var out []WaitingCall
 	for _, id := range st.Waiting() {
 		c := st.Call(id)
-		out = append(out, WaitingCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Owner: c.Owner, AskedBy: c.AskedBy, Reason: c.AskReason})
+		out = append(out, WaitingCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Owner: c.Owner, Server: c.Server, Annotations: c.Annotations,
+			AskedBy: c.AskedBy, Reason: c.AskReason})
 	}
 	return out
 }

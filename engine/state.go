@@ -125,6 +125,10 @@ type CallState struct {
 	hostabi.ToolCall
 	Owner      string
 	Idempotent bool
+	// Server and Annotations are what the owner said of the tool in the
+	// step's header (hostabi.ToolSpec).
+	Server      string
+	Annotations *hostabi.ToolAnnotations
 	// Verdicts holds each guard's decision on the call: "allow" or "deny".
 	// A guard decides for itself, directly or through a person answering
 	// its approval request.
@@ -444,6 +448,7 @@ func (s *State) apply(e store.Event) error {
 			cs := &CallState{ToolCall: c}
 			if t := s.Header.tool(c.Name); t != nil {
 				cs.Owner, cs.Idempotent = t.Owner, t.Idempotent
+				cs.Server, cs.Annotations = t.Server, t.Annotations
 			}
 			s.Calls = append(s.Calls, cs)
 		}

@@ -292,7 +292,7 @@ func (m *Machine) toolView(calls []*CallState, run string) *hostabi.ToolView {
 			d = "allow"
 		}
 		tv.Calls = append(tv.Calls, hostabi.PendingCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments,
-			Owner: c.Owner, Decision: d, Started: c.Started})
+			Owner: c.Owner, Server: c.Server, Annotations: c.Annotations, Decision: d, Started: c.Started})
 	}
 	if h := m.st.Header; h != nil {
 		for _, t := range h.Tools {
@@ -329,9 +329,11 @@ func (m *Machine) denyAll(mv *move, guard string, calls []*CallState, why string
 // runStarted runs a call whose tool/call was just made durable: its owner
 // is asked with View.Tool.Run set and its result is appended. A started
 // tool runs to the end and its result is recorded even if ctx is cancelled
-// meanwhile; the op's own limits bound it.
+// meanwhile; the op's own limits bound it. The owner can still hear of the
+// cancellation through TurnDone and end the call early with a result that
+// says so.
 func (m *Machine) runStarted(ctx context.Context, id string) error {
-	ctx = context.WithoutCancel(ctx)
+	ctx = context.WithValue(context.WithoutCancel(ctx), turnDoneKey{}, ctx)
 	mv := m.newMove()
 	mv.run, mv.detached = id, true
 	c := m.st.Call(id)
@@ -358,4 +360,24 @@ func (m *Machine) runStarted(ctx context.Context, id string) error {
 		}
 	}
 	return m.commit(ctx, mv)
+}
+
+type turnDoneKey struct{}
+
+// TurnDone returns, for the context an owner is given to run a started
+// call, a channel closed when the turn that started the call is cancelled
+// (Ctrl-C, Session.Cancel), and the cancellation's cause. The context
+// itself is not cancelled with the turn: a started call's result is
+// always recorded (exactly once), so the owner decides how to stop. An
+// owner that can stop a call cleanly (an MCP server told
+// notifications/cancelled) watches the channel and answers with a result
+// saying the call was cancelled; one that cannot ignores it and runs to
+// the end within its own limits. Outside such a run TurnDone returns nil
+// (a nil channel never closes).
+func TurnDone(ctx context.Context) (done <-chan struct{}, cause func() error) {
+	turn, ok := ctx.Value(turnDoneKey{}).(context.Context)
+	if !ok {
+		return nil, func() error { return nil }
+	}
+	return turn.Done(), func() error { return context.Cause(turn) }
 }

@@ -74,7 +74,11 @@ type Manifest struct {
 	// Hooks the op handles. It is asked at no other.
 	Hooks []Hook `json:"hooks"`
 	// Tools the op may contribute and run. A contribution naming another
-	// tool is refused.
+	// tool is refused. A name ending in "*" is a namespace (ABI 1.2): the
+	// op owns every tool whose name starts with what comes before the
+	// star, so a source whose tools change while it runs (an MCP server,
+	// "files__*") keeps one manifest. No two ops of a pipeline may own
+	// overlapping names.
 	Tools []string `json:"tools,omitempty"`
 	// Commands the op answers, without the leading slash.
 	Commands []string `json:"commands,omitempty"`
@@ -82,7 +86,9 @@ type Manifest struct {
 	// deciding are denied rather than let through.
 	Guard bool `json:"guard,omitempty"`
 	// Idempotent lists owned tools that may safely run again after a crash
-	// between tool/call and tool/result.
+	// between tool/call and tool/result (namespaces as in Tools). A source
+	// that learns this per tool says it in its contribution instead
+	// (ToolSpec.Annotations).
 	Idempotent []string `json:"idempotent,omitempty"`
 	// Capabilities the op requests. It gets requested ∩ granted.
 	Capabilities Capabilities `json:"capabilities,omitempty"`
@@ -100,14 +106,45 @@ func (m *Manifest) Handles(h Hook) bool {
 	return false
 }
 
-// OwnsTool reports whether the manifest declares tool name.
-func (m *Manifest) OwnsTool(name string) bool { return contains(m.Tools, name) }
+// OwnsTool reports whether the manifest declares tool name, by its exact
+// name or by a namespace ("files__*").
+func (m *Manifest) OwnsTool(name string) bool { return matchesAny(m.Tools, name) }
 
 // OwnsCommand reports whether the manifest declares command name.
 func (m *Manifest) OwnsCommand(name string) bool { return contains(m.Commands, name) }
 
 // IsIdempotent reports whether the manifest declares tool name idempotent.
-func (m *Manifest) IsIdempotent(name string) bool { return contains(m.Idempotent, name) }
+func (m *Manifest) IsIdempotent(name string) bool { return matchesAny(m.Idempotent, name) }
+
+// IsNamespace reports whether a manifest tool entry is a namespace
+// ("files__*") rather than one tool's name.
+func IsNamespace(entry string) bool { return len(entry) > 0 && entry[len(entry)-1] == '*' }
+
+// ToolsOverlap reports whether two manifest tool entries can name the same
+// tool: equal names, a name inside a namespace, or nested namespaces.
+func ToolsOverlap(a, b string) bool {
+	switch {
+	case IsNamespace(a) && IsNamespace(b):
+		pa, pb := a[:len(a)-1], b[:len(b)-1]
+		return hasPrefix(pa, pb) || hasPrefix(pb, pa)
+	case IsNamespace(a):
+		return hasPrefix(b, a[:len(a)-1])
+	case IsNamespace(b):
+		return hasPrefix(a, b[:len(b)-1])
+	}
+	return a == b
+}
+
+func matchesAny(list []string, name string) bool {
+	for _, x := range list {
+		if x == name || IsNamespace(x) && hasPrefix(name, x[:len(x)-1]) && len(name) >= len(x) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
 
 func contains(list []string, s string) bool {
 	for _, x := range list {
@@ -195,6 +232,11 @@ type PendingCall struct {
 	Arguments json.RawMessage `json:"arguments"`
 	// Owner is the op that contributed the tool this step ("" if none did).
 	Owner string `json:"owner,omitempty"`
+	// Server and Annotations are what the owner said of the tool when it
+	// contributed it this step (ABI 1.2; see ToolSpec): the tool server it
+	// fronts and the tool's hints, so that a guard's rules can use them.
+	Server      string           `json:"server,omitempty"`
+	Annotations *ToolAnnotations `json:"annotations,omitempty"`
 	// Decision is "allow" once an approval decision allowed the call.
 	Decision string `json:"decision,omitempty"`
 	// Requested is true while an approval request for the call is open.
@@ -270,9 +312,46 @@ type ToolCall struct {
 	Arguments json.RawMessage `json:"arguments"`
 }
 
-// ToolSpec is a tool an op offers to the model.
+// ToolSpec is a tool an op offers to the model. The model sees the name,
+// description and parameters; Server and Annotations (ABI 1.2) are for
+// the host, guards and people, never sent to the model.
 type ToolSpec struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	// Server names the tool server the tool comes from when the op is a
+	// front for one (an MCP entry's name).
+	Server string `json:"server,omitempty"`
+	// Annotations are the source's hints about the tool; nil when it
+	// states none.
+	Annotations *ToolAnnotations `json:"annotations,omitempty"`
 }
+
+// ToolAnnotations are what a tool's source says about the tool's effects
+// (MCP's tool annotations, with MCP's defaults filled in). They are hints
+// from the source, not guarantees: a guard relies on them as far as it
+// trusts the source. A tool with no annotations is read at those same
+// defaults: not read-only, destructive, not idempotent, open world.
+//
+// ReadOnly or Idempotent make the tool idempotent for the host: a call
+// a crash interrupted may run again instead of being answered
+// TOOL_OUTCOME_UNKNOWN.
+type ToolAnnotations struct {
+	ReadOnly    bool `json:"read_only,omitempty"`
+	Destructive bool `json:"destructive,omitempty"`
+	Idempotent  bool `json:"idempotent,omitempty"`
+	OpenWorld   bool `json:"open_world,omitempty"`
+}
+
+// Hints returns the annotations a guard should judge a call by: a's, or
+// the defaults when a is nil.
+func (a *ToolAnnotations) Hints() ToolAnnotations {
+	if a == nil {
+		return ToolAnnotations{Destructive: true, OpenWorld: true}
+	}
+	return *a
+}
+
+// Rerunnable reports whether the annotations make the tool safe to run
+// again after an interruption (read-only or idempotent).
+func (a *ToolAnnotations) Rerunnable() bool { return a != nil && (a.ReadOnly || a.Idempotent) }

@@ -159,6 +159,14 @@ func appendPending(dst []byte, c *PendingCall) []byte {
 		dst = appendKey(dst, &f, "owner")
 		dst = appendString(dst, c.Owner)
 	}
+	if c.Server != "" {
+		dst = appendKey(dst, &f, "server")
+		dst = appendString(dst, c.Server)
+	}
+	if c.Annotations != nil {
+		dst = appendKey(dst, &f, "annotations")
+		dst = appendAnnotations(dst, c.Annotations)
+	}
 	if c.Decision != "" {
 		dst = appendKey(dst, &f, "decision")
 		dst = appendString(dst, c.Decision)
@@ -270,6 +278,14 @@ func AppendEffect(dst []byte, e *Effect) []byte {
 		if len(t.Parameters) > 0 {
 			dst = appendKey(dst, &g, "parameters")
 			dst = appendRaw(dst, t.Parameters)
+		}
+		if t.Server != "" {
+			dst = appendKey(dst, &g, "server")
+			dst = appendString(dst, t.Server)
+		}
+		if t.Annotations != nil {
+			dst = appendKey(dst, &g, "annotations")
+			dst = appendAnnotations(dst, t.Annotations)
 		}
 		dst = append(dst, '}')
 	}
@@ -566,6 +582,10 @@ func parseCalls(d *reader) ([]PendingCall, error) {
 				c.Arguments, err = d.raw()
 			case "owner":
 				c.Owner, err = d.str()
+			case "server":
+				c.Server, err = d.str()
+			case "annotations":
+				c.Annotations, err = parseAnnotations(d, false)
 			case "decision":
 				c.Decision, err = d.str()
 			case "requested":
@@ -921,8 +941,65 @@ func parseToolSpec(d *reader, prev *ToolSpec) (*ToolSpec, error) {
 			t.Description, err = d.str()
 		case "parameters":
 			t.Parameters, err = d.raw()
+		case "server":
+			t.Server, err = d.str()
+		case "annotations":
+			t.Annotations, err = parseAnnotations(d, true)
 		default:
 			return nil, d.errorf("unknown field %q", key)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func appendAnnotations(dst []byte, a *ToolAnnotations) []byte {
+	f := true
+	dst = append(dst, '{')
+	for _, kv := range [...]struct {
+		k string
+		v bool
+	}{{"read_only", a.ReadOnly}, {"destructive", a.Destructive}, {"idempotent", a.Idempotent}, {"open_world", a.OpenWorld}} {
+		if kv.v {
+			dst = appendKey(dst, &f, kv.k)
+			dst = appendBool(dst, true)
+		}
+	}
+	return append(dst, '}')
+}
+
+// parseAnnotations reads tool annotations; strict (in effects) refuses
+// keys it does not know, as every effect field does.
+func parseAnnotations(d *reader, strict bool) (*ToolAnnotations, error) {
+	ok, err := d.object()
+	if err != nil || !ok {
+		return nil, err
+	}
+	a := &ToolAnnotations{}
+	first := true
+	for {
+		key, more, err := d.key(&first)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return a, nil
+		}
+		switch string(key) {
+		case "read_only":
+			a.ReadOnly, err = d.bool()
+		case "destructive":
+			a.Destructive, err = d.bool()
+		case "idempotent":
+			a.Idempotent, err = d.bool()
+		case "open_world":
+			a.OpenWorld, err = d.bool()
+		default:
+			if strict {
+				return nil, d.errorf("unknown field %q", key)
+			}
+			_, err = d.skip(0)
 		}
 		if err != nil {
 			return nil, err

@@ -250,8 +250,8 @@ func (m *Manifest) Validate() error {
 		seen["h:"+string(h)] = true
 	}
 	for _, t := range m.Tools {
-		if !validName(t) {
-			return bad("tool name %q must be 1-64 characters of a-z, A-Z, 0-9, '.', '_', '-'", t)
+		if !validName(strings.TrimSuffix(t, "*")) {
+			return bad("tool name %q must be 1-64 characters of a-z, A-Z, 0-9, '.', '_', '-' (a namespace ends in *)", t)
 		}
 		if seen["t:"+t] {
 			return bad("tool %q listed twice", t)

@@ -131,3 +131,66 @@ func TestDecodeManifests(t *testing.T) {
 		}
 	}
 }
+
+// TestToolNamespaces defends the namespace promise (ABI 1.2): a manifest
+// entry ending in * owns every tool under it and nothing else, and two
+// entries overlap exactly when some tool name matches both.
+func TestToolNamespaces(t *testing.T) {
+	m := &Manifest{Name: "files", ABI: "1.2", Hooks: []Hook{HookTool}, Tools: []string{"files__*", "ping"}, Idempotent: []string{"files__*"}}
+	if err := m.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	for name, want := range map[string]bool{"files__read": true, "files__": false, "files_read": false, "ping": true, "pong": false, "xfiles__read": false} {
+		if got := m.OwnsTool(name); got != want {
+			t.Errorf("OwnsTool(%q) = %v, want %v", name, got, want)
+		}
+		if got := m.IsIdempotent(name); got != (want && name != "ping") {
+			t.Errorf("IsIdempotent(%q) = %v", name, got)
+		}
+	}
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"a__*", "a__*", true}, {"a__*", "a__b__*", true}, {"a__b__*", "a__*", true}, {"a__*", "b__*", false},
+		{"a__*", "a__x", true}, {"a__x", "a__*", true}, {"a__x", "a__y", false}, {"a__x", "a__x", true}, {"a_*", "a__*", true},
+	} {
+		if got := ToolsOverlap(tc.a, tc.b); got != tc.want {
+			t.Errorf("ToolsOverlap(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+	bad := &Manifest{Name: "x", ABI: "1.2", Hooks: []Hook{HookTool}, Tools: []string{"a*b"}}
+	if err := bad.Validate(); err == nil {
+		t.Errorf("Validate accepted a star inside a tool name")
+	}
+}
+
+// TestAnnotationsRoundTrip: the 1.2 view and effect fields survive the
+// reference codec, an effect refuses an unknown annotation key, and a
+// view skips one (a later minor may add hints).
+func TestAnnotationsRoundTrip(t *testing.T) {
+	v := &View{Hook: HookTool, Tool: &ToolView{Calls: []PendingCall{{ID: "c1", Name: "fs__rm", Arguments: []byte(`{}`), Owner: "mcp.fs", Server: "fs",
+		Annotations: &ToolAnnotations{Destructive: true, OpenWorld: true}}}}}
+	var got View
+	if err := ParseView(AppendView(nil, v), &got); err != nil {
+		t.Fatal(err)
+	}
+	if c := got.Tool.Calls[0]; c.Server != "fs" || c.Annotations == nil || *c.Annotations != (ToolAnnotations{Destructive: true, OpenWorld: true}) {
+		t.Errorf("view round trip: %+v", c)
+	}
+	var skip View
+	if err := ParseView([]byte(`{"hook":"tool","tool":{"calls":[{"id":"c","name":"n","arguments":{},"annotations":{"future":1,"read_only":true}}]}}`), &skip); err != nil || !skip.Tool.Calls[0].Annotations.ReadOnly {
+		t.Errorf("view with an unknown annotation: %v %+v", err, skip.Tool)
+	}
+	e := []Effect{{Kind: KindTool, Tool: &ToolSpec{Name: "fs__ls", Server: "fs", Annotations: &ToolAnnotations{ReadOnly: true}}}}
+	back, err := ParseEffects(nil, AppendEffects(nil, e))
+	if err != nil || back[0].Tool.Server != "fs" || !back[0].Tool.Annotations.ReadOnly {
+		t.Errorf("effect round trip: %v %+v", err, back)
+	}
+	if _, err := ParseEffects(nil, []byte(`[{"kind":"tool","tool":{"name":"x","annotations":{"surprise":true}}}]`)); err == nil {
+		t.Errorf("an effect with an unknown annotation key was accepted")
+	}
+	if !(*ToolAnnotations)(nil).Hints().Destructive || (*ToolAnnotations)(nil).Rerunnable() {
+		t.Errorf("nil annotations must read as the defaults: destructive, not rerunnable")
+	}
+}

@@ -44,6 +44,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/tools/mcp"
 	"github.com/wagent/wagent/wasmhost"
 )
 
@@ -81,6 +82,9 @@ type OpSpec struct {
 	Op string
 	// Line is the entry's line in the file, for messages.
 	Line int
+	// MCP, if set, makes the entry an MCP server (mcp.go); Use is then
+	// "mcp:NAME".
+	MCP *mcp.Config
 }
 
 type fileYAML struct {
@@ -94,6 +98,8 @@ type opYAML struct {
 	Limits limitsYAML `yaml:"limits"`
 	Grants grantsYAML `yaml:"grants"`
 	SHA256 string     `yaml:"sha256"`
+	// An MCP server entry (mcp.go).
+	mcpYAML `yaml:",inline"`
 }
 
 type limitsYAML struct {
@@ -127,7 +133,7 @@ func Parse(data []byte, name, dir string) (*Spec, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
-		return nil, yamlError(name, err)
+		return nil, withServer(yamlError(name, err), data)
 	}
 	var doc yaml.Node
 	_ = yaml.Unmarshal(data, &doc)
@@ -142,8 +148,16 @@ func Parse(data []byte, name, dir string) (*Spec, error) {
 			line = lines[i]
 		}
 		at := fmt.Sprintf("pipeline %s:%d: op %d", name, line, i+1)
+		if o.isMCP() {
+			op, err := mcpSpec(&o, fmt.Sprintf("pipeline %s:%d", name, line), dir, line)
+			if err != nil {
+				return nil, err
+			}
+			s.Ops = append(s.Ops, op)
+			continue
+		}
 		if o.Use == "" {
-			return nil, fmt.Errorf("%s: missing use: (builtin:NAME or a path to a .wasm file)", at)
+			return nil, fmt.Errorf("%s: missing use: (builtin:NAME or a path to a .wasm file) or mcp: NAME", at)
 		}
 		op := OpSpec{Use: o.Use, Op: o.Op, Mounts: o.Grants.Mounts, SHA256: strings.ToLower(o.SHA256), Line: line}
 		if o.Config.Kind != 0 {
@@ -180,7 +194,7 @@ var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in typ
 
 var knownKeys = map[string]string{
 	"fileYAML":   "ops",
-	"opYAML":     "use, op, config, limits, grants, sha256",
+	"opYAML":     "use, op, config, limits, grants, sha256; an mcp entry: " + mcpKeys,
 	"limitsYAML": "memory_mb, timeout_ms, max_effects, max_output_bytes",
 	"grantsYAML": "mounts",
 }
@@ -317,6 +331,9 @@ type Options struct {
 	// Progress, if set, is told before each module is loaded (compiling
 	// one on a cold cache takes a second or two).
 	Progress func(use string)
+	// MCP runs the pipeline's MCP servers; pipelines built with one hub
+	// share its servers. Required when the spec has an MCP entry.
+	MCP *mcp.Hub
 }
 
 // Loaded is a built pipeline with what each op was loaded from.
@@ -324,6 +341,8 @@ type Loaded struct {
 	Pipeline *engine.Pipeline
 	Ops      []*wasmhost.Op
 	Uses     []string
+	// MCP are the pipeline's MCP server ops, in order.
+	MCP []*mcp.Op
 }
 
 // Build loads every module of the spec, checks it and makes the pipeline.
@@ -345,6 +364,16 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 		at := fmt.Sprintf("pipeline %s: op %d (%s)", s.label(), i+1, spec.Use)
 		if spec.Line > 0 {
 			at = fmt.Sprintf("pipeline %s:%d: op %d (%s)", s.label(), spec.Line, i+1, spec.Use)
+		}
+		if spec.MCP != nil {
+			op, err := s.mcpOp(spec, o.MCP)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v", at, err)
+			}
+			l.MCP = append(l.MCP, op)
+			l.Uses = append(l.Uses, spec.Use)
+			engineOps = append(engineOps, op)
+			continue
 		}
 		wasm, opName, err := s.moduleBytes(spec, o.Builtins)
 		if err != nil {
@@ -386,6 +415,7 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 		l.Uses = append(l.Uses, spec.Use)
 		engineOps = append(engineOps, op)
 	}
+	mcp.Together(l.MCP...)
 	p, err := engine.NewPipeline(engineOps...)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline %s: %s", s.label(), strings.TrimPrefix(err.Error(), "pipeline: "))

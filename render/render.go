@@ -52,6 +52,8 @@ type printer struct {
 	c   palette
 	loc *time.Location
 	err error
+	// tools are the current step's offered tools (their servers and hints).
+	tools map[string]engine.HeaderTool
 }
 
 // printf is the one way Log writes.
@@ -120,7 +122,15 @@ func (p *printer) event(id string, e *store.Event) {
 			p.printf("%s%s(interrupted)%s\n", ind, c.dim, c.reset)
 		}
 		for _, tc := range d.ToolCalls {
-			p.printf("%scall %s %s %s\n", ind, tc.ID, tc.Name, Compact(string(tc.Arguments), 120))
+			t := p.tools[tc.Name]
+			p.printf("%scall %s %s %s\n", ind, tc.ID, ToolTitle(tc.Name, t.Server, t.Annotations), Compact(string(tc.Arguments), 120))
+		}
+	case engine.EvRequestHeader:
+		var d engine.RequestHeader
+		json.Unmarshal(e.Data, &d)
+		p.tools = map[string]engine.HeaderTool{}
+		for _, t := range d.Tools {
+			p.tools[t.Name] = t
 		}
 	case engine.EvAssistantAttempt:
 		var d engine.AssistantAttempt
@@ -227,4 +237,26 @@ func Compact(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// ToolTitle names a tool for a person: for a tool of a tool server (MCP),
+// the server and the tool's own name, and what its server says it does
+// ("echo on MCP server everything (everything__echo, read-only)").
+func ToolTitle(name, server string, a *hostabi.ToolAnnotations) string {
+	if server == "" {
+		return name
+	}
+	tool := strings.TrimPrefix(name, server+"__")
+	h := a.Hints()
+	what := []string{name}
+	switch {
+	case h.ReadOnly:
+		what = append(what, "read-only")
+	case h.Destructive:
+		what = append(what, "destructive")
+	}
+	if h.OpenWorld {
+		what = append(what, "open world")
+	}
+	return fmt.Sprintf("%s on MCP server %s (%s)", tool, server, strings.Join(what, ", "))
 }

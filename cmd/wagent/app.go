@@ -142,6 +142,7 @@ func newApp(env *cliEnv) *cli.App {
 			sessionsCommand(env),
 			serveCommand(env),
 			opsCommand(env),
+			mcpCommand(env),
 			{
 				Name:      "version",
 				Usage:     "print wagent's version",

@@ -21,6 +21,7 @@ import (
 	"github.com/wagent/wagent/server/console"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/badger"
+	"github.com/wagent/wagent/tools/mcp"
 )
 
 // One owner, many clients. The process that holds a store serves it on a
@@ -111,6 +112,9 @@ type owner struct {
 
 	mu    sync.Mutex
 	pipes map[string]*loadedPipeline
+	// mcp runs the MCP servers the pipelines name, shared by the sessions
+	// of this process; they end with it.
+	mcp *mcp.Hub
 }
 
 type loadedPipeline struct {
@@ -123,7 +127,7 @@ type loadedPipeline struct {
 const exitLocked = -1
 
 func openOwner(ctx context.Context, c *cli.Context, env *cliEnv, dir string, m mode) (*owner, error) {
-	o := &owner{env: env, dir: dir, mode: m, pipes: map[string]*loadedPipeline{}}
+	o := &owner{env: env, dir: dir, mode: m, pipes: map[string]*loadedPipeline{}, mcp: mcp.NewHub()}
 	var err error
 	if m == modeDrive {
 		if o.w, err = startRuntime(ctx, env); err != nil {
@@ -168,6 +172,7 @@ func openOwner(ctx context.Context, c *cli.Context, env *cliEnv, dir string, m m
 }
 
 func (o *owner) closeRuntime() {
+	o.mcp.Close()
 	if o.w != nil {
 		o.w.close()
 	}
@@ -281,7 +286,7 @@ func (o *owner) pipeline(ctx context.Context, s settings) (*pipeline.Loaded, err
 	if lp, ok := o.pipes[s.Pipeline]; ok && lp.digest == digest {
 		return lp.l, nil
 	}
-	l, err := loadPipeline(ctx, o.env, s, o.w)
+	l, err := loadPipeline(ctx, o.env, s, o.w, o.mcp)
 	if err != nil {
 		return nil, err
 	}

@@ -186,7 +186,7 @@ func (p *printer) waiting(calls []engine.WaitingCall) {
 	p.newline()
 	fmt.Fprintf(p.env.stdout, "session %s is waiting for approval of %d call(s):\n", p.id, len(calls))
 	for _, c := range calls {
-		fmt.Fprintf(p.env.stdout, "  %s  %s %s\n", c.ID, c.Name, render.Compact(string(c.Arguments), 120))
+		fmt.Fprintf(p.env.stdout, "  %s  %s %s\n", c.ID, callTitle(c), render.Compact(string(c.Arguments), 120))
 	}
 	fmt.Fprintf(p.env.stdout, "answer with:\n  wagent approve %s %s   (or --all, --always)\n  wagent deny %s %s\nthen: wagent resume %s\n",
 		p.id, calls[0].ID, p.id, calls[0].ID, p.id)
@@ -196,7 +196,7 @@ func (p *printer) waitingIDs(st *engine.State) {
 	var calls []engine.WaitingCall
 	for _, id := range st.Waiting() {
 		c := st.Call(id)
-		calls = append(calls, engine.WaitingCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		calls = append(calls, engine.WaitingCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Owner: c.Owner, Server: c.Server, Annotations: c.Annotations})
 	}
 	if len(calls) > 0 {
 		p.waiting(calls)
@@ -224,6 +224,11 @@ func (p *progress) done() {
 	if p.shown {
 		fmt.Fprint(p.env.stderr, "\r\x1b[2K")
 	}
+}
+
+// callTitle names a call's tool for a person (see render.ToolTitle).
+func callTitle(w engine.WaitingCall) string {
+	return render.ToolTitle(w.Name, w.Server, w.Annotations)
 }
 
 // spinner shows that something is happening while the model has not said

@@ -25,6 +25,7 @@ import (
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
+	"github.com/wagent/wagent/tools/mcp"
 	"github.com/wagent/wagent/wasmhost"
 )
 
@@ -233,7 +234,7 @@ func (w *warmRuntime) close() {
 
 // loadPipeline builds the session's pipeline, showing progress (on a
 // terminal) when modules take a while to compile.
-func loadPipeline(ctx context.Context, env *cliEnv, s settings, w *warmRuntime) (*pipeline.Loaded, error) {
+func loadPipeline(ctx context.Context, env *cliEnv, s settings, w *warmRuntime, hub *mcp.Hub) (*pipeline.Loaded, error) {
 	spec := defaultPipeline(env)
 	if s.Pipeline != "" {
 		var err error
@@ -252,7 +253,7 @@ func loadPipeline(ctx context.Context, env *cliEnv, s settings, w *warmRuntime) 
 		progress.loading(current)
 	})
 	<-w.done
-	l, err := spec.Build(ctx, pipeline.Options{Runtime: w.rt, Builtins: builtinModules(), Progress: func(use string) {
+	l, err := spec.Build(ctx, pipeline.Options{Runtime: w.rt, Builtins: builtinModules(), MCP: hub, Progress: func(use string) {
 		mu.Lock()
 		defer mu.Unlock()
 		current = use
@@ -522,7 +523,7 @@ func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []en
 	var ds []engine.Decision
 	for _, w := range waiting {
 		for {
-			fmt.Fprintf(env.stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", w.Name, render.Compact(string(w.Arguments), 200))
+			fmt.Fprintf(env.stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", callTitle(w), render.Compact(string(w.Arguments), 200))
 			line, err := in.next(ctx)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()

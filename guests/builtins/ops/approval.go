@@ -24,6 +24,11 @@ type Op = pdk.Op
 //	                           ask a person when the named string argument
 //	                           matches (e.g. {tool: shell, arg: command,
 //	                           match: "rm |sudo "}); tool defaults to *
+//	                           A rule may also match what the tool's source
+//	                           says of it (approval_hints.go): server: GLOB,
+//	                           destructive, open_world, read_only: true or
+//	                           false ({destructive: true} asks before every
+//	                           destructive MCP tool)
 //
 // Calls no op owns are left alone: nothing would run them. Precedence:
 // deny, then ask rules, then a remembered "always" decision,
@@ -40,7 +45,7 @@ func Approval() Op {
 				`"mode":{"enum":["ask","auto","deny"]},` +
 				`"allow":{"type":"array","items":{"type":"string"}},` +
 				`"deny":{"type":"array","items":{"type":"string"}},` +
-				`"ask":{"type":"array","items":{"type":"object","properties":{"tool":{"type":"string"},"arg":{"type":"string"},"match":{"type":"string"}}}}}}`),
+				`"ask":{"type":"array","items":{"type":"object","properties":{"tool":{"type":"string"},"arg":{"type":"string"},"match":{"type":"string"},` + hintsSchema + `}}}}}`),
 		},
 		Tool: approve,
 	}
@@ -51,6 +56,7 @@ type askRule struct {
 	Arg   string `json:"arg"`
 	Match string `json:"match"`
 	re    *regexp.Regexp
+	hintRule
 }
 
 type approvalConfig struct {
@@ -131,7 +137,7 @@ func judge(c *pdk.Call, cfg *approvalConfig, call *hostabi.PendingCall) (string,
 		return "deny", "on the deny list"
 	}
 	for _, r := range cfg.Ask {
-		if !glob(r.Tool, call.Name) {
+		if !glob(r.Tool, call.Name) || !r.hintRule.matches(call) {
 			continue
 		}
 		if r.Arg == "" || r.re == nil {

@@ -1,0 +1,444 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wagent/wagent/engine"
+	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/store"
+)
+
+func startFake(t *testing.T, kind string, edit ...func(*Config)) (*Server, string) {
+	t.Helper()
+	cfg, dir := fakeConfig(t, "fake", kind)
+	for _, e := range edit {
+		e(&cfg)
+	}
+	h := NewHub()
+	t.Cleanup(h.Close)
+	return h.Server(cfg), dir
+}
+
+// runCall asks the op to run one call of tool, as the host does after the
+// call's tool/call is durable.
+func runCall(t *testing.T, op *Op, tool, args string) hostabi.Effect {
+	t.Helper()
+	ctx := context.Background()
+	effs, err := op.Handle(ctx, &hostabi.View{Hook: hostabi.HookContribute}, nil)
+	if err != nil {
+		t.Fatalf("contribute: %v", err)
+	}
+	var ann *hostabi.ToolAnnotations
+	for _, e := range effs {
+		if e.Tool.Name == tool {
+			ann = e.Tool.Annotations
+		}
+	}
+	v := &hostabi.View{Hook: hostabi.HookTool, Tool: &hostabi.ToolView{Run: "c1", Calls: []hostabi.PendingCall{{ID: "c1", Name: tool, Arguments: json.RawMessage(args), Annotations: ann}}}}
+	out, err := op.Handle(ctx, v, nil)
+	if err != nil || len(out) != 1 {
+		t.Fatalf("run %s: %v %v", tool, out, err)
+	}
+	return out[0]
+}
+
+func pids(t *testing.T, dir string) []int {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(dir, "pid.*"))
+	var out []int
+	for _, f := range m {
+		n, _ := strconv.Atoi(strings.TrimPrefix(filepath.Ext(f), "."))
+		out = append(out, n)
+	}
+	return out
+}
+
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	// A zombie is dead too.
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err != nil || !strings.Contains(string(b), ") Z ")
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// The model is offered the server's tools as SERVER__TOOL with the
+// server's description and schema, and MCP's annotations resolved with
+// MCP's defaults (a tool that says nothing is destructive, open-world).
+func TestContributesToolsWithAnnotations(t *testing.T) {
+	srv, _ := startFake(t, "ok")
+	effs, err := NewOp(srv).Handle(context.Background(), &hostabi.View{Hook: hostabi.HookContribute}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]hostabi.ToolSpec{}
+	for _, e := range effs {
+		got[e.Tool.Name] = *e.Tool
+	}
+	echo, crash, slow := got["fake__echo"], got["fake__crash"], got["fake__slow"]
+	if echo.Description != "Echoes its text." || echo.Server != "fake" || !strings.Contains(string(echo.Parameters), `"text"`) {
+		t.Errorf("echo offered as %+v", echo)
+	}
+	for name, tc := range map[string]struct {
+		spec hostabi.ToolSpec
+		want hostabi.ToolAnnotations
+	}{
+		"echo":  {echo, hostabi.ToolAnnotations{ReadOnly: true}},
+		"crash": {crash, hostabi.ToolAnnotations{Destructive: true, OpenWorld: true}},
+		"slow":  {slow, hostabi.ToolAnnotations{Destructive: true, OpenWorld: true}},
+	} {
+		if tc.spec.Annotations == nil {
+			t.Errorf("%s: no annotations", name)
+			continue
+		}
+		if d := cmp.Diff(tc.want, *tc.spec.Annotations); d != "" {
+			t.Errorf("%s annotations mismatch (-want +got):\n%s", name, d)
+		}
+	}
+	if m := NewOp(srv).Manifest(); m.Name != "mcp.fake" || !m.OwnsTool("fake__anything") || m.OwnsTool("other__x") {
+		t.Errorf("manifest %+v", m)
+	}
+}
+
+func TestSpecsNames(t *testing.T) {
+	specs, names := Specs("s", []*sdk.Tool{{Name: "a.b/c"}, {Name: "a_b_c"}, {Name: strings.Repeat("x", 70)}, {Name: "ok"}})
+	var got []string
+	for _, s := range specs {
+		got = append(got, s.Name)
+	}
+	if d := cmp.Diff([]string{"s__a_b_c", "s__ok"}, got); d != "" {
+		t.Errorf("offered names mismatch (-want +got):\n%s", d)
+	}
+	if names["s__a_b_c"] != "a.b/c" {
+		t.Errorf("names map %v: the first of two colliding names wins and maps back", names)
+	}
+}
+
+// Results: text verbatim, structured content as JSON, images and audio
+// as placeholders, resource links as URIs, isError as an error result,
+// and a result over the limit cut with a note saying how much.
+func TestResults(t *testing.T) {
+	srv, _ := startFake(t, "ok", func(c *Config) { c.MaxResultBytes = 64 << 10 })
+	op := NewOp(srv)
+	rich := runCall(t, op, "fake__rich", `{}`)
+	want := "plain <text> & more\n[image image/png, 1234 bytes]\n[audio audio/wav, 20.0 KiB]\nfile:///tmp/report.txt\nembedded text\n{\"answer\":42}"
+	if rich.Content != want || rich.IsError {
+		t.Errorf("rich result mismatch (-want +got):\n%s", cmp.Diff(want, rich.Content))
+	}
+	if f := runCall(t, op, "fake__fail", `{"text":"x.txt"}`); !f.IsError || f.Content != "no such file: x.txt" {
+		t.Errorf("isError result: %+v", f)
+	}
+	huge := runCall(t, op, "fake__huge", `{}`)
+	if len(huge.Content) > 64<<10 || !strings.Contains(huge.Content, "[cut: ") || !strings.Contains(huge.Content, "of 3145728 bytes not shown") {
+		t.Errorf("huge result: %d bytes, ends %q", len(huge.Content), huge.Content[max(0, len(huge.Content)-120):])
+	}
+}
+
+// A call past its timeout gets an error result and the server is told
+// notifications/cancelled; it is not killed, and answers the next call.
+func TestTimeoutCancelsTheCallNotTheServer(t *testing.T) {
+	srv, dir := startFake(t, "ok", func(c *Config) { c.Timeout = 300 * time.Millisecond })
+	op := NewOp(srv)
+	start := time.Now()
+	r := runCall(t, op, "fake__slow", `{}`)
+	if r.Code != CodeTimeout || !r.IsError || !strings.Contains(r.Content, "took longer than 300ms") {
+		t.Errorf("slow call: %+v", r)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("the timeout took %s", el)
+	}
+	waitFor(t, "the server to hear notifications/cancelled", func() bool { _, ok := marked(dir, "cancelled"); return ok })
+	if e := runCall(t, op, "fake__echo", `{"text":"still here"}`); e.Content != "echo: still here" {
+		t.Errorf("after the timeout: %+v", e)
+	}
+	if n := srv.Restarts(); n != 0 || len(pids(t, dir)) != 1 {
+		t.Errorf("restarts %d, processes %v: the server must survive a cancelled call", n, pids(t, dir))
+	}
+}
+
+// Cancelling the turn cancels the running call the same way, through the
+// engine's TurnDone: an error result is recorded, the server lives on.
+func TestTurnCancelCancelsTheCall(t *testing.T) {
+	srv, dir := startFake(t, "ok")
+	env := &et.Env{Log: store.NewMemory(), Session: "s",
+		Provider: &et.Replay{Replies: []et.Reply{{Calls: []hostabi.ToolCall{et.Call("c1", "fake__slow", `{}`)}}}},
+		Ops:      func() []engine.Operation { return []engine.Operation{NewOp(srv)} }}
+	env.Create(t)
+	env.Send(t, "go")
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for {
+			if _, ok := marked(dir, "slow-started"); ok {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	start := time.Now()
+	if _, err := env.Open(t).Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("run: %v", err)
+	}
+	if el := time.Since(start); el > 4*time.Second {
+		t.Errorf("the cancelled call took %s to end", el)
+	}
+	var res engine.ToolResult
+	for _, e := range env.Events(t) {
+		if e.Type == engine.EvToolResult {
+			json.Unmarshal(e.Data, &res)
+		}
+	}
+	if res.Code != CodeCanceled || !strings.Contains(res.Content, "was cancelled because the turn was") {
+		t.Errorf("result %+v", res)
+	}
+	waitFor(t, "notifications/cancelled", func() bool { _, ok := marked(dir, "cancelled"); return ok })
+	if srv.Restarts() != 0 || !alive(pids(t, dir)[0]) {
+		t.Errorf("the server did not survive the cancelled turn")
+	}
+}
+
+// A server that dies mid-call: the call is answered TOOL_OUTCOME_UNKNOWN
+// with the exit code and the last stderr line; the next use restarts it
+// and lists its tools again.
+func TestCrashMidCall(t *testing.T) {
+	srv, dir := startFake(t, "ok")
+	op := NewOp(srv)
+	r := runCall(t, op, "fake__crash", `{}`)
+	if r.Code != hostabi.CodeOutcomeUnknown || !strings.Contains(r.Content, "exited with code 7; its last stderr line: panic: the disk is on fire") {
+		t.Errorf("crash result: %+v", r)
+	}
+	e := runCall(t, op, "fake__echo", `{"text":"again"}`)
+	if e.Content != "echo: again" || srv.Restarts() != 1 || len(pids(t, dir)) != 2 {
+		t.Errorf("after the crash: %+v, restarts %d, processes %v", e, srv.Restarts(), pids(t, dir))
+	}
+}
+
+// An idempotent (read-only) call in flight when the server died is sent
+// again, once, to the restarted server.
+func TestIdempotentCallRerunsAfterACrash(t *testing.T) {
+	srv, dir := startFake(t, "ok")
+	r := runCall(t, NewOp(srv), "fake__crash-once", `{}`)
+	ps := pids(t, dir)
+	if r.IsError || len(ps) != 2 || !strings.HasPrefix(r.Content, "read by pid ") {
+		t.Fatalf("result %+v, processes %v", r, ps)
+	}
+}
+
+// notifications/tools/list_changed: the next contribution lists again.
+func TestToolListChanged(t *testing.T) {
+	srv, _ := startFake(t, "ok")
+	op := NewOp(srv)
+	runCall(t, op, "fake__grow", `{}`)
+	waitFor(t, "fake__extra to be offered", func() bool {
+		effs, _ := op.Handle(context.Background(), &hostabi.View{Hook: hostabi.HookContribute}, nil)
+		for _, e := range effs {
+			if e.Tool.Name == "fake__extra" {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// A server that fails to start says why, in one line naming it.
+func TestStartFailures(t *testing.T) {
+	for _, tc := range []struct {
+		kind, want string
+	}{
+		{"exit", "mcp server fake exited with code 3 during initialize (its last stderr line: fatal: FAKE_TOKEN is not set): check its command, arguments and env in the pipeline"},
+		{"hang", "mcp server fake timed out after 500ms during initialize"},
+		{"badproto", "mcp server fake speaks a protocol version this wagent does not support"},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			srv, _ := startFake(t, tc.kind, func(c *Config) {
+				c.StartTimeout = 5 * time.Second
+				if tc.kind == "hang" {
+					c.StartTimeout = 500 * time.Millisecond
+				}
+			})
+			start := time.Now()
+			_, err := srv.Start(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err = %v, want one line containing %q", err, tc.want)
+			}
+			if time.Since(start) > 4*time.Second {
+				t.Errorf("took %s", time.Since(start))
+			}
+			// The op faults at contribute with the same line; a call is
+			// answered with an error result, never a hang.
+			if _, err := NewOp(srv).Handle(context.Background(), &hostabi.View{Hook: hostabi.HookContribute}, nil); err == nil {
+				t.Errorf("contribute did not fail")
+			}
+		})
+	}
+}
+
+// Backoff: a server that keeps failing is not started again at once.
+func TestRestartBackoff(t *testing.T) {
+	srv, dir := startFake(t, "exit", func(c *Config) { c.StartTimeout = time.Second })
+	srv.Start(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	srv.Start(ctx) // within the 250 ms backoff: refused at once, not started
+	_, err := srv.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), "tried again in") || len(pids(t, dir)) != 1 {
+		t.Errorf("err %v, processes %v: want a refusal naming the backoff and one start", err, pids(t, dir))
+	}
+}
+
+// Malformed JSON-RPC from the server never hangs a call: it ends with an
+// error result within the timeout.
+func TestMalformedJSONRPC(t *testing.T) {
+	srv, _ := startFake(t, "malformed", func(c *Config) { c.Timeout = time.Second })
+	start := time.Now()
+	r := runCall(t, NewOp(srv), "fake__echo", `{}`)
+	if !r.IsError || time.Since(start) > 3*time.Second {
+		t.Errorf("result %+v after %s", r, time.Since(start))
+	}
+}
+
+// Standard error is kept bounded, with its last line.
+func TestStderrIsBounded(t *testing.T) {
+	srv, _ := startFake(t, "ok")
+	if r := runCall(t, NewOp(srv), "fake__chatty", `{}`); r.Content != "ok" {
+		t.Fatalf("%+v", r)
+	}
+	waitFor(t, "the last stderr line", func() bool { return srv.stderr.LastLine() == "chatty: done" })
+	if n := len(srv.Stderr()); n > 64<<10 || n < 60<<10 {
+		t.Errorf("stderr kept %d bytes, want the last 64 KiB", n)
+	}
+	if !strings.HasPrefix(srv.Stderr(), "line ") {
+		t.Errorf("stderr does not start at a whole line: %q", srv.Stderr()[:40])
+	}
+}
+
+// One server per config in a hub, shared; Close ends its process.
+func TestHubSharesAndCloses(t *testing.T) {
+	cfg, dir := fakeConfig(t, "fake", "ok")
+	h := NewHub()
+	a, b := h.Server(cfg), h.Server(cfg)
+	if a != b {
+		t.Fatal("two servers for one config")
+	}
+	if _, err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Tools(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ps := pids(t, dir)
+	if len(ps) != 1 {
+		t.Fatalf("processes %v, want one shared", ps)
+	}
+	h.Close()
+	waitFor(t, "the server to end", func() bool { return !alive(ps[0]) })
+	if _, err := a.Start(context.Background()); err == nil {
+		t.Error("a closed hub's server started again")
+	}
+}
+
+// A server dies with wagent even when wagent is killed with SIGKILL (the
+// parent-death signal): nothing is left behind.
+func TestServerDiesWithItsKilledParent(t *testing.T) {
+	if !lockThread {
+		t.Skip("parent-death signals are Linux only; elsewhere a server exits when its stdin closes")
+	}
+	cfg, dir := fakeConfig(t, "fake", "ok")
+	exe, _ := os.Executable()
+	parent := exec.Command(exe, "-test.run=^TestParentHelper$")
+	parent.Env = append(os.Environ(), "WAGENT_MCP_PARENT="+strings.Join(cfg.Command, "\x1f"), "FAKE_DIR="+dir)
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the helper's server", func() bool { _, ok := marked(dir, "parent-ready"); return ok })
+	ps := pids(t, dir)
+	if len(ps) != 1 || !alive(ps[0]) {
+		t.Fatalf("server processes %v", ps)
+	}
+	parent.Process.Kill() // SIGKILL: no deferred Close runs
+	parent.Wait()
+	waitFor(t, "the server to die with its parent", func() bool { return !alive(ps[0]) })
+}
+
+// TestParentHelper is the killed parent of TestServerDiesWithItsKilledParent.
+func TestParentHelper(t *testing.T) {
+	cmd := os.Getenv("WAGENT_MCP_PARENT")
+	if cmd == "" {
+		t.Skip("helper process only")
+	}
+	h := NewHub()
+	srv := h.Server(Config{Name: "fake", Command: strings.Split(cmd, "\x1f"), Env: map[string]string{"WAGENT_MCP_FAKE": "ok", "FAKE_DIR": os.Getenv("FAKE_DIR")}})
+	// Start from a goroutine that ends, as a session's would.
+	done := make(chan error)
+	go func() { _, err := srv.Start(context.Background()); done <- err }()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mark("parent-ready", "")
+	time.Sleep(time.Minute)
+}
+
+// Streamable HTTP: headers reach the server on every request.
+func TestHTTPServerWithHeaders(t *testing.T) {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "http-fake", Version: "1"}, nil)
+	srv.AddTool(&sdk.Tool{Name: "whoami", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "hello"}}}, nil
+	})
+	var auth []string
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = append(auth, r.Header.Get("Authorization"))
+		h.ServeHTTP(w, r)
+	}))
+	defer ts.Close()
+	hub := NewHub()
+	defer hub.Close()
+	s := hub.Server(Config{Name: "web", URL: ts.URL, Headers: map[string]string{"Authorization": "Bearer sekrit"}, Timeout: 5 * time.Second})
+	in, err := s.Start(context.Background())
+	if err != nil || in.Name != "http-fake" {
+		t.Fatalf("start: %+v %v", in, err)
+	}
+	if r := runCall(t, NewOp(s), "web__whoami", `{}`); r.Content != "hello" {
+		t.Errorf("%+v", r)
+	}
+	for _, a := range auth {
+		if a != "Bearer sekrit" {
+			t.Fatalf("a request went without the header: %q", auth)
+		}
+	}
+
+	// A URL that does not answer is one line naming the server and the fix.
+	s.Close() // its event stream would keep ts.Close waiting
+	ts.CloseClientConnections()
+	ts.Close()
+	dead := hub.Server(Config{Name: "gone", URL: ts.URL, StartTimeout: 2 * time.Second})
+	if _, err := dead.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "mcp server gone does not answer at "+ts.URL) {
+		t.Errorf("dead url: %v", err)
+	}
+}
