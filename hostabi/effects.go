@@ -120,6 +120,13 @@ const (
 	MaxTextBytes = 1 << 20
 )
 
+// Bounds on a module's manifest section (ABI.md §5): its size, and how
+// deeply its JSON (config schemas included) may nest.
+const (
+	MaxManifestBytes = 64 << 10
+	MaxManifestDepth = 64
+)
+
 var allowed = map[Kind][]Hook{
 	KindNote:            Hooks,
 	KindLog:             Hooks,

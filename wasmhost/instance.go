@@ -108,9 +108,11 @@ type instance struct {
 
 	// ctx carries the instance to the host functions; built once.
 	ctx context.Context
-	// For instrumented modules: the stop flag, and the timer that raises it.
+	// For instrumented modules: the stop flag, and the timer that raises
+	// it; the budget of stack the call has left.
 	stop   api.MutableGlobal
 	budget api.MutableGlobal
+	frames api.MutableGlobal
 	timer  *time.Timer
 	armed  atomic.Int32 // idle, armed or fired
 }
@@ -132,23 +134,22 @@ func (inst *instance) fire() {
 
 // callState is what the host functions work on during one call.
 type callState struct {
-	active     bool
-	checkClock bool // trusted modules: the host checks the deadline
-	deadline   time.Time
-	limits     Limits
-	manifest   *hostabi.Manifest
-	view       *hostabi.View
-	viewJSON   []byte
-	reader     engine.Reader
-	effects    []hostabi.Effect
-	outBytes   int
-	msgIndex   int
-	msg        []byte
-	msgBuf     []byte
-	noteKey    string
-	note       []byte
-	lastError  string
-	fault      *hostabi.Fault
+	active    bool
+	deadline  time.Time
+	limits    Limits
+	manifest  *hostabi.Manifest
+	view      *hostabi.View
+	viewJSON  []byte
+	reader    engine.Reader
+	effects   []hostabi.Effect
+	outBytes  int
+	msgIndex  int
+	msg       []byte
+	msgBuf    []byte
+	noteKey   string
+	note      []byte
+	lastError string
+	fault     *hostabi.Fault
 }
 
 func (p *pool) instantiate(ctx context.Context, lim Limits) (*instance, error) {
@@ -184,11 +185,12 @@ func (p *pool) instantiate(ctx context.Context, lim Limits) (*instance, error) {
 	if p.mod.cm.mode == modeInstrumented {
 		g, ok := mod.ExportedGlobal(stopGlobal).(api.MutableGlobal)
 		b, ok2 := mod.ExportedGlobal(budgetGlobal).(api.MutableGlobal)
-		if !ok || !ok2 {
+		f, ok3 := mod.ExportedGlobal(stackGlobal).(api.MutableGlobal)
+		if !ok || !ok2 || !ok3 {
 			mod.Close(ctx)
 			return nil, &hostabi.Fault{Kind: hostabi.FaultABI, Message: "instrumented module lost its stop flag"}
 		}
-		inst.stop, inst.budget = g, b
+		inst.stop, inst.budget, inst.frames = g, b, f
 		inst.timer = time.AfterFunc(time.Hour, inst.fire)
 		inst.timer.Stop()
 	}
@@ -239,6 +241,7 @@ func (inst *instance) run(ctx context.Context, fn api.Function, timeout time.Dur
 		}
 		return err
 	case modeInstrumented:
+		inst.frames.Set(stackBudget) // every call starts with the whole stack
 		inst.armed.Store(timerArmed)
 		inst.timer.Reset(timeout)
 		stopCancel := func() bool { return true }
@@ -248,16 +251,24 @@ func (inst *instance) run(ctx context.Context, fn api.Function, timeout time.Dur
 		err := fn.CallWithStack(inst.ctx, inst.stack[:])
 		stopped := inst.timer.Stop()
 		stopped = stopCancel() && stopped
-		if !inst.armed.CompareAndSwap(timerArmed, timerIdle) || !stopped {
+		fired := !inst.armed.CompareAndSwap(timerArmed, timerIdle)
+		if fired || !stopped {
 			// The flag went up, or a timer func may still raise it: whatever
 			// the call returned, this instance must not run again.
 			inst.calls = inst.pool.maxCalls
-			if err != nil && c.fault == nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return errDeadline
-			}
+		}
+		if c.fault != nil {
+			return err
+		}
+		if fired && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// A call that returns after its deadline, however it returned
+		// (the guest may have finished just as the flag went up), answers
+		// nothing: its effects were not made in time.
+		if fired || time.Since(start) > timeout {
+			inst.calls = inst.pool.maxCalls
+			return errDeadline
 		}
 		return err
 	default: // trusted: the host functions and this check are all there is
@@ -301,15 +312,14 @@ func (inst *instance) handle(ctx context.Context, o *Op, view *hostabi.View, r e
 		v = &cp
 	}
 	*c = callState{
-		active:     true,
-		checkClock: o.mod.cm.mode == modeTrusted,
-		limits:     o.limits,
-		manifest:   o.man,
-		view:       v,
-		viewJSON:   hostabi.AppendView(c.viewJSON[:0], v),
-		reader:     r,
-		msgIndex:   -1,
-		msgBuf:     c.msgBuf[:0],
+		active:   true,
+		limits:   o.limits,
+		manifest: o.man,
+		view:     v,
+		viewJSON: hostabi.AppendView(c.viewJSON[:0], v),
+		reader:   r,
+		msgIndex: -1,
+		msgBuf:   c.msgBuf[:0],
 	}
 	defer func() { c.active, c.reader, c.view = false, nil, nil }()
 	inst.out.reset()
@@ -375,6 +385,10 @@ func (inst *instance) classify(err error, timeout time.Duration) *hostabi.Fault 
 	}
 	msg := firstLine(err.Error())
 	msg = strings.TrimPrefix(msg, "wasm error: ")
+	if inst.frames != nil && int32(inst.frames.Get()) < 0 {
+		// The rewriter's stack check trapped (see stackBudget).
+		return &hostabi.Fault{Kind: hostabi.FaultTrap, Message: fmt.Sprintf("stack overflow (recursion too deep: over the %d MiB of stack a call may use)", stackBudget>>20)}
+	}
 	if strings.Contains(msg, "stack overflow") {
 		msg = "stack overflow (recursion too deep)"
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/tetratelabs/wazero"
 
 	"github.com/wagent/wagent/hostabi"
@@ -296,5 +297,50 @@ func TestPoolRecyclesAndLogs(t *testing.T) {
 	}
 	if _, err := NewRuntime(context.Background(), WithPool(1, 0)); err == nil {
 		t.Fatal("a pool that retires instances after 0 calls was accepted")
+	}
+}
+
+// Every table gets a maximum: its share of the host's bound, or its own
+// if that is smaller. Go declares its table without one.
+func TestTablesAreBounded(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want []tableShape
+	}{
+		{"testdata/hostile/tables.wasm", []tableShape{{min: 1, max: maxTableEntries, hasMax: true}}},
+		{"testdata/hostile/escape_type.wasm", nil}, // invalid: refused before the tables matter
+		{"guests/examples/policy/policy.wasm", []tableShape{{min: 5985, max: maxTableEntries, hasMax: true}}},
+	} {
+		s, err := scanModule(readRepo(t, tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := rewrite(s, readRepo(t, tc.file), true)
+		if tc.want == nil {
+			if err == nil {
+				t.Errorf("%s: rewritten", tc.file)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []tableShape
+		for i := 8; i < len(out); {
+			id := out[i]
+			size, n := readU32(out[i+1:])
+			if id == 4 {
+				r := &wreader{b: out[i+1+n : i+1+n+int(size)]}
+				for j := r.u32(); j > 0; j-- {
+					r.byte()
+					ts, _ := r.tableLimits(0)
+					got = append(got, ts)
+				}
+			}
+			i += 1 + n + int(size)
+		}
+		if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(tableShape{})); diff != "" {
+			t.Errorf("%s: tables after the rewrite (-want +got):\n%s", tc.file, diff)
+		}
 	}
 }

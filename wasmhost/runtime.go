@@ -254,9 +254,9 @@ func digestOf(b []byte) [32]byte { return sha256.Sum256(b) }
 // directory the result is kept there, keyed by the original's digest and
 // the rewriter's version, and read back on later starts. A cached file is
 // trusted only if it carries the digest of its own bytes.
-func (r *Runtime) instrumented(wasm []byte, digest [32]byte) ([]byte, error) {
+func (r *Runtime) instrumented(wasm []byte, s *shape, digest [32]byte) ([]byte, error) {
 	if r.cacheDir == "" {
-		return instrument(wasm)
+		return rewrite(s, wasm, true)
 	}
 	path := filepath.Join(r.cacheDir, "wagent-instrumented", fmt.Sprintf("%s-%x.wasm", instrumentVersion, digest))
 	if b, err := os.ReadFile(path); err == nil && len(b) > 32 {
@@ -265,7 +265,7 @@ func (r *Runtime) instrumented(wasm []byte, digest [32]byte) ([]byte, error) {
 			return body, nil
 		}
 	}
-	iw, err := instrument(wasm)
+	iw, err := rewrite(s, wasm, true)
 	if err != nil {
 		return nil, err
 	}
