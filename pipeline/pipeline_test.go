@@ -133,3 +133,53 @@ func TestFallbackAdded(t *testing.T) {
 		t.Fatalf("NoFallback: %v", err)
 	}
 }
+
+// The attack of issue 11: in a shared cache directory, the cached rewrite
+// of a sha256-pinned guard is replaced with another module's. The pin is
+// checked against the bytes the pipeline names, and the cache against the
+// digest of those bytes, so the guard still loads as the guard.
+func TestPinnedGuardSurvivesSwappedCache(t *testing.T) {
+	ctx := context.Background()
+	cache, key := t.TempDir(), filepath.Join(t.TempDir(), "key")
+	policy := filepath.Join("..", "guests", "examples", "policy", "policy.wasm")
+	wasm, err := os.ReadFile(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(wasm)
+	spec := &pipeline.Spec{Path: "p.yaml", Dir: filepath.Dir(policy), Ops: []pipeline.OpSpec{
+		{Use: "./policy.wasm", SHA256: hex.EncodeToString(sum[:])},
+		{Use: "../../../examples/wasm-ops/calculator/calculator.wasm"},
+	}}
+	build := func() *pipeline.Loaded {
+		t.Helper()
+		rt, err := wasmhost.NewRuntime(ctx, wasmhost.WithCacheDir(cache), wasmhost.WithCacheKeyFile(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rt.Close(ctx) })
+		l, err := spec.Build(ctx, pipeline.Options{Runtime: rt, NoFallback: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	build()
+	rewrites, _ := filepath.Glob(filepath.Join(cache, "wagent-instrumented", "*.wasm"))
+	if len(rewrites) != 2 {
+		t.Fatalf("cached rewrites: %v", rewrites)
+	}
+	// Put the calculator's rewrite under the guard's name, and the other
+	// way round.
+	a, _ := os.ReadFile(rewrites[0])
+	b, _ := os.ReadFile(rewrites[1])
+	os.WriteFile(rewrites[0], b, 0o600)
+	os.WriteFile(rewrites[1], a, 0o600)
+	l := build()
+	if man := l.Ops[0].Manifest(); man.Name != "policy" || !man.Guard {
+		t.Fatalf("the pinned guard loaded as %s (guard %v)", man.Name, man.Guard)
+	}
+	if man := l.Ops[1].Manifest(); man.Name != "calculator" {
+		t.Fatalf("the calculator loaded as %s", man.Name)
+	}
+}
