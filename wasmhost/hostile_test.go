@@ -126,14 +126,20 @@ func TestHostileGoGuest(t *testing.T) {
 	secrets := t.TempDir()
 	os.WriteFile(filepath.Join(secrets, "key.txt"), []byte("SECRET"), 0o644)
 	m := load(t, "testdata/hostile/go_hostile.wasm")
+	// The op requests /skills and /secrets: both must be granted.
+	lim := Limits{MemoryPages: 256, Timeout: 200 * time.Millisecond}
+	_, err := rt(t).NewOp(m, Config{Limits: lim, Grants: Grants{Mounts: []Mount{{HostDir: dir, GuestPath: "/skills"}}}})
+	if err == nil || err.Error() != `op hostile requests the read-only mount /secrets, which is not granted: grant it (grants: {mounts: ["DIR:/secrets:ro"]}) or leave the op out` {
+		t.Fatalf("an ungranted mount: %v", err)
+	}
 	op := newOp(t, m, Config{
-		Limits: Limits{MemoryPages: 256, Timeout: 200 * time.Millisecond},
-		// /secrets is requested but not granted; /extra is granted but not
-		// requested.
-		Grants: Grants{Mounts: []Mount{{HostDir: dir, GuestPath: "/skills"}, {HostDir: secrets, GuestPath: "/extra"}}},
+		Limits: lim,
+		// /secrets is granted an empty folder; /extra is granted but not
+		// requested, so not given.
+		Grants: Grants{Mounts: []Mount{{HostDir: dir, GuestPath: "/skills"}, {HostDir: t.TempDir(), GuestPath: "/secrets"}, {HostDir: secrets, GuestPath: "/extra"}}},
 	})
-	if got := op.Mounts(); len(got) != 1 || got[0].GuestPath != "/skills" {
-		t.Fatalf("effective mounts = %v, want only /skills", got)
+	if got := op.Mounts(); len(got) != 2 || got[0].GuestPath != "/secrets" || got[1].GuestPath != "/skills" {
+		t.Fatalf("effective mounts = %v, want /secrets and /skills", got)
 	}
 	peek := func() {
 		t.Helper()
@@ -144,6 +150,7 @@ func TestHostileGoGuest(t *testing.T) {
 		want := strings.Join([]string{
 			"/skills/hello.txt: hello from the mount",
 			"/secrets/key.txt: error",
+			"/extra/key.txt: error",
 			"/etc/passwd: error",
 			"/skills/../../etc/passwd: error",
 			"../etc/passwd: error",

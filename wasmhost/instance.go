@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wagent/wagent/engine"
@@ -27,6 +29,7 @@ type pool struct {
 	man      *hostabi.Manifest
 	pages    uint32
 	mounts   []Mount
+	roots    []*os.Root // one per mount, open for the pool's life
 	maxIdle  int
 	maxCalls int
 
@@ -50,6 +53,16 @@ func (r *Runtime) poolFor(m *Module, man *hostabi.Manifest, pages uint32, mounts
 		return p, nil
 	}
 	p := &pool{rt: r, mod: m, man: man, pages: pages, mounts: mounts, maxIdle: r.opts.maxIdle, maxCalls: r.opts.maxCalls}
+	// Each mount is an os.Root: no symbolic link or .. leads out of it
+	// (wazero's own directory mounts follow links wherever they point).
+	for _, mt := range mounts {
+		root, err := os.OpenRoot(mt.HostDir)
+		if err != nil {
+			p.closeRoots()
+			return nil, fmt.Errorf("mount %s: %v", mt.GuestPath, err)
+		}
+		p.roots = append(p.roots, root)
+	}
 	r.pools[key.String()] = p
 	return p, nil
 }
@@ -91,6 +104,14 @@ func (p *pool) drain(ctx context.Context) {
 		inst.mod.Close(ctx)
 	}
 	p.idle = nil
+	p.closeRoots()
+}
+
+func (p *pool) closeRoots() {
+	for _, root := range p.roots {
+		root.Close()
+	}
+	p.roots = nil
 }
 
 // instance is one instantiated module and the state of its current call.
@@ -159,8 +180,9 @@ func (p *pool) instantiate(ctx context.Context, lim Limits) (*instance, error) {
 	inst := &instance{pool: p, handlers: map[hostabi.Hook]api.Function{}}
 	inst.out.max = 4096
 	fsc := wazero.NewFSConfig()
-	for _, m := range p.mounts {
-		fsc = fsc.WithReadOnlyDirMount(m.HostDir, m.GuestPath)
+	for i, m := range p.mounts {
+		ro := &sysfs.ReadFS{FS: &sysfs.AdaptFS{FS: p.roots[i].FS()}}
+		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(ro, m.GuestPath)
 	}
 	// No args, no environment, deterministic clocks and randomness (the
 	// wazero defaults), stdout and stderr into a bounded buffer.

@@ -128,7 +128,11 @@ func TestHostileMemoryChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, err := r.NewOp(m, Config{Limits: Limits{MemoryPages: uint32(pages), Timeout: 200 * time.Millisecond, InitTimeout: 200 * time.Millisecond}})
+	cfg := Config{Limits: Limits{MemoryPages: uint32(pages), Timeout: 200 * time.Millisecond, InitTimeout: 200 * time.Millisecond}}
+	if file == "go_hostile" {
+		cfg.Grants = hostileGrants(t)
+	}
+	op, err := r.NewOp(m, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

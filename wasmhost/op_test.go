@@ -102,7 +102,7 @@ func TestGuestWorldIsFake(t *testing.T) {
 	m := load(t, "testdata/hostile/go_hostile.wasm")
 	var answers []string
 	for _, pages := range []uint32{300, 301} {
-		op := newOp(t, m, Config{Limits: Limits{MemoryPages: pages}})
+		op := newOp(t, m, Config{Limits: Limits{MemoryPages: pages}, Grants: hostileGrants(t)})
 		got, err := op.Handle(context.Background(), commandView("env"), nil)
 		if err != nil || len(got) != 1 {
 			t.Fatalf("env: %+v, %v", got, err)
@@ -123,7 +123,7 @@ func TestNewOpRefuses(t *testing.T) {
 		want string
 	}{
 		{"testdata/hostile/huge_output.wasm", Config{Limits: Limits{MemoryPages: 100}}, "op huge_output needs 129 pages (8256 KiB) of memory to start, over its limit of 100 pages: raise limits.memory_mb"},
-		{"testdata/hostile/go_hostile.wasm", Config{Grants: Grants{Mounts: []Mount{{HostDir: notDir, GuestPath: "/skills"}}}}, "is not a directory"},
+		{"testdata/hostile/go_hostile.wasm", Config{Grants: Grants{Mounts: []Mount{{HostDir: notDir, GuestPath: "/skills"}, {HostDir: t.TempDir(), GuestPath: "/secrets"}}}}, "is not a directory"},
 		{"testdata/wat/ping.wasm", Config{Config: json.RawMessage(`{"a":`)}, "op ping: config is not JSON"},
 		{"testdata/wat/ping.wasm", Config{Limits: Limits{MemoryPages: 70000}}, "over the 4 GiB of a wasm32 memory"},
 		{"testdata/wat/ping.wasm", Config{Limits: Limits{Timeout: -time.Second}}, "limits must not be negative"},

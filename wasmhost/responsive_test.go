@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"context"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,7 +31,11 @@ func TestHostStaysResponsive(t *testing.T) {
 		{"_initialize", "testdata/hostile/init_loop.wasm", Limits{InitTimeout: deadline}, toolView("x"), "starting the module: call exceeded its deadline of 1s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			op := newOp(t, load(t, tc.file), Config{Limits: tc.lim})
+			cfg := Config{Limits: tc.lim}
+			if strings.Contains(tc.file, "go_hostile") {
+				cfg.Grants = hostileGrants(t)
+			}
+			op := newOp(t, load(t, tc.file), cfg)
 			stop := make(chan struct{})
 			gaps := make(chan time.Duration, 1)
 			go func() {
