@@ -71,6 +71,8 @@ func TestHostileCall(t *testing.T) {
 		{file: "huge_output", limits: Limits{MemoryPages: 200}, kind: hostabi.FaultLimit, want: "output of 8388608 bytes is over the limit of 4194304 bytes per call"},
 		{file: "many_effects", kind: hostabi.FaultLimit, want: "257 effects are over the limit of 256 per call"},
 		{file: "flood", limits: Limits{MemoryPages: 65}, kind: hostabi.FaultLimit, want: "257 effects are over the limit of 256 per call"},
+		{file: "retry_overflow", view: &hostabi.View{Hook: hostabi.HookRequestError, Session: "s1", Turn: 1, Step: 1, Failure: &hostabi.FailureView{Failure: hostabi.Failure{Code: hostabi.FailServer}, Attempt: 1}},
+			kind: hostabi.FaultInvalidEffect, want: "effect 0 (retry): invalid effect: retry delay 9223372036854775807 ms is outside 0 to 86400000 ms (one day)"},
 		{file: "deep", view: &hostabi.View{Hook: hostabi.HookContribute, Session: "s1", Turn: 1, Step: 1}, kind: hostabi.FaultABI, want: "nested deeper than 64"},
 		{file: "malformed", kind: hostabi.FaultABI, want: "effects are not a JSON array of effects"},
 		{file: "unknown_kind", kind: hostabi.FaultInvalidEffect, want: `effect 0 (launch_missiles): invalid effect: unknown kind "launch_missiles"`},
