@@ -40,6 +40,8 @@ import (
 //     cannot set, and a replaced file has another inode); one whose
 //     identity changed is trusted only if its contents match the tag; any
 //     other file is removed, with a warning, and wazero compiles again.
+//     Processes sharing the directory take turns (a lock file) from the
+//     check to recording what wazero wrote.
 
 // CacheKeyFile is the default location of the key the on-disk cache is
 // tagged with, under the user's configuration directory: outside the cache
@@ -124,7 +126,10 @@ type fileID struct {
 	mtimeNs, ctimeNs int64
 }
 
-const manifestName = "wagent-compiled.manifest"
+const (
+	manifestName = "wagent-compiled.manifest"
+	lockName     = "wagent-compiled.lock"
+)
 
 func (g *cacheGuard) mac(parts ...[]byte) []byte {
 	h := hmac.New(sha256.New, g.key)
@@ -170,12 +175,23 @@ func (g *cacheGuard) compiledFiles() ([]string, error) {
 	return out, nil
 }
 
-// verify removes every file of wazero's cache that the manifest does not
-// vouch for. It runs right before wazero may read the cache.
-func (g *cacheGuard) verify() {
-	if g.files == nil {
-		g.files = g.readManifest()
+// lock takes the cache's lock, which a process holds from verify through
+// wazero's compile to record, so that no process takes another's new,
+// not yet recorded, files for planted ones. It returns the unlock.
+func (g *cacheGuard) lock() func() {
+	f, err := os.OpenFile(filepath.Join(g.dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return func() {}
 	}
+	lockFile(f)
+	return func() { f.Close() } // closing releases the lock
+}
+
+// verify removes every file of wazero's cache that the manifest does not
+// vouch for. It runs, under the lock, right before wazero may read the
+// cache.
+func (g *cacheGuard) verify() {
+	g.files = g.readManifest() // another process may have added some
 	names, err := g.compiledFiles()
 	if err != nil {
 		return

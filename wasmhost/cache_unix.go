@@ -24,3 +24,6 @@ func ownedByMe(st fs.FileInfo) bool {
 	s, ok := st.Sys().(*syscall.Stat_t)
 	return !ok || int(s.Uid) == os.Getuid()
 }
+
+// lockFile waits for an exclusive lock on f, released when f is closed.
+func lockFile(f *os.File) { syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }

@@ -248,6 +248,7 @@ func (r *Runtime) compile(ctx context.Context, wasm []byte, digest [32]byte, c c
 		return nil, err
 	}
 	if r.guard != nil {
+		defer r.guard.lock()()
 		r.guard.verify() // wazero may read the cache now: nothing unchecked in it
 	}
 	m, err := cr.r.CompileModule(ctx, wasm)
