@@ -183,3 +183,49 @@ func TestPinnedGuardSurvivesSwappedCache(t *testing.T) {
 		t.Fatalf("the calculator loaded as %s", man.Name)
 	}
 }
+
+// An op's config is checked against its manifest's config_schema when the
+// pipeline loads, before any session is touched: a typo is one line naming
+// the file, the line, the op and what is wrong. (Before, max-turns with
+// {max_step: 3} made the session and faulted at every step, and approval
+// with {mode: askk} denied everything at run time.)
+func TestConfigCheckedAtLoad(t *testing.T) {
+	bundle, err := os.ReadFile(filepath.Join("..", "builtins", "builtins.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	builtins := pipeline.BundleBuiltins{Wasm: bundle, Ops: []string{"approval", "skills", "retry", "turn-stopping", "max-turns", "unknown-tool", "final-output"}}
+	rt := runtime(t)
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"unknown key", "ops:\n  - use: builtin:retry\n  - use: builtin:max-turns\n    config: {max_step: 3}\n",
+			`pipeline p.yaml:3: op 2 (builtin:max-turns): op max-turns: config: unknown key "max_step" (known keys: max_steps)`},
+		{"not a mode", "ops:\n  - use: builtin:approval\n    config: {mode: askk}\n",
+			`pipeline p.yaml:2: op 1 (builtin:approval): op approval: config: at /mode: value must be one of 'ask', 'auto', 'deny'`},
+		{"unknown key in a rule", "ops:\n  - use: builtin:approval\n    config: {ask: [{tool: shell, argument: command, match: rm}]}\n",
+			`op approval: config: at /ask/0: unknown key "argument" (known keys: arg, match, tool)`},
+		{"out of range", "ops:\n  - use: builtin:retry\n    config: {attempts: 3, max_ms: 100000000000}\n",
+			`op retry: config: at /max_ms: 100000000000 is more than the maximum of 86400000`},
+		{"wrong type", "ops:\n  - use: builtin:max-turns\n    config: {max_steps: lots}\n",
+			`op max-turns: config: at /max_steps: got string, want integer`},
+		{"required", "ops:\n  - use: builtin:turn-stopping\n",
+			`op turn-stopping: config: needs "require_phrase" or "require_tool"`},
+		{"no config taken", "ops:\n  - use: builtin:unknown-tool\n    config: {verbose: true}\n",
+			`op unknown-tool: config: unknown key "verbose"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := pipeline.Parse([]byte(tc.yaml), "p.yaml", t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.Build(context.Background(), pipeline.Options{Runtime: rt, Builtins: builtins, NoFallback: true})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err %v\nwant one line containing %s", err, tc.want)
+			}
+		})
+	}
+	ok := "ops:\n  - use: builtin:approval\n    config: {mode: auto, deny: [shell, {tool: fetch, arg: url, match: internal}]}\n  - use: builtin:max-turns\n    config: {max_steps: 3}\n"
+	s, _ := pipeline.Parse([]byte(ok), "p.yaml", t.TempDir())
+	if _, err := s.Build(context.Background(), pipeline.Options{Runtime: rt, Builtins: builtins}); err != nil {
+		t.Fatalf("a good config: %v", err)
+	}
+}

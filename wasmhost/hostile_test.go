@@ -38,6 +38,10 @@ func TestHostileLoad(t *testing.T) {
 		// anything but functions.
 		{"table_huge", "table 0 declares 100000000 entries, over the limit of 1048576"},
 		{"table_many", "module has 5 tables, over the limit of 4"},
+		// A config_schema that would have the host read a file, or that is
+		// no schema at all.
+		{"schema_ref", "manifest of op schema_ref: config_schema uses $ref; the host checks configs only against self-contained schemas"},
+		{"schema_bad", "manifest of op schema_bad: config_schema is not a valid JSON Schema: at /type: "},
 		{"import_global", `module imports a global env.g; operations may import only functions, from "wagent" and the allowed part of "wasi_snapshot_preview1"`},
 		{"import_table", `module imports a table wagent.table; operations may import only functions`},
 		{"import_memory", `module imports its memory (wasi_snapshot_preview1.memory); it must define and export it as "memory"`},

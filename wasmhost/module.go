@@ -27,6 +27,7 @@ type Module struct {
 	cm       *compiled
 	manifest *hostabi.Manifest // the op's, or a bundle's first
 	bundle   []*hostabi.Manifest
+	schemas  map[string]*configSchema // by op name; nil entries for none
 	memMin   uint32
 	memMax   uint32
 	hasMax   bool
@@ -269,6 +270,14 @@ func (m *Module) check() error {
 		if len(man.Capabilities.HTTP) > 0 {
 			return fmt.Errorf("%s requests outbound HTTP (%s), which ABI v%d.%d does not provide yet", whose, strings.Join(man.Capabilities.HTTP, ", "), hostabi.Major, hostabi.Minor)
 		}
+	}
+	m.schemas = map[string]*configSchema{}
+	for _, man := range mans {
+		cs, err := compileConfigSchema(man.ConfigSchema)
+		if err != nil {
+			return fmt.Errorf("manifest of op %s: %v", man.Name, err)
+		}
+		m.schemas[man.Name] = cs
 	}
 	m.manifest, m.bundle = mans[0], mans
 	return nil

@@ -122,9 +122,11 @@ type Op struct {
 
 var _ engine.Operation = (*Op)(nil)
 
-// NewOp makes an op of module m run with cfg. It checks that the module
-// fits the memory limit, that every mount it requests is granted and
-// exists; it does not instantiate the module (see Warm).
+// NewOp makes an op of module m run with cfg. It checks the config
+// against the manifest's config_schema (an op without config is checked
+// as {}), that the module fits the memory limit, and that every mount it
+// requests is granted and exists; it does not instantiate the module (see
+// Warm).
 func (r *Runtime) NewOp(m *Module, cfg Config) (*Op, error) {
 	if m.rt != r {
 		return nil, fmt.Errorf("wasmhost: module was loaded by another runtime")
@@ -145,6 +147,11 @@ func (r *Runtime) NewOp(m *Module, cfg Config) (*Op, error) {
 	}
 	if len(cfg.Config) > 0 && !json.Valid(cfg.Config) {
 		return nil, fmt.Errorf("op %s: config is not JSON", man.Name)
+	}
+	// The config against the manifest's config_schema, now rather than at
+	// the op's first call.
+	if err := m.schemas[man.Name].check(cfg.Config); err != nil {
+		return nil, fmt.Errorf("op %s: %v", man.Name, err)
 	}
 	// Requested ∩ granted. A mount the op requests and is not granted is
 	// refused rather than silently left out: the op would run without
