@@ -90,12 +90,12 @@ Examples:
 			}
 			past := map[bool]string{true: "allowed", false: "denied"}[allow]
 			for _, cid := range ids {
-				fmt.Fprintf(env.stdout, "%s %s\n", past, cid)
+				tprintf(env.stdout, "%s %s\n", past, cid)
 			}
 			if left := m.State().Waiting(); len(left) > 0 {
-				fmt.Fprintf(env.stdout, "still waiting: %s\n", strings.Join(left, " "))
+				tprintf(env.stdout, "still waiting: %s\n", strings.Join(left, " "))
 			} else {
-				fmt.Fprintf(env.stdout, "continue with: wagent resume %s\n", id)
+				tprintf(env.stdout, "continue with: wagent resume %s\n", id)
 			}
 			return nil
 		},
@@ -129,7 +129,7 @@ Example:
 			if err != nil {
 				return fail(exitFailure, "%v", err)
 			}
-			fmt.Fprintf(env.stdout, "queued %s on %s\n", ids[0], list)
+			tprintf(env.stdout, "queued %s on %s\n", ids[0], list)
 			return nil
 		},
 	}
@@ -164,12 +164,12 @@ Example:
 			}
 			switch {
 			case wasOpen:
-				fmt.Fprintf(env.stdout, "turn %d aborted\n", st.Turn)
+				tprintf(env.stdout, "turn %d aborted\n", st.Turn)
 			default:
-				fmt.Fprintln(env.stdout, "no turn was open")
+				tprintln(env.stdout, "no turn was open")
 			}
 			if !c.Bool("keep-inbox") && queued > 0 {
-				fmt.Fprintf(env.stdout, "discarded %d queued message(s)\n", queued)
+				tprintf(env.stdout, "discarded %d queued message(s)\n", queued)
 			}
 			return nil
 		},
@@ -214,7 +214,7 @@ Example:
 				return &exitError{code: exitWaiting}
 			case engine.Idle:
 				if !out.json {
-					fmt.Fprintln(env.stdout, "nothing to do: the session is idle")
+					tprintln(env.stdout, "nothing to do: the session is idle")
 				}
 			}
 			return nil
@@ -306,10 +306,10 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 				if st != nil {
 					turns = st.Turn
 				}
-				fmt.Fprintf(env.stdout, "%-28s %4d turns  %s\n", id, turns, status)
+				tprintf(env.stdout, "%-28s %4d turns  %s\n", id, turns, status)
 			}
 			if len(ids) == 0 && !c.Bool("json") {
-				fmt.Fprintln(env.stdout, "no sessions yet: wagent run \"…\" starts one")
+				tprintln(env.stdout, "no sessions yet: wagent run \"…\" starts one")
 			}
 			return nil
 		},
@@ -327,7 +327,7 @@ func opsCommand(env *cliEnv) *cli.Command {
 			return nil, nil, nil, fail(exitFailure, "%v", err)
 		}
 		ctx := context.Background()
-		var opts []wasmhost.Option
+		opts := []wasmhost.Option{wasmhost.WithLogger(warnings(env.stderr))}
 		if d := env.getenv("WAGENT_CACHE_DIR"); d != "" {
 			opts = append(opts, wasmhost.WithCacheDir(d))
 		}
@@ -362,25 +362,25 @@ func opsCommand(env *cliEnv) *cli.Command {
 						printJSON(env.stdout, map[string]any{"sha256": m.Digest(), "bytes": len(wasm), "ops": mans})
 						return nil
 					}
-					fmt.Fprintf(env.stdout, "sha256:   %s (%d bytes)\n", m.Digest(), len(wasm))
+					tprintf(env.stdout, "sha256:   %s (%d bytes)\n", m.Digest(), len(wasm))
 					if len(mans) > 1 {
-						fmt.Fprintf(env.stdout, "bundle:   %d ops (name one with op: NAME in a pipeline)\n", len(mans))
+						tprintf(env.stdout, "bundle:   %d ops (name one with op: NAME in a pipeline)\n", len(mans))
 					}
 					for _, man := range mans {
-						fmt.Fprintf(env.stdout, "\nname:     %s %s\n", man.Name, man.Version)
-						fmt.Fprintf(env.stdout, "abi:      %s\n", man.ABI)
-						fmt.Fprintf(env.stdout, "hooks:    %s\n", joinHooks(man.Hooks))
+						tprintf(env.stdout, "\nname:     %s %s\n", man.Name, man.Version)
+						tprintf(env.stdout, "abi:      %s\n", man.ABI)
+						tprintf(env.stdout, "hooks:    %s\n", joinHooks(man.Hooks))
 						if len(man.Tools) > 0 {
-							fmt.Fprintf(env.stdout, "tools:    %s\n", strings.Join(man.Tools, ", "))
+							tprintf(env.stdout, "tools:    %s\n", strings.Join(man.Tools, ", "))
 						}
 						if len(man.Commands) > 0 {
-							fmt.Fprintf(env.stdout, "commands: /%s\n", strings.Join(man.Commands, ", /"))
+							tprintf(env.stdout, "commands: /%s\n", strings.Join(man.Commands, ", /"))
 						}
 						if man.Guard {
-							fmt.Fprintln(env.stdout, "guard:    yes (fails closed)")
+							tprintln(env.stdout, "guard:    yes (fails closed)")
 						}
 						if len(man.Capabilities.Mounts) > 0 {
-							fmt.Fprintf(env.stdout, "mounts:   %s (read-only, if the pipeline grants them)\n", strings.Join(man.Capabilities.Mounts, ", "))
+							tprintf(env.stdout, "mounts:   %s (read-only, if the pipeline grants them)\n", strings.Join(man.Capabilities.Mounts, ", "))
 						}
 					}
 					return nil
@@ -404,7 +404,7 @@ func opsCommand(env *cliEnv) *cli.Command {
 						if err != nil {
 							return fail(exitFailure, "%s: op %s: %v", c.Args().First(), man.Name, err)
 						}
-						fmt.Fprintf(env.stdout, "ok: %s %s (abi %s, hooks %s)\n", man.Name, man.Version, man.ABI, joinHooks(man.Hooks))
+						tprintf(env.stdout, "ok: %s %s (abi %s, hooks %s)\n", man.Name, man.Version, man.ABI, joinHooks(man.Hooks))
 					}
 					return nil
 				},

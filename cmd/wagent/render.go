@@ -16,7 +16,7 @@ import (
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // colours, used only when standard output is a terminal.
-type palette struct{ dim, red, green, yellow, bold, reset string }
+type palette struct{ dim, red, green, yellow, bold, reset ansi }
 
 func colours(on bool) palette {
 	if !on {
@@ -54,13 +54,13 @@ func (p *printer) start(isNew bool) {
 		return
 	}
 	if isNew {
-		fmt.Fprintf(p.env.stderr, "%ssession %s%s\n", p.c.dim, p.id, p.c.reset)
+		tprintf(p.env.stderr, "%ssession %s%s\n", p.c.dim, p.id, p.c.reset)
 	}
 }
 
 func (p *printer) newline() {
 	if p.midLine {
-		fmt.Fprintln(p.env.stdout)
+		tprintln(p.env.stdout)
 		p.midLine = false
 	}
 }
@@ -81,15 +81,15 @@ func (p *printer) live(l engine.Live) {
 	}
 	switch l.Kind {
 	case "delta":
-		fmt.Fprint(w, l.Text)
+		tprint(w, l.Text)
 		p.midLine = !strings.HasSuffix(l.Text, "\n")
 		p.streamed = true
 	case "log":
 		p.newline()
-		fmt.Fprintf(w, "%s  [%s] %s%s\n", p.c.dim, l.Op, l.Text, p.c.reset)
+		tprintf(w, "%s  [%s] %s%s\n", p.c.dim, l.Op, l.Text, p.c.reset)
 	case "error":
 		p.newline()
-		fmt.Fprintf(w, "%s  ! %s%s\n", p.c.red, l.Text, p.c.reset)
+		tprintf(w, "%s  ! %s%s\n", p.c.red, l.Text, p.c.reset)
 	case "event":
 		p.event(w, l.Event)
 	}
@@ -98,7 +98,7 @@ func (p *printer) live(l engine.Live) {
 func (p *printer) event(w io.Writer, e *store.Event) {
 	if p.verbose {
 		p.newline()
-		fmt.Fprintf(w, "%s%4d %s%s %s\n", p.c.dim, e.Seq, e.Type, p.c.reset, compact(string(e.Data), 160))
+		tprintf(w, "%s%4d %s%s %s\n", p.c.dim, e.Seq, e.Type, p.c.reset, compact(string(e.Data), 160))
 		return
 	}
 	switch e.Type {
@@ -106,22 +106,22 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		var d engine.AssistantMessage
 		json.Unmarshal(e.Data, &d)
 		if !p.streamed && d.Content != "" {
-			fmt.Fprint(w, d.Content)
+			tprint(w, d.Content)
 			p.midLine = true
 		}
 		p.newline()
 		p.streamed = false
 		if d.Interrupted {
-			fmt.Fprintf(w, "%s  (interrupted)%s\n", p.c.dim, p.c.reset)
+			tprintf(w, "%s  (interrupted)%s\n", p.c.dim, p.c.reset)
 		}
 		if d.FinishReason == "length" {
-			fmt.Fprintf(w, "%s  (the answer hit the token limit)%s\n", p.c.yellow, p.c.reset)
+			tprintf(w, "%s  (the answer hit the token limit)%s\n", p.c.yellow, p.c.reset)
 		}
 	case engine.EvToolCall:
 		var d engine.ToolCallEvent
 		json.Unmarshal(e.Data, &d)
 		p.newline()
-		fmt.Fprintf(w, "%s  → %s %s%s\n", p.c.dim, d.Name, compact(string(d.Arguments), 120), p.c.reset)
+		tprintf(w, "%s  → %s %s%s\n", p.c.dim, d.Name, compact(string(d.Arguments), 120), p.c.reset)
 	case engine.EvToolResult:
 		var d engine.ToolResult
 		json.Unmarshal(e.Data, &d)
@@ -131,35 +131,35 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 			if d.Code != "" {
 				code = d.Code + ": "
 			}
-			fmt.Fprintf(w, "%s  ← %s%s%s\n", p.c.red, code, compact(d.Content, 160), p.c.reset)
+			tprintf(w, "%s  ← %s%s%s\n", p.c.red, code, compact(d.Content, 160), p.c.reset)
 		} else {
-			fmt.Fprintf(w, "%s  ← %s%s\n", p.c.dim, compact(d.Content, 160), p.c.reset)
+			tprintf(w, "%s  ← %s%s\n", p.c.dim, compact(d.Content, 160), p.c.reset)
 		}
 	case engine.EvApprovalDecision:
 		var d engine.ApprovalDecision
 		json.Unmarshal(e.Data, &d)
 		p.newline()
 		if d.Allow {
-			fmt.Fprintf(w, "%s  ✓ %s allowed by %s%s\n", p.c.green, d.CallID, d.Who, p.c.reset)
+			tprintf(w, "%s  ✓ %s allowed by %s%s\n", p.c.green, d.CallID, d.Who, p.c.reset)
 		} else {
-			fmt.Fprintf(w, "%s  ✗ %s denied by %s%s\n", p.c.red, d.CallID, d.Who, p.c.reset)
+			tprintf(w, "%s  ✗ %s denied by %s%s\n", p.c.red, d.CallID, d.Who, p.c.reset)
 		}
 	case engine.EvRetryScheduled:
 		var d engine.RetryScheduled
 		json.Unmarshal(e.Data, &d)
 		p.newline()
-		fmt.Fprintf(w, "%s  … %s; retry %d in %s%s\n", p.c.yellow, failureText(d.Failure), d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, p.c.reset)
+		tprintf(w, "%s  … %s; retry %d in %s%s\n", p.c.yellow, failureText(d.Failure), d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, p.c.reset)
 	case engine.EvCommandReply:
 		var d engine.CommandReply
 		json.Unmarshal(e.Data, &d)
 		p.newline()
-		fmt.Fprintln(w, d.Text)
+		tprintln(w, d.Text)
 	case engine.EvTurnEnd:
 		var d engine.TurnEnd
 		json.Unmarshal(e.Data, &d)
 		p.newline()
 		if d.Reason != engine.ReasonCompleted {
-			fmt.Fprintf(w, "%s  (turn %d ended: %s%s)%s\n", p.c.yellow, d.Turn, d.Reason, turnDetail(d), p.c.reset)
+			tprintf(w, "%s  (turn %d ended: %s%s)%s\n", p.c.yellow, d.Turn, d.Reason, turnDetail(d), p.c.reset)
 		}
 	}
 }
@@ -211,11 +211,11 @@ func (p *printer) waiting(calls []engine.WaitingCall) {
 		return
 	}
 	p.newline()
-	fmt.Fprintf(p.env.stdout, "session %s is waiting for approval of %d call(s):\n", p.id, len(calls))
+	tprintf(p.env.stdout, "session %s is waiting for approval of %d call(s):\n", p.id, len(calls))
 	for _, c := range calls {
-		fmt.Fprintf(p.env.stdout, "  %s  %s %s\n", c.ID, c.Name, compact(string(c.Arguments), 120))
+		tprintf(p.env.stdout, "  %s  %s %s\n", c.ID, c.Name, compact(string(c.Arguments), 120))
 	}
-	fmt.Fprintf(p.env.stdout, "answer with:\n  wagent approve %s %s   (or --all, --always)\n  wagent deny %s %s\nthen: wagent resume %s\n",
+	tprintf(p.env.stdout, "answer with:\n  wagent approve %s %s   (or --all, --always)\n  wagent deny %s %s\nthen: wagent resume %s\n",
 		p.id, calls[0].ID, p.id, calls[0].ID, p.id)
 }
 
@@ -252,13 +252,13 @@ func (p *progress) loading(use string) {
 	if !isTerminal(p.env.stderr) {
 		return
 	}
-	fmt.Fprintf(p.env.stderr, "\r\x1b[2Kloading %s (the first run compiles it; later runs load it from the cache)", use)
+	tprintf(p.env.stderr, "\r\x1b[2Kloading %s (the first run compiles it; later runs load it from the cache)", use)
 	p.shown = true
 }
 
 func (p *progress) done() {
 	if p.shown {
-		fmt.Fprint(p.env.stderr, "\r\x1b[2K")
+		tprint(p.env.stderr, clearLine)
 	}
 }
 
@@ -275,16 +275,16 @@ func renderLog(env *cliEnv, id string, evs []store.Event) error {
 		case engine.EvSessionCreated:
 			var d engine.SessionCreated
 			json.Unmarshal(e.Data, &d)
-			fmt.Fprintf(w, "%ssession %s%s  created %s", c.bold, id, c.reset, e.Time.Local().Format("2006-01-02 15:04:05"))
+			tprintf(w, "%ssession %s%s  created %s", c.bold, id, c.reset, e.Time.Local().Format("2006-01-02 15:04:05"))
 			if d.Model != "" {
-				fmt.Fprintf(w, "  model %s", d.Model)
+				tprintf(w, "  model %s", d.Model)
 			}
 			if d.Pipeline != "" {
-				fmt.Fprintf(w, "  pipeline %s", d.Pipeline)
+				tprintf(w, "  pipeline %s", d.Pipeline)
 			}
-			fmt.Fprintln(w)
+			tprintln(w)
 		case engine.EvTurnStart:
-			fmt.Fprintf(w, "\n%sturn %d%s  %s\n", c.bold, e.Turn, c.reset, e.Time.Local().Format("15:04:05"))
+			tprintf(w, "\n%sturn %d%s  %s\n", c.bold, e.Turn, c.reset, e.Time.Local().Format("15:04:05"))
 		case engine.EvTurnEnd:
 			var d engine.TurnEnd
 			json.Unmarshal(e.Data, &d)
@@ -292,37 +292,37 @@ func renderLog(env *cliEnv, id string, evs []store.Event) error {
 			if d.Reason != engine.ReasonCompleted {
 				col = c.yellow
 			}
-			fmt.Fprintf(w, "%s  turn %d ended: %s%s%s\n", col, d.Turn, d.Reason, turnDetail(d), c.reset)
+			tprintf(w, "%s  turn %d ended: %s%s%s\n", col, d.Turn, d.Reason, turnDetail(d), c.reset)
 		case engine.EvStepStart:
-			fmt.Fprintf(w, "%s  step %d%s\n", c.dim, e.Step, c.reset)
+			tprintf(w, "%s  step %d%s\n", c.dim, e.Step, c.reset)
 		case engine.EvUserMessage:
 			var d engine.UserMessage
 			json.Unmarshal(e.Data, &d)
-			fmt.Fprintf(w, "%s%suser:%s %s\n", ind, c.bold, c.reset, d.Content)
+			tprintf(w, "%s%suser:%s %s\n", ind, c.bold, c.reset, d.Content)
 		case engine.EvAssistantMessage:
 			var d engine.AssistantMessage
 			json.Unmarshal(e.Data, &d)
 			if d.Content != "" {
-				fmt.Fprintf(w, "%s%sassistant:%s %s\n", ind, c.bold, c.reset, strings.ReplaceAll(strings.TrimSpace(d.Content), "\n", "\n"+ind+"  "))
+				tprintf(w, "%s%sassistant:%s %s\n", ind, c.bold, c.reset, strings.ReplaceAll(strings.TrimSpace(d.Content), "\n", "\n"+ind+"  "))
 			}
 			if d.Interrupted {
-				fmt.Fprintf(w, "%s%s(interrupted)%s\n", ind, c.dim, c.reset)
+				tprintf(w, "%s%s(interrupted)%s\n", ind, c.dim, c.reset)
 			}
 			for _, tc := range d.ToolCalls {
-				fmt.Fprintf(w, "%scall %s %s %s\n", ind, tc.ID, tc.Name, compact(string(tc.Arguments), 120))
+				tprintf(w, "%scall %s %s %s\n", ind, tc.ID, tc.Name, compact(string(tc.Arguments), 120))
 			}
 		case engine.EvAssistantAttempt:
 			var d engine.AssistantAttempt
 			json.Unmarshal(e.Data, &d)
-			fmt.Fprintf(w, "%s%sattempt %d failed: %s%s\n", ind, c.red, d.Attempt, failureText(d.Failure), c.reset)
+			tprintf(w, "%s%sattempt %d failed: %s%s\n", ind, c.red, d.Attempt, failureText(d.Failure), c.reset)
 		case engine.EvRetryScheduled:
 			var d engine.RetryScheduled
 			json.Unmarshal(e.Data, &d)
-			fmt.Fprintf(w, "%s%sretry %d in %s (%s)%s\n", ind, c.yellow, d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, d.Op, c.reset)
+			tprintf(w, "%s%sretry %d in %s (%s)%s\n", ind, c.yellow, d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, d.Op, c.reset)
 		case engine.EvApprovalRequest:
 			var d engine.ApprovalRequest
 			json.Unmarshal(e.Data, &d)
-			fmt.Fprintf(w, "%s%sapproval asked for %s by %s%s\n", ind, c.yellow, strings.Join(d.CallIDs, ", "), d.Op, c.reset)
+			tprintf(w, "%s%sapproval asked for %s by %s%s\n", ind, c.yellow, strings.Join(d.CallIDs, ", "), d.Op, c.reset)
 		case engine.EvApprovalDecision:
 			var d engine.ApprovalDecision
 			json.Unmarshal(e.Data, &d)
@@ -334,11 +334,11 @@ func renderLog(env *cliEnv, id string, evs []store.Event) error {
 			if d.Note != "" {
 				note = ": " + d.Note
 			}
-			fmt.Fprintf(w, "%s%s %s by %s%s\n", ind, d.CallID, verdict, d.Who, note)
+			tprintf(w, "%s%s %s by %s%s\n", ind, d.CallID, verdict, d.Who, note)
 		case engine.EvToolResult:
 			var d engine.ToolResult
 			json.Unmarshal(e.Data, &d)
-			col := ""
+			var col ansi
 			if d.IsError {
 				col = c.red
 			}
@@ -346,22 +346,22 @@ func renderLog(env *cliEnv, id string, evs []store.Event) error {
 			if d.Code != "" {
 				code = " [" + d.Code + "]"
 			}
-			fmt.Fprintf(w, "%s%sresult %s%s: %s%s\n", ind, col, d.CallID, code, compact(d.Content, 200), c.reset)
+			tprintf(w, "%s%sresult %s%s: %s%s\n", ind, col, d.CallID, code, compact(d.Content, 200), c.reset)
 		case engine.EvOpFault:
 			var d engine.OpFault
 			json.Unmarshal(e.Data, &d)
-			fmt.Fprintf(w, "%s%sop %s faulted at %s (%s): %s%s\n", ind, c.red, d.Op, d.Hook, d.Kind, compact(d.Message, 200), c.reset)
+			tprintf(w, "%s%sop %s faulted at %s (%s): %s%s\n", ind, c.red, d.Op, d.Hook, d.Kind, compact(d.Message, 200), c.reset)
 		case engine.EvCommandReply:
 			var d engine.CommandReply
 			json.Unmarshal(e.Data, &d)
-			fmt.Fprintf(w, "%s/%s: %s\n", ind, d.Command, d.Text)
+			tprintf(w, "%s/%s: %s\n", ind, d.Command, d.Text)
 		case engine.EvSessionRecovered:
-			fmt.Fprintf(w, "%s%srecovered: the process running this turn had stopped%s\n", ind, c.yellow, c.reset)
+			tprintf(w, "%s%srecovered: the process running this turn had stopped%s\n", ind, c.yellow, c.reset)
 		case engine.EvInboxSpliced:
 			var d engine.InboxSpliced
 			json.Unmarshal(e.Data, &d)
 			if d.Outcome == engine.OutcomeCanceled && d.Removed > 0 {
-				fmt.Fprintf(w, "%s%sdiscarded %d queued message(s)%s\n", ind, c.dim, d.Removed, c.reset)
+				tprintf(w, "%s%sdiscarded %d queued message(s)%s\n", ind, c.dim, d.Removed, c.reset)
 			}
 		}
 	}
@@ -391,10 +391,10 @@ func (s *spinner) start(label string) {
 		t := time.NewTicker(s.every)
 		defer t.Stop()
 		for i := 0; ; i++ {
-			fmt.Fprintf(s.w, "\r\x1b[2K%s %s", spinFrames[i%len(spinFrames)], label)
+			tprintf(s.w, "\r\x1b[2K%s %s", spinFrames[i%len(spinFrames)], label)
 			select {
 			case <-stop:
-				fmt.Fprint(s.w, "\r\x1b[2K")
+				tprint(s.w, clearLine)
 				return
 			case <-t.C:
 			}

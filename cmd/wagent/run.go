@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -198,7 +197,7 @@ type warmRuntime struct {
 }
 
 func startRuntime(ctx context.Context, env *cliEnv) (*warmRuntime, error) {
-	var opts []wasmhost.Option
+	opts := []wasmhost.Option{wasmhost.WithLogger(warnings(env.stderr))}
 	if d := env.getenv("WAGENT_CACHE_DIR"); d != "" {
 		opts = append(opts, wasmhost.WithCacheDir(d))
 	}
@@ -404,7 +403,7 @@ func askDecisions(env *cliEnv, in *bufio.Reader, waiting []engine.WaitingCall) (
 	var ds []engine.Decision
 	for _, w := range waiting {
 		for {
-			fmt.Fprintf(env.stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", w.Name, compact(string(w.Arguments), 200))
+			tprintf(env.stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", w.Name, compact(string(w.Arguments), 200))
 			line, err := in.ReadString('\n')
 			if err != nil && line == "" {
 				return nil, fail(exitWaiting, "no answer at the terminal; the session waits (wagent approve|deny)")
