@@ -387,26 +387,20 @@ func opsCommand(env *cliEnv) *cli.Command {
 				},
 			},
 			{
-				Name:      "check",
-				Usage:     "check that a module loads and starts under the default limits",
-				UsageText: "wagent ops check FILE.wasm\n\nExample:\n   wagent ops check ./ops/deny-word.wasm && echo ok",
+				Name:  "check",
+				Usage: "load a module, start each op under its limits and call each hook it declares once",
+				UsageText: "wagent ops check FILE.wasm [--op NAME] [--config JSON] [--mount DIR:/PATH] [--timeout-ms N] [--memory-mb N]\n\n" +
+					"Each hook gets a small view (a prompt, a call to decide or to run, a failed request, an answer, a command);\n" +
+					"a trap, timeout or invalid effect is reported as a session would record it, and the exit code is 1.\n\n" +
+					"Examples:\n   wagent ops check ./ops/deny-word.wasm && echo ok\n   wagent ops check builtins.wasm --op max-turns --config '{\"max_steps\":3}'",
+				Flags: checkFlags,
 				Action: func(c *cli.Context) error {
 					m, rt, _, err := load(c)
 					if err != nil {
 						return err
 					}
 					defer rt.Close(context.Background())
-					for _, man := range m.Manifests() {
-						op, err := rt.NewOp(m, wasmhost.Config{Op: man.Name})
-						if err == nil {
-							err = op.Warm(context.Background())
-						}
-						if err != nil {
-							return fail(exitFailure, "%s: op %s: %v", c.Args().First(), man.Name, err)
-						}
-						tprintf(env.stdout, "ok: %s %s (abi %s, hooks %s)\n", man.Name, man.Version, man.ABI, joinHooks(man.Hooks))
-					}
-					return nil
+					return checkOps(context.Background(), c, env, rt, m)
 				},
 			},
 		},

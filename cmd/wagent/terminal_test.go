@@ -88,3 +88,49 @@ func TestTerminalInjection(t *testing.T) {
 		t.Errorf("ops inspect of a module importing env.ESC: exit %d\n%s", e.code, e.stderr)
 	}
 }
+
+// wagent ops check starts each op under its limits and calls every hook it
+// declares, reporting what a session would record.
+func TestOpsCheckCallsHandlers(t *testing.T) {
+	hostile := func(f string) string { return filepath.Join("..", "..", "testdata", "hostile", f+".wasm") }
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"a good op", []string{filepath.Join("..", "..", "testdata", "wat", "ping.wasm")}, exitOK,
+			[]string{"ok: ping 1.0.0 (abi 1.0, hooks command)", "  command: 1 effect (reply)"}},
+		{"a guard", []string{filepath.Join("..", "..", "guests", "examples", "policy", "policy.wasm")}, exitOK,
+			[]string{"  tool: 1 effect (approval_request)", "  turn-stopping: skips (no effects)"}},
+		{"a loop", []string{hostile("loop"), "--timeout-ms", "100"}, exitFailure,
+			[]string{"ok: loop (abi 1.0, hooks tool)", "  tool: fault: timeout: call exceeded its deadline of 100ms"}},
+		{"a trap", []string{hostile("trap")}, exitFailure, []string{"  tool: fault: trap: unreachable"}},
+		{"an unknown effect", []string{hostile("unknown_kind")}, exitFailure,
+			[]string{`  tool: fault: invalid-effect: effect 0 (launch_missiles): invalid effect: unknown kind "launch_missiles"`}},
+		{"a loop in _initialize", []string{hostile("init_loop"), "--timeout-ms", "100"}, exitFailure,
+			[]string{"fail: init_loop: timeout: starting the module: call exceeded its deadline of 100ms"}},
+		{"one op of a bundle, with config", []string{filepath.Join("..", "..", "builtins", "builtins.wasm"), "--op", "max-turns", "--config", `{"max_steps":1}`}, exitOK,
+			[]string{"ok: max-turns 1.0.0 (abi 1.1, hooks contribute)", "  contribute: 1 effect (top_of_mind)"}},
+		{"a config the schema refuses", []string{filepath.Join("..", "..", "builtins", "builtins.wasm"), "--op", "max-turns", "--config", `{"max_step":1}`}, exitFailure,
+			[]string{`fail: max-turns: op max-turns: config: unknown key "max_step" (known keys: max_steps)`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := wag(t, t.TempDir(), append([]string{"ops", "check"}, tc.args...)...)
+			if r.code != tc.code {
+				t.Errorf("exit %d, want %d\n%s%s", r.code, tc.code, r.stdout, r.stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.stdout, w+"\n") {
+					t.Errorf("output lacks the line %q:\n%s", w, r.stdout)
+				}
+			}
+		})
+	}
+	// A module the rewriter refuses never starts: one line, at load.
+	r := wag(t, t.TempDir(), "ops", "check", hostile("escape_init"))
+	if r.code != exitFailure || r.stdout != "" {
+		t.Errorf("escape_init: exit %d, stdout %q", r.code, r.stdout)
+	}
+	mustOneLine(t, r, "not a valid wasm module: function 0 (code byte 5): uses global 0 but the module has 0 globals")
+}
