@@ -156,6 +156,72 @@ func (g *cacheGuard) openInstrumented(digest [32]byte, b []byte) ([]byte, bool) 
 	return iw, hmac.Equal(tag, g.mac([]byte("instrumented"), []byte(instrumentVersion), digest[:], iw))
 }
 
+// instrumentedPath is where the rewrite of the module with digest is
+// cached, relative to the cache directory.
+func instrumentedPath(digest [32]byte) string {
+	return filepath.Join("wagent-instrumented", fmt.Sprintf("%s-%x.wasm", instrumentVersion, digest))
+}
+
+// readInstrumented returns the cached rewrite of the module with digest,
+// if there is one and it checks out. A file whose identity matches the
+// manifest's record of it is trusted without hashing it (the rewrite of
+// the built-in bundle is 5 MB); any other is trusted only if its tag
+// holds, and then recorded.
+func (g *cacheGuard) readInstrumented(digest [32]byte) ([]byte, bool) {
+	rel := instrumentedPath(digest)
+	f, err := os.Open(filepath.Join(g.dir, rel))
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	st, err := f.Stat() // of the file read, whatever the name points to later
+	if err != nil || !st.Mode().IsRegular() {
+		return nil, false
+	}
+	b := make([]byte, st.Size())
+	if _, err := io.ReadFull(f, b); err != nil || len(b) <= sha256.Size {
+		return nil, false
+	}
+	if g.files == nil {
+		g.files = g.readManifest()
+	}
+	if rec, ok := g.files[rel]; ok {
+		if id, idOK := identify(st); idOK && rec.id == id {
+			return b[:len(b)-sha256.Size], true
+		}
+	}
+	iw, ok := g.openInstrumented(digest, b)
+	if !ok {
+		g.logger.Warn("wasm compile cache: a rewritten module failed its check; rewriting it again", "file", filepath.Join(g.dir, rel))
+		return nil, false
+	}
+	g.remember(rel, st, b[len(b)-sha256.Size:])
+	return iw, true
+}
+
+// writeInstrumented caches the rewrite of the module with digest, sealed,
+// and records it.
+func (g *cacheGuard) writeInstrumented(digest [32]byte, iw []byte) {
+	rel := instrumentedPath(digest)
+	sealed := g.sealInstrumented(digest, iw)
+	writeFileAtomic(filepath.Join(g.dir, rel), sealed)
+	if st, err := os.Lstat(filepath.Join(g.dir, rel)); err == nil && st.Mode().IsRegular() && st.Size() == int64(len(sealed)) {
+		g.remember(rel, st, sealed[len(sealed)-sha256.Size:])
+	}
+}
+
+// remember records a checked file's identity in the manifest.
+func (g *cacheGuard) remember(rel string, st os.FileInfo, tag []byte) {
+	id, ok := identify(st)
+	if !ok {
+		return
+	}
+	defer g.lock()()
+	g.files = g.readManifest()
+	g.files[rel] = fileRecord{id: id, tag: tag}
+	g.writeManifest()
+}
+
 // compiledDirs lists wazero's cache directories under dir.
 func (g *cacheGuard) compiledFiles() ([]string, error) {
 	dirs, err := filepath.Glob(filepath.Join(g.dir, "wazero-*"))

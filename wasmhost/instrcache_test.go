@@ -3,7 +3,6 @@ package wasmhost
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -223,7 +222,7 @@ func loadCached(t *testing.T, r *Runtime, dir string, wasm []byte) cacheFiles {
 		}
 	}
 	d := digestOf(wasm)
-	f.instrumented = filepath.Join(dir, "wagent-instrumented", fmt.Sprintf("%s-%x.wasm", instrumentVersion, d))
+	f.instrumented = filepath.Join(dir, instrumentedPath(d))
 	if f.compiled == "" {
 		t.Fatal("nothing compiled into the cache")
 	}

@@ -278,22 +278,18 @@ func digestOf(b []byte) [32]byte { return sha256.Sum256(b) }
 // rewrite of a large module takes tens of milliseconds, so with a cache
 // directory the result is kept there and read back on later starts, sealed
 // with a tag over the rewriter's version, the original's digest and the
-// rewritten bytes (cache.go); a file that fails it is rewritten again.
+// rewritten bytes (cache.go); a file that fails its check is rewritten.
 func (r *Runtime) instrumented(wasm []byte, s *shape, digest [32]byte) ([]byte, error) {
 	if r.guard == nil {
 		return rewrite(s, wasm, true)
 	}
-	path := filepath.Join(r.cacheDir, "wagent-instrumented", fmt.Sprintf("%s-%x.wasm", instrumentVersion, digest))
-	if b, err := os.ReadFile(path); err == nil {
-		if iw, ok := r.guard.openInstrumented(digest, b); ok {
-			return iw, nil
-		}
-		r.opts.logger.Warn("wasm compile cache: a rewritten module failed its check; rewriting it again", "file", path)
+	if iw, ok := r.guard.readInstrumented(digest); ok {
+		return iw, nil
 	}
 	iw, err := rewrite(s, wasm, true)
 	if err != nil {
 		return nil, err
 	}
-	writeFileAtomic(path, r.guard.sealInstrumented(digest, iw))
+	r.guard.writeInstrumented(digest, iw)
 	return iw, nil
 }

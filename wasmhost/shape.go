@@ -227,7 +227,7 @@ func (s *shape) read(id byte, body []byte) error {
 		for j := uint32(0); j < n && r.err == nil; j++ {
 			r.byte() // value type
 			r.byte() // mutability
-			if err := s.constExpr(r, fmt.Sprintf("global %d", s.globals)); err != nil {
+			if err := s.constExpr(r, "global", s.globals); err != nil {
 				return err
 			}
 			s.globals++
@@ -262,13 +262,13 @@ func (s *shape) read(id byte, body []byte) error {
 			flags := r.u32()
 			switch flags {
 			case 0:
-				err = s.constExpr(r, fmt.Sprintf("data segment %d", j))
+				err = s.constExpr(r, "data segment", j)
 			case 1:
 			case 2:
 				if m := r.u32(); r.err == nil && m >= s.memories {
 					return invalidf("data segment %d names memory %d but the module has %d", j, m, s.memories)
 				}
-				err = s.constExpr(r, fmt.Sprintf("data segment %d", j))
+				err = s.constExpr(r, "data segment", j)
 			default:
 				return invalidf("data segment %d has flags %d", j, flags)
 			}
@@ -397,18 +397,18 @@ func (s *shape) readElements(r *wreader) error {
 	}
 	s.elems = n
 	for j := uint32(0); j < n && r.err == nil; j++ {
-		what := fmt.Sprintf("element segment %d", j)
+		what := func() string { return fmt.Sprintf("element segment %d", j) }
 		flags := r.u32()
 		if r.err != nil || flags > 7 {
-			return invalidf("%s has flags %d", what, flags)
+			return invalidf("%s has flags %d", what(), flags)
 		}
 		if flags&2 != 0 && flags&1 == 0 { // an explicit table
 			if t := r.u32(); r.err == nil && t >= uint32(len(s.tables)) {
-				return invalidf("%s names table %d but the module has %d", what, t, len(s.tables))
+				return invalidf("%s names table %d but the module has %d", what(), t, len(s.tables))
 			}
 		}
 		if flags&1 == 0 { // active: an offset
-			if err := s.constExpr(r, what); err != nil {
+			if err := s.constExpr(r, "element segment", j); err != nil {
 				return err
 			}
 		}
@@ -419,9 +419,9 @@ func (s *shape) readElements(r *wreader) error {
 		for k := uint32(0); k < count && r.err == nil; k++ {
 			if flags&4 == 0 { // function indices
 				if f := r.u32(); r.err == nil && f >= s.funcs() {
-					return invalidf("%s names function %d but the module has %d functions", what, f, s.funcs())
+					return invalidf("%s names function %d but the module has %d functions", what(), f, s.funcs())
 				}
-			} else if err := s.constExpr(r, what); err != nil {
+			} else if err := s.constExpr(r, "element segment", j); err != nil {
 				return err
 			}
 		}
@@ -430,8 +430,10 @@ func (s *shape) readElements(r *wreader) error {
 }
 
 // constExpr reads a constant expression up to its end, checking the
-// indices it names.
-func (s *shape) constExpr(r *wreader, what string) error {
+// indices it names; kind and i name it in an error (a module may have tens
+// of thousands of data segments: no formatting unless it fails).
+func (s *shape) constExpr(r *wreader, kind string, i uint32) error {
+	what := func() string { return fmt.Sprintf("%s %d", kind, i) }
 	for r.err == nil {
 		op := r.byte()
 		switch {
@@ -445,18 +447,18 @@ func (s *shape) constExpr(r *wreader, what string) error {
 			r.skipN(8)
 		case op == 0x23: // global.get
 			if g := r.u32(); r.err == nil && g >= s.globals {
-				return invalidf("%s reads global %d but the module has %d globals", what, g, s.globals)
+				return invalidf("%s reads global %d but the module has %d globals", what(), g, s.globals)
 			}
 		case op == 0xd0: // ref.null
 			r.byte()
 		case op == 0xd2: // ref.func
 			if f := r.u32(); r.err == nil && f >= s.funcs() {
-				return invalidf("%s names function %d but the module has %d functions", what, f, s.funcs())
+				return invalidf("%s names function %d but the module has %d functions", what(), f, s.funcs())
 			}
 		case op == 0x6a || op == 0x6b || op == 0x6c || op == 0x7c || op == 0x7d || op == 0x7e: // extended constants
 		default:
-			return invalidf("%s has instruction %#x in its constant expression", what, op)
+			return invalidf("%s has instruction %#x in its constant expression", what(), op)
 		}
 	}
-	return invalidf("%s: %v", what, r.err)
+	return invalidf("%s: %v", what(), r.err)
 }
