@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -55,7 +54,7 @@ func instantiateHost(ctx context.Context, r wazero.Runtime) error {
 			// Whatever keeps the guest to its deadline (the rewriter's
 			// checks, or wazero's), a guest that calls the host after its
 			// deadline is stopped here too.
-			if time.Now().After(inst.call.deadline) {
+			if inst.overdue() {
 				inst.fail(hostabi.FaultTimeout, "call exceeded its deadline of %v", inst.call.limits.Timeout)
 			}
 			hf.fn(inst, mod.Memory(), stack)
