@@ -34,8 +34,9 @@ func Bundle() pipeline.Builtins {
 //     before any op can run it; it fails closed if it faults. Loading a
 //     skill only reads the mounted folder, so it is allowed.
 //  2. skills: offers load_skill and a prompt part naming the skills in
-//     skillsDir (mounted read-only at /skills) when that folder exists;
-//     without it the op offers nothing.
+//     skillsDir (mounted read-only at /skills), when that folder exists;
+//     without it the op is left out (it requests the mount, and an op
+//     whose requested mount is not granted does not load).
 //  3. max-turns {max_steps: 20}: at the contribute hook every op is asked,
 //     so its place there does not matter; it ends a runaway turn before its
 //     next model request.
@@ -47,16 +48,15 @@ func Bundle() pipeline.Builtins {
 //  6. unknown-tool: last, so every op that owns a tool is asked first; it
 //     answers only calls no op owns, telling the model what it can call.
 func DefaultPipeline(skillsDir string) *pipeline.Spec {
-	skills := pipeline.OpSpec{Use: "builtin:skills"}
+	ops := []pipeline.OpSpec{{Use: "builtin:approval", Config: []byte(`{"mode":"ask","allow":["load_skill"]}`)}}
 	if st, err := os.Stat(skillsDir); skillsDir != "" && err == nil && st.IsDir() {
-		skills.Mounts = []string{skillsDir + ":/skills:ro"}
+		ops = append(ops, pipeline.OpSpec{Use: "builtin:skills", Mounts: []string{skillsDir + ":/skills:ro"}})
 	}
-	return &pipeline.Spec{Ops: []pipeline.OpSpec{
-		{Use: "builtin:approval", Config: []byte(`{"mode":"ask","allow":["load_skill"]}`)},
-		skills,
-		{Use: "builtin:max-turns", Config: []byte(`{"max_steps":20}`)},
-		{Use: "builtin:retry", Config: []byte(`{"attempts":3}`)},
-		{Use: "builtin:compaction"},
-		{Use: "builtin:unknown-tool"},
-	}}
+	ops = append(ops,
+		pipeline.OpSpec{Use: "builtin:max-turns", Config: []byte(`{"max_steps":20}`)},
+		pipeline.OpSpec{Use: "builtin:retry", Config: []byte(`{"attempts":3}`)},
+		pipeline.OpSpec{Use: "builtin:compaction"},
+		pipeline.OpSpec{Use: "builtin:unknown-tool"},
+	)
+	return &pipeline.Spec{Ops: ops}
 }

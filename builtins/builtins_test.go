@@ -191,7 +191,10 @@ func TestApprovalAskThenDecide(t *testing.T) {
 }
 
 func TestApprovalDenyRules(t *testing.T) {
-	s := spec(t, builtin("approval", `{"mode":"auto","deny":["calc_div*"],"ask":[{"tool":"calc_*","arg":"value","match":"^13$"}]}`), calculator)
+	// The ask rule names a tool the model does not call: a rule on an
+	// argument asks for every call of its tools whose argument is not a
+	// string, and the calculator's are numbers.
+	s := spec(t, builtin("approval", `{"mode":"auto","deny":["calc_div*"],"ask":[{"tool":"calc_mul*","arg":"value","match":"^13$"}]}`), calculator)
 	evs := both(t, "approval-deny", func(t *testing.T, rebuild bool) []store.Event {
 		r := start(t, s, []et.Reply{
 			{Calls: []hostabi.ToolCall{et.Call("c1", "calc_divide", `{"value":2}`), et.Call("c2", "calc_add", `{"value":5}`)}},

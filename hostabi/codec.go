@@ -1,6 +1,7 @@
 package hostabi
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 )
@@ -827,30 +828,47 @@ func parseToolCalls(d *reader) ([]ToolCall, error) {
 // exactly (no case folding) and unknown keys are refused. Empty input and
 // null give no effects. It does not Check the effects.
 func ParseEffects(dst []Effect, b []byte) ([]Effect, error) {
-	d := &reader{b: b}
+	return ParseEffectsLimit(dst, b, -1)
+}
+
+// ErrTooManyEffects is returned by ParseEffectsLimit when the list has
+// more effects than allowed.
+var ErrTooManyEffects = errors.New("too many effects")
+
+// ParseEffectsLimit is ParseEffects for guest output: it stops, with
+// ErrTooManyEffects, as soon as dst would hold more than max effects (a
+// negative max is no limit), so that a flood of small effects costs no more
+// memory than the limit allows, and it refuses nesting deeper than
+// MaxEffectDepth. On an error the effects decoded so far are returned with
+// it.
+func ParseEffectsLimit(dst []Effect, b []byte, max int) ([]Effect, error) {
+	d := &reader{b: b, depth: MaxEffectDepth}
 	if d.ws(); d.i == len(d.b) {
 		return dst, nil
 	}
 	ok, err := d.array()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrEffect, err)
+		return dst, fmt.Errorf("%w: %v", ErrEffect, err)
 	}
 	first := true
 	for ok {
 		more, err := d.elem(&first)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrEffect, err)
+			return dst, fmt.Errorf("%w: %v", ErrEffect, err)
 		}
 		if !more {
 			break
 		}
+		if max >= 0 && len(dst) >= max {
+			return dst, fmt.Errorf("%w: more than %d", ErrTooManyEffects, max)
+		}
 		dst = append(dst, Effect{})
 		if err := parseEffect(d, &dst[len(dst)-1]); err != nil {
-			return nil, fmt.Errorf("%w: effect %d: %v", ErrEffect, len(dst)-1, err)
+			return dst, fmt.Errorf("%w: effect %d: %v", ErrEffect, len(dst)-1, err)
 		}
 	}
 	if err := d.end(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrEffect, err)
+		return dst, fmt.Errorf("%w: %v", ErrEffect, err)
 	}
 	return dst, nil
 }

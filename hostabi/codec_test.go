@@ -259,3 +259,44 @@ func FuzzSkip(f *testing.F) {
 		}
 	})
 }
+
+// The effect limit stops the decoder: it never builds more than the limit
+// allows, however many effects the input holds.
+func TestParseEffectsLimit(t *testing.T) {
+	flood := "[" + strings.Repeat(`{"kind":"admit"},`, 100000) + `{"kind":"admit"}]`
+	got, err := ParseEffectsLimit(nil, []byte(flood), 3)
+	if !errors.Is(err, ErrTooManyEffects) || len(got) != 3 || cap(got) > 8 {
+		t.Fatalf("ParseEffectsLimit = %d effects (cap %d), %v; want 3 and ErrTooManyEffects", len(got), cap(got), err)
+	}
+	if got, err := ParseEffectsLimit(nil, []byte(`[{"kind":"admit"},{"kind":"admit"}]`), 2); err != nil || len(got) != 2 {
+		t.Fatalf("two effects at a limit of two: %d, %v", len(got), err)
+	}
+	deep := `[{"kind":"tool","tool":{"name":"t","parameters":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}}]`
+	if _, err := ParseEffectsLimit(nil, []byte(deep), 10); err == nil || !strings.Contains(err.Error(), "nested deeper than 64") {
+		t.Fatalf("deep effects: %v", err)
+	}
+	ok := `[{"kind":"tool","tool":{"name":"t","parameters":` + strings.Repeat("[", 60) + strings.Repeat("]", 60) + `}}]`
+	if _, err := ParseEffectsLimit(nil, []byte(ok), 10); err != nil {
+		t.Fatalf("parameters nested 60 deep: %v", err)
+	}
+}
+
+func TestCheckDepth(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		max  int
+		fail bool
+	}{
+		{`{}`, 1, false},
+		{`{"a":[1]}`, 1, true},
+		{`{"a":[1]}`, 2, false},
+		{`"[[[[[["`, 1, false},      // brackets in a string
+		{`["\"[[[["]`, 1, false},    // an escaped quote does not end the string
+		{`["\\\\", [[]]]`, 2, true}, // an escaped backslash does
+		{strings.Repeat("[", 65), 64, true},
+	} {
+		if err := CheckDepth([]byte(tc.doc), tc.max); (err != nil) != tc.fail {
+			t.Errorf("CheckDepth(%s, %d) = %v", tc.doc, tc.max, err)
+		}
+	}
+}

@@ -117,10 +117,25 @@ type Fault struct {
 
 func (f *Fault) Error() string { return fmt.Sprintf("%s: %s", f.Kind, f.Message) }
 
-// Limits on effects that hold for every op, whatever its pipeline limits.
+// Limits on effects that hold for every op, whatever its pipeline limits
+// (ABI.md §5).
 const (
 	MaxKeyLen    = 256
 	MaxTextBytes = 1 << 20
+	// MaxNameLen bounds the short strings of an effect: a log level, a
+	// result code, a call id.
+	MaxNameLen = 256
+	// MaxRetryDelayMS is the longest delay a retry effect may ask for (one
+	// day). Bounding it keeps the engine's retry time (the event's time
+	// plus the delay) far from overflowing.
+	MaxRetryDelayMS = 24 * 60 * 60 * 1000
+)
+
+// Bounds on a module's manifest section (ABI.md §5): its size, and how
+// deeply its JSON (config schemas included) may nest.
+const (
+	MaxManifestBytes = 64 << 10
+	MaxManifestDepth = 64
 )
 
 var allowed = map[Kind][]Hook{
@@ -165,6 +180,9 @@ func (e *Effect) Check(hook Hook) error {
 	}
 	if len(e.Text) > MaxTextBytes || len(e.Content) > MaxTextBytes || len(e.Value) > MaxTextBytes {
 		return fmt.Errorf("%w: %s: text over %d bytes", ErrEffect, e.Kind, MaxTextBytes)
+	}
+	if len(e.Level) > MaxNameLen || len(e.Code) > MaxNameLen || len(e.CallID) > MaxNameLen || len(e.Scope) > MaxNameLen {
+		return fmt.Errorf("%w: %s: a level, code, call id or scope over %d bytes", ErrEffect, e.Kind, MaxNameLen)
 	}
 	var set fields
 	if e.Key != "" {
@@ -224,12 +242,20 @@ func (e *Effect) Check(hook Hook) error {
 	case KindAdmit:
 	case KindRewrite:
 		may, must = fMessages, fMessages
+		for _, m := range e.Messages {
+			if len(m.Content) > MaxTextBytes || len(m.ID) > MaxNameLen {
+				return fmt.Errorf("%w: rewrite: a message over %d bytes, or an id over %d", ErrEffect, MaxTextBytes, MaxNameLen)
+			}
+		}
 	case KindReject, KindEndTurn, KindCompact:
 		may = fText
 	case KindTool:
 		may, must = fTool, fTool
 		if e.Tool != nil && e.Tool.Name == "" {
 			return fmt.Errorf("%w: tool without a name", ErrEffect)
+		}
+		if e.Tool != nil && (len(e.Tool.Name) > MaxNameLen || len(e.Tool.Description) > MaxTextBytes || len(e.Tool.Parameters) > MaxTextBytes) {
+			return fmt.Errorf("%w: tool %.64q: name over %d bytes, or description or parameters over %d", ErrEffect, e.Tool.Name, MaxNameLen, MaxTextBytes)
 		}
 		if e.Tool != nil && len(e.Tool.Parameters) > 0 && !json.Valid(e.Tool.Parameters) {
 			return fmt.Errorf("%w: tool %q parameters are not JSON", ErrEffect, e.Tool.Name)
@@ -241,6 +267,13 @@ func (e *Effect) Check(hook Hook) error {
 		if len(e.CallIDs) == 0 {
 			return fmt.Errorf("%w: approval_request without call ids", ErrEffect)
 		}
+		seen := make(map[string]bool, len(e.CallIDs))
+		for _, id := range e.CallIDs {
+			if seen[id] {
+				return fmt.Errorf("%w: approval_request names call %.64q twice", ErrEffect, id)
+			}
+			seen[id] = true
+		}
 	case KindDecision:
 		may, must = fCallID|fAllow|fScope|fText, fCallID
 		if e.Scope != "" && e.Scope != ScopeOnce && e.Scope != ScopeAlways {
@@ -250,8 +283,8 @@ func (e *Effect) Check(hook Hook) error {
 		may, must = fCallID|fContent|fIsError|fCode|fConcludes, fCallID
 	case KindRetry:
 		may = fDelay
-		if e.DelayMS < 0 {
-			return fmt.Errorf("%w: retry delay %d ms is negative", ErrEffect, e.DelayMS)
+		if e.DelayMS < 0 || e.DelayMS > MaxRetryDelayMS {
+			return fmt.Errorf("%w: retry delay %d ms is outside 0 to %d ms (one day)", ErrEffect, e.DelayMS, MaxRetryDelayMS)
 		}
 	case KindReply:
 		may = fText

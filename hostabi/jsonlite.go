@@ -30,6 +30,8 @@ type reader struct {
 	i int
 	// alias makes strings and raw values point into b instead of copying.
 	alias bool
+	// depth bounds nesting (0: maxDepth).
+	depth int
 }
 
 func (d *reader) errorf(format string, args ...any) error {
@@ -408,8 +410,12 @@ func (d *reader) bool() (bool, error) {
 
 // skip reads any value and returns its bytes.
 func (d *reader) skip(depth int) ([]byte, error) {
-	if depth >= maxDepth {
-		return nil, d.errorf("nested deeper than %d", maxDepth)
+	limit := d.depth
+	if limit == 0 {
+		limit = maxDepth
+	}
+	if depth >= limit {
+		return nil, d.errorf("nested deeper than %d", limit)
 	}
 	c := d.peek()
 	start := d.i
@@ -509,8 +515,40 @@ func (d *reader) strings() ([]string, error) {
 	}
 }
 
-// maxDepth bounds nesting, as encoding/json does.
+// maxDepth bounds nesting in host-made documents, as encoding/json does.
+// Guest output is held to MaxEffectDepth.
 const maxDepth = 10000
+
+// MaxEffectDepth bounds how deeply a guest's effects document may nest
+// (ABI.md §5): the effect list, an effect, a tool and its parameters'
+// JSON Schema, which has room for 60 levels.
+const MaxEffectDepth = 64
+
+// CheckDepth reports whether the JSON text b nests at most max levels of
+// arrays and objects. It looks only at brackets outside strings, so it is
+// cheap to run before a decoder that recurses; b need not be valid JSON.
+func CheckDepth(b []byte, max int) error {
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case inString:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			if depth++; depth > max {
+				return fmt.Errorf("%w: nested deeper than %d", ErrSyntax, max)
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return nil
+}
 
 // writer helpers.
 

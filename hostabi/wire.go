@@ -158,6 +158,12 @@ type Bundle struct {
 // DecodeManifests parses a manifest section: one manifest, or a bundle of
 // several with distinct names. Each is validated as DecodeManifest does.
 func DecodeManifests(b []byte) ([]*Manifest, error) {
+	if len(b) > MaxManifestBytes {
+		return nil, fmt.Errorf("%w: %d bytes, over the limit of %d KiB", ErrManifest, len(b), MaxManifestBytes>>10)
+	}
+	if err := CheckDepth(b, MaxManifestDepth); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrManifest, err)
+	}
 	var head struct {
 		ABI    string          `json:"abi"`
 		Bundle json.RawMessage `json:"bundle"`

@@ -194,3 +194,14 @@ func TestAnnotationsRoundTrip(t *testing.T) {
 		t.Errorf("nil annotations must read as the defaults: destructive, not rerunnable")
 	}
 }
+
+func TestManifestBounds(t *testing.T) {
+	deep := `{"name":"x","abi":"1.0","hooks":["tool"],"config_schema":` + strings.Repeat(`{"items":`, 70) + `{}` + strings.Repeat("}", 70) + `}`
+	if _, err := DecodeManifests([]byte(deep)); err == nil || !strings.Contains(err.Error(), "nested deeper than 64") {
+		t.Errorf("deep manifest: %v", err)
+	}
+	big := `{"name":"x","abi":"1.0","hooks":["tool"],"version":"` + strings.Repeat("v", 70<<10) + `"}`
+	if _, err := DecodeManifests([]byte(big)); err == nil || !strings.Contains(err.Error(), "over the limit of 64 KiB") {
+		t.Errorf("big manifest: %v", err)
+	}
+}

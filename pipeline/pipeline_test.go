@@ -133,3 +133,99 @@ func TestFallbackAdded(t *testing.T) {
 		t.Fatalf("NoFallback: %v", err)
 	}
 }
+
+// The attack of issue 11: in a shared cache directory, the cached rewrite
+// of a sha256-pinned guard is replaced with another module's. The pin is
+// checked against the bytes the pipeline names, and the cache against the
+// digest of those bytes, so the guard still loads as the guard.
+func TestPinnedGuardSurvivesSwappedCache(t *testing.T) {
+	ctx := context.Background()
+	cache, key := t.TempDir(), filepath.Join(t.TempDir(), "key")
+	policy := filepath.Join("..", "guests", "examples", "policy", "policy.wasm")
+	wasm, err := os.ReadFile(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(wasm)
+	spec := &pipeline.Spec{Path: "p.yaml", Dir: filepath.Dir(policy), Ops: []pipeline.OpSpec{
+		{Use: "./policy.wasm", SHA256: hex.EncodeToString(sum[:])},
+		{Use: "../../../examples/wasm-ops/calculator/calculator.wasm"},
+	}}
+	build := func() *pipeline.Loaded {
+		t.Helper()
+		rt, err := wasmhost.NewRuntime(ctx, wasmhost.WithCacheDir(cache), wasmhost.WithCacheKeyFile(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rt.Close(ctx) })
+		l, err := spec.Build(ctx, pipeline.Options{Runtime: rt, NoFallback: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	build()
+	rewrites, _ := filepath.Glob(filepath.Join(cache, "wagent-instrumented", "*.wasm"))
+	if len(rewrites) != 2 {
+		t.Fatalf("cached rewrites: %v", rewrites)
+	}
+	// Put the calculator's rewrite under the guard's name, and the other
+	// way round.
+	a, _ := os.ReadFile(rewrites[0])
+	b, _ := os.ReadFile(rewrites[1])
+	os.WriteFile(rewrites[0], b, 0o600)
+	os.WriteFile(rewrites[1], a, 0o600)
+	l := build()
+	if man := l.Ops[0].Manifest(); man.Name != "policy" || !man.Guard {
+		t.Fatalf("the pinned guard loaded as %s (guard %v)", man.Name, man.Guard)
+	}
+	if man := l.Ops[1].Manifest(); man.Name != "calculator" {
+		t.Fatalf("the calculator loaded as %s", man.Name)
+	}
+}
+
+// An op's config is checked against its manifest's config_schema when the
+// pipeline loads, before any session is touched: a typo is one line naming
+// the file, the line, the op and what is wrong. (Before, max-turns with
+// {max_step: 3} made the session and faulted at every step, and approval
+// with {mode: askk} denied everything at run time.)
+func TestConfigCheckedAtLoad(t *testing.T) {
+	bundle, err := os.ReadFile(filepath.Join("..", "builtins", "builtins.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	builtins := pipeline.BundleBuiltins{Wasm: bundle, Ops: []string{"approval", "skills", "retry", "turn-stopping", "max-turns", "unknown-tool", "final-output"}}
+	rt := runtime(t)
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"unknown key", "ops:\n  - use: builtin:retry\n  - use: builtin:max-turns\n    config: {max_step: 3}\n",
+			`pipeline p.yaml:3: op 2 (builtin:max-turns): op max-turns: config: unknown key "max_step" (known keys: max_steps)`},
+		{"not a mode", "ops:\n  - use: builtin:approval\n    config: {mode: askk}\n",
+			`pipeline p.yaml:2: op 1 (builtin:approval): op approval: config: at /mode: value must be one of 'ask', 'auto', 'deny'`},
+		{"unknown key in a rule", "ops:\n  - use: builtin:approval\n    config: {ask: [{tool: shell, argument: command, match: rm}]}\n",
+			`op approval: config: at /ask/0: unknown key "argument" (known keys: arg, destructive, match, open_world, read_only, server, tool)`},
+		{"out of range", "ops:\n  - use: builtin:retry\n    config: {attempts: 3, max_ms: 100000000000}\n",
+			`op retry: config: at /max_ms: 100000000000 is more than the maximum of 86400000`},
+		{"wrong type", "ops:\n  - use: builtin:max-turns\n    config: {max_steps: lots}\n",
+			`op max-turns: config: at /max_steps: got string, want integer`},
+		{"required", "ops:\n  - use: builtin:turn-stopping\n",
+			`op turn-stopping: config: needs "require_phrase" or "require_tool"`},
+		{"no config taken", "ops:\n  - use: builtin:unknown-tool\n    config: {verbose: true}\n",
+			`op unknown-tool: config: unknown key "verbose"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := pipeline.Parse([]byte(tc.yaml), "p.yaml", t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.Build(context.Background(), pipeline.Options{Runtime: rt, Builtins: builtins, NoFallback: true})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err %v\nwant one line containing %s", err, tc.want)
+			}
+		})
+	}
+	ok := "ops:\n  - use: builtin:approval\n    config: {mode: auto, deny: [shell, {tool: fetch, arg: url, match: internal}]}\n  - use: builtin:max-turns\n    config: {max_steps: 3}\n"
+	s, _ := pipeline.Parse([]byte(ok), "p.yaml", t.TempDir())
+	if _, err := s.Build(context.Background(), pipeline.Options{Runtime: rt, Builtins: builtins}); err != nil {
+		t.Fatalf("a good config: %v", err)
+	}
+}

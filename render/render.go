@@ -35,7 +35,7 @@ type Options struct {
 }
 
 // palette holds the ANSI sequences of Options.Colour, or empty strings.
-type palette struct{ dim, red, green, yellow, bold, reset string }
+type palette struct{ dim, red, green, yellow, bold, reset ANSI }
 
 // colours returns the palette: ANSI sequences when on, empty strings
 // otherwise.
@@ -59,7 +59,7 @@ type printer struct {
 // printf is the one way Log writes.
 func (p *printer) printf(format string, args ...any) {
 	if p.err == nil {
-		_, p.err = fmt.Fprintf(p.w, format, args...)
+		_, p.err = Fprintf(p.w, format, args...)
 	}
 }
 
@@ -159,7 +159,7 @@ func (p *printer) event(id string, e *store.Event) {
 	case engine.EvToolResult:
 		var d engine.ToolResult
 		json.Unmarshal(e.Data, &d)
-		col := ""
+		var col ANSI
 		if d.IsError {
 			col = c.red
 		}

@@ -17,14 +17,20 @@
 //	})
 //	effects, err := op.Handle(ctx, view, reader)           // engine.Operation
 //
+// A module is validated as written, and held to bounds on everything it
+// declares (hostabi/ABI.md §5), before anything compiles it; its
+// config_schema is compiled and NewOp checks the op's config against it.
 // A call that traps, runs past its deadline, grows its memory past the
-// limit, hands over too much or breaks the ABI returns an *hostabi.Fault of
-// the matching kind; the instance is discarded and the next call gets a
-// fresh one. Guests get no real clock, no randomness, no environment and no
-// file system beyond the read-only mounts they request and are granted.
+// limit, recurses too deep, hands over too much or breaks the ABI returns
+// an *hostabi.Fault of the matching kind; the instance is discarded and the
+// next call gets a fresh one. Guests get no real clock, no randomness, no
+// environment and no file system beyond the read-only mounts they request
+// and are granted, each confined like an os.Root.
 //
 // Deadlines are enforced by instrumenting each module at load: a cheap
 // check at every function entry and loop header, with a periodic return to
-// Go so a looping guest never stalls the Go scheduler or garbage collector.
-// RATIONALE.md records why, with the measurements behind it.
+// Go so a looping guest never stalls the Go scheduler or garbage collector,
+// and a bound on the stack. What is cached on disk is tagged with a key of
+// the user's and checked before it is used. RATIONALE.md records why, with
+// the measurements behind it.
 package wasmhost

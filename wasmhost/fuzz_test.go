@@ -1,7 +1,12 @@
 package wasmhost
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/tetratelabs/wazero"
 
 	"github.com/wagent/wagent/hostabi"
 )
@@ -37,6 +42,48 @@ func FuzzHostEffects(f *testing.F) {
 		for i := range c.effects {
 			if err := c.effects[i].CheckFor(man, view); err != nil {
 				t.Fatalf("accepted effect %d fails its check: %v", i, err)
+			}
+		}
+	})
+}
+
+// FuzzRewriteKeepsValidity defends "nothing the rewriter adds can be named
+// by the module's code": whenever the rewriter accepts a module, wazero
+// finds the rewritten module valid exactly when it finds the original
+// valid. A module invalid as written (a global.set past its own globals, a
+// branch past its own blocks) must never become valid by being rewritten.
+func FuzzRewriteKeepsValidity(f *testing.F) {
+	for _, glob := range []string{"../testdata/hostile/*.wasm", "../testdata/wat/*.wasm"} {
+		files, _ := filepath.Glob(glob)
+		for _, file := range files {
+			if b, err := os.ReadFile(file); err == nil && len(b) < 64<<10 {
+				f.Add(b)
+			}
+		}
+	}
+	ctx := context.Background()
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer r.Close(ctx)
+	valid := func(b []byte) error {
+		m, err := r.CompileModule(ctx, b)
+		if err == nil {
+			m.Close(ctx)
+		}
+		return err
+	}
+	f.Fuzz(func(t *testing.T, mod []byte) {
+		s, err := scanModule(mod)
+		if err != nil {
+			return
+		}
+		for _, checks := range []bool{true, false} {
+			out, err := rewrite(s, mod, checks)
+			if err != nil {
+				continue
+			}
+			before, after := valid(mod), valid(out)
+			if (before == nil) != (after == nil) {
+				t.Fatalf("rewrite (checks %v) changed validity: as written %v, rewritten %v", checks, before, after)
 			}
 		}
 	})

@@ -142,3 +142,9 @@ func readRepo(t testing.TB, p string) []byte {
 	}
 	return b
 }
+
+// hostileGrants grants the hostile Go guest the mounts it requests, each
+// an empty folder.
+func hostileGrants(t testing.TB) Grants {
+	return Grants{Mounts: []Mount{{HostDir: t.TempDir(), GuestPath: "/skills"}, {HostDir: t.TempDir(), GuestPath: "/secrets"}}}
+}

@@ -2,9 +2,9 @@ package wasmhost
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -51,7 +51,10 @@ func instantiateHost(ctx context.Context, r wazero.Runtime) error {
 			if inst == nil || !inst.call.active {
 				panic(&hostabi.Fault{Kind: hostabi.FaultABI, Message: fmt.Sprintf("%s.%s called outside a hook call (from _initialize?)", hostabi.ImportModule, name)})
 			}
-			if inst.call.checkClock && time.Now().After(inst.call.deadline) {
+			// Whatever keeps the guest to its deadline (the rewriter's
+			// checks, or wazero's), a guest that calls the host after its
+			// deadline is stopped here too.
+			if inst.overdue() {
 				inst.fail(hostabi.FaultTimeout, "call exceeded its deadline of %v", inst.call.limits.Timeout)
 			}
 			hf.fn(inst, mod.Memory(), stack)
@@ -154,14 +157,16 @@ func hostEffects(inst *instance, mem api.Memory, stack []uint64) {
 // answer. The bytes are not kept.
 func (c *callState) acceptEffects(b []byte) *hostabi.Fault {
 	before := len(c.effects)
-	list, err := hostabi.ParseEffects(c.effects, b)
+	// The count is checked as the effects are decoded, not after: a flood
+	// of small effects never costs more than the limit's worth of memory.
+	list, err := hostabi.ParseEffectsLimit(c.effects, b, c.limits.MaxEffects)
+	if errors.Is(err, hostabi.ErrTooManyEffects) {
+		return &hostabi.Fault{Kind: hostabi.FaultLimit, Message: fmt.Sprintf("%d effects are over the limit of %d per call", c.limits.MaxEffects+1, c.limits.MaxEffects)}
+	}
 	if err != nil {
 		return &hostabi.Fault{Kind: hostabi.FaultABI, Message: fmt.Sprintf("effects are not a JSON array of effects: %v", err)}
 	}
 	c.effects = list
-	if len(c.effects) > c.limits.MaxEffects {
-		return &hostabi.Fault{Kind: hostabi.FaultLimit, Message: fmt.Sprintf("%d effects are over the limit of %d per call", len(c.effects), c.limits.MaxEffects)}
-	}
 	for i := before; i < len(c.effects); i++ {
 		if err := c.effects[i].CheckFor(c.manifest, c.view); err != nil {
 			return &hostabi.Fault{Kind: hostabi.FaultInvalidEffect, Message: fmt.Sprintf("effect %d (%s): %v", i, c.effects[i].Kind, err)}

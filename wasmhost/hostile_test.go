@@ -27,6 +27,24 @@ func TestHostileLoad(t *testing.T) {
 		{"no_manifest", "module has no wagent.manifest custom section"},
 		{"bad_manifest", "wagent.manifest section: invalid manifest: not a JSON object"},
 		{"start", "module has a start function, which would run before the host can bound it; export _initialize instead"},
+		// Invalid as written, in ways a rewrite that appends globals (or
+		// functions, or types) would make valid: validated before rewriting.
+		{"escape_global", "not a valid wasm module: function 1 (code byte 5): uses global 0 but the module has 0 globals"},
+		{"escape_init", "not a valid wasm module: function 0 (code byte 5): uses global 0 but the module has 0 globals"},
+		{"escape_export", `not a valid wasm module: export "flag" names global 0 but the module has 0 globals`},
+		{"escape_func", "not a valid wasm module: function 1 (code byte 1): uses function 9 but the module has 3 functions"},
+		{"escape_type", "not a valid wasm module: function 1 (code byte 3): uses type 7 but the module has 2 types"},
+		// Resources past the host's bounds (ABI.md §5), and imports of
+		// anything but functions.
+		{"table_huge", "table 0 declares 100000000 entries, over the limit of 1048576"},
+		{"table_many", "module has 5 tables, over the limit of 4"},
+		// A config_schema that would have the host read a file, or that is
+		// no schema at all.
+		{"schema_ref", "manifest of op schema_ref: config_schema uses $ref; the host checks configs only against self-contained schemas"},
+		{"schema_bad", "manifest of op schema_bad: config_schema is not a valid JSON Schema: at /type: "},
+		{"import_global", `module imports a global env.g; operations may import only functions, from "wagent" and the allowed part of "wasi_snapshot_preview1"`},
+		{"import_table", `module imports a table wagent.table; operations may import only functions`},
+		{"import_memory", `module imports its memory (wasi_snapshot_preview1.memory); it must define and export it as "memory"`},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			_, err := rt(t).LoadFile(context.Background(), repo("testdata/hostile/"+tc.file+".wasm"))
@@ -56,12 +74,18 @@ func TestHostileCall(t *testing.T) {
 		{file: "grow", limits: Limits{MemoryPages: 4}, kind: hostabi.FaultMemory, want: "memory limit of 4 pages (0 MiB) reached: the guest asked to grow to 5 pages"},
 		{file: "huge_output", limits: Limits{MemoryPages: 200}, kind: hostabi.FaultLimit, want: "output of 8388608 bytes is over the limit of 4194304 bytes per call"},
 		{file: "many_effects", kind: hostabi.FaultLimit, want: "257 effects are over the limit of 256 per call"},
+		{file: "flood", limits: Limits{MemoryPages: 65}, kind: hostabi.FaultLimit, want: "257 effects are over the limit of 256 per call"},
+		{file: "retry_overflow", view: &hostabi.View{Hook: hostabi.HookRequestError, Session: "s1", Turn: 1, Step: 1, Failure: &hostabi.FailureView{Failure: hostabi.Failure{Code: hostabi.FailServer}, Attempt: 1}},
+			kind: hostabi.FaultInvalidEffect, want: "effect 0 (retry): invalid effect: retry delay 9223372036854775807 ms is outside 0 to 86400000 ms (one day)"},
+		{file: "deep", view: &hostabi.View{Hook: hostabi.HookContribute, Session: "s1", Turn: 1, Step: 1}, kind: hostabi.FaultABI, want: "nested deeper than 64"},
 		{file: "malformed", kind: hostabi.FaultABI, want: "effects are not a JSON array of effects"},
 		{file: "unknown_kind", kind: hostabi.FaultInvalidEffect, want: `effect 0 (launch_missiles): invalid effect: unknown kind "launch_missiles"`},
 		{file: "wrong_hook", kind: hostabi.FaultInvalidEffect, want: `kind "steer" is not allowed at hook "tool"`},
 		{file: "not_owned", view: ownedView, kind: hostabi.FaultInvalidEffect, want: `result for call "c2", which belongs to op "someone-else"`},
 		{file: "trap", kind: hostabi.FaultTrap, want: "unreachable"},
-		{file: "recurse", limits: Limits{Timeout: 20 * time.Second}, kind: hostabi.FaultTrap, want: "stack overflow"}, // slow under -race: wazero grows its machine stack to about 100 MB first
+		{file: "recurse", kind: hostabi.FaultTrap, want: "stack overflow (recursion too deep: over the 16 MiB of stack a call may use)"},
+		{file: "frames", kind: hostabi.FaultTrap, want: "stack overflow (recursion too deep"},
+		{file: "tables", kind: hostabi.FaultTrap, want: "invalid table access"},
 		{file: "oob_read", kind: hostabi.FaultABI, want: "view: buffer at 0xfde8 of 4096 bytes is outside the guest's 65536 bytes of memory"},
 		{file: "overflow", kind: hostabi.FaultABI, want: "view: buffer at 0xfffffff0 of 32 bytes wraps past 4 GiB"},
 		{file: "init_calls_host", kind: hostabi.FaultABI, want: "starting the module: wagent.view called outside a hook call"},
@@ -108,14 +132,20 @@ func TestHostileGoGuest(t *testing.T) {
 	secrets := t.TempDir()
 	os.WriteFile(filepath.Join(secrets, "key.txt"), []byte("SECRET"), 0o644)
 	m := load(t, "testdata/hostile/go_hostile.wasm")
+	// The op requests /skills and /secrets: both must be granted.
+	lim := Limits{MemoryPages: 256, Timeout: 200 * time.Millisecond}
+	_, err := rt(t).NewOp(m, Config{Limits: lim, Grants: Grants{Mounts: []Mount{{HostDir: dir, GuestPath: "/skills"}}}})
+	if err == nil || err.Error() != `op hostile requests the read-only mount /secrets, which is not granted: grant it (grants: {mounts: ["DIR:/secrets:ro"]}) or leave the op out` {
+		t.Fatalf("an ungranted mount: %v", err)
+	}
 	op := newOp(t, m, Config{
-		Limits: Limits{MemoryPages: 256, Timeout: 200 * time.Millisecond},
-		// /secrets is requested but not granted; /extra is granted but not
-		// requested.
-		Grants: Grants{Mounts: []Mount{{HostDir: dir, GuestPath: "/skills"}, {HostDir: secrets, GuestPath: "/extra"}}},
+		Limits: lim,
+		// /secrets is granted an empty folder; /extra is granted but not
+		// requested, so not given.
+		Grants: Grants{Mounts: []Mount{{HostDir: dir, GuestPath: "/skills"}, {HostDir: t.TempDir(), GuestPath: "/secrets"}, {HostDir: secrets, GuestPath: "/extra"}}},
 	})
-	if got := op.Mounts(); len(got) != 1 || got[0].GuestPath != "/skills" {
-		t.Fatalf("effective mounts = %v, want only /skills", got)
+	if got := op.Mounts(); len(got) != 2 || got[0].GuestPath != "/secrets" || got[1].GuestPath != "/skills" {
+		t.Fatalf("effective mounts = %v, want /secrets and /skills", got)
 	}
 	peek := func() {
 		t.Helper()
@@ -126,6 +156,7 @@ func TestHostileGoGuest(t *testing.T) {
 		want := strings.Join([]string{
 			"/skills/hello.txt: hello from the mount",
 			"/secrets/key.txt: error",
+			"/extra/key.txt: error",
 			"/etc/passwd: error",
 			"/skills/../../etc/passwd: error",
 			"../etc/passwd: error",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wagent/wagent/engine"
@@ -27,6 +29,7 @@ type pool struct {
 	man      *hostabi.Manifest
 	pages    uint32
 	mounts   []Mount
+	roots    []*os.Root // one per mount, open for the pool's life
 	maxIdle  int
 	maxCalls int
 
@@ -50,6 +53,16 @@ func (r *Runtime) poolFor(m *Module, man *hostabi.Manifest, pages uint32, mounts
 		return p, nil
 	}
 	p := &pool{rt: r, mod: m, man: man, pages: pages, mounts: mounts, maxIdle: r.opts.maxIdle, maxCalls: r.opts.maxCalls}
+	// Each mount is an os.Root: no symbolic link or .. leads out of it
+	// (wazero's own directory mounts follow links wherever they point).
+	for _, mt := range mounts {
+		root, err := os.OpenRoot(mt.HostDir)
+		if err != nil {
+			p.closeRoots()
+			return nil, fmt.Errorf("mount %s: %v", mt.GuestPath, err)
+		}
+		p.roots = append(p.roots, root)
+	}
 	r.pools[key.String()] = p
 	return p, nil
 }
@@ -91,6 +104,14 @@ func (p *pool) drain(ctx context.Context) {
 		inst.mod.Close(ctx)
 	}
 	p.idle = nil
+	p.closeRoots()
+}
+
+func (p *pool) closeRoots() {
+	for _, root := range p.roots {
+		root.Close()
+	}
+	p.roots = nil
 }
 
 // instance is one instantiated module and the state of its current call.
@@ -108,9 +129,11 @@ type instance struct {
 
 	// ctx carries the instance to the host functions; built once.
 	ctx context.Context
-	// For instrumented modules: the stop flag, and the timer that raises it.
+	// For instrumented modules: the stop flag, and the timer that raises
+	// it; the budget of stack the call has left.
 	stop   api.MutableGlobal
 	budget api.MutableGlobal
+	frames api.MutableGlobal
 	timer  *time.Timer
 	armed  atomic.Int32 // idle, armed or fired
 }
@@ -130,25 +153,35 @@ func (inst *instance) fire() {
 	}
 }
 
+// overdue reports whether the running call is past its deadline. With a
+// deadline timer, whether it fired (an atomic load: reading the clock costs
+// about 200 ns on the machines this runs on, and a call makes several host
+// calls); otherwise, the clock.
+func (inst *instance) overdue() bool {
+	if inst.timer != nil {
+		return inst.armed.Load() == timerFired
+	}
+	return time.Now().After(inst.call.deadline)
+}
+
 // callState is what the host functions work on during one call.
 type callState struct {
-	active     bool
-	checkClock bool // trusted modules: the host checks the deadline
-	deadline   time.Time
-	limits     Limits
-	manifest   *hostabi.Manifest
-	view       *hostabi.View
-	viewJSON   []byte
-	reader     engine.Reader
-	effects    []hostabi.Effect
-	outBytes   int
-	msgIndex   int
-	msg        []byte
-	msgBuf     []byte
-	noteKey    string
-	note       []byte
-	lastError  string
-	fault      *hostabi.Fault
+	active    bool
+	deadline  time.Time
+	limits    Limits
+	manifest  *hostabi.Manifest
+	view      *hostabi.View
+	viewJSON  []byte
+	reader    engine.Reader
+	effects   []hostabi.Effect
+	outBytes  int
+	msgIndex  int
+	msg       []byte
+	msgBuf    []byte
+	noteKey   string
+	note      []byte
+	lastError string
+	fault     *hostabi.Fault
 }
 
 func (p *pool) instantiate(ctx context.Context, lim Limits) (*instance, error) {
@@ -158,8 +191,9 @@ func (p *pool) instantiate(ctx context.Context, lim Limits) (*instance, error) {
 	inst := &instance{pool: p, handlers: map[hostabi.Hook]api.Function{}}
 	inst.out.max = 4096
 	fsc := wazero.NewFSConfig()
-	for _, m := range p.mounts {
-		fsc = fsc.WithReadOnlyDirMount(m.HostDir, m.GuestPath)
+	for i, m := range p.mounts {
+		ro := &sysfs.ReadFS{FS: &sysfs.AdaptFS{FS: p.roots[i].FS()}}
+		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(ro, m.GuestPath)
 	}
 	// No args, no environment, deterministic clocks and randomness (the
 	// wazero defaults), stdout and stderr into a bounded buffer.
@@ -184,11 +218,12 @@ func (p *pool) instantiate(ctx context.Context, lim Limits) (*instance, error) {
 	if p.mod.cm.mode == modeInstrumented {
 		g, ok := mod.ExportedGlobal(stopGlobal).(api.MutableGlobal)
 		b, ok2 := mod.ExportedGlobal(budgetGlobal).(api.MutableGlobal)
-		if !ok || !ok2 {
+		f, ok3 := mod.ExportedGlobal(stackGlobal).(api.MutableGlobal)
+		if !ok || !ok2 || !ok3 {
 			mod.Close(ctx)
 			return nil, &hostabi.Fault{Kind: hostabi.FaultABI, Message: "instrumented module lost its stop flag"}
 		}
-		inst.stop, inst.budget = g, b
+		inst.stop, inst.budget, inst.frames = g, b, f
 		inst.timer = time.AfterFunc(time.Hour, inst.fire)
 		inst.timer.Stop()
 	}
@@ -239,6 +274,7 @@ func (inst *instance) run(ctx context.Context, fn api.Function, timeout time.Dur
 		}
 		return err
 	case modeInstrumented:
+		inst.frames.Set(stackBudget) // every call starts with the whole stack
 		inst.armed.Store(timerArmed)
 		inst.timer.Reset(timeout)
 		stopCancel := func() bool { return true }
@@ -248,16 +284,24 @@ func (inst *instance) run(ctx context.Context, fn api.Function, timeout time.Dur
 		err := fn.CallWithStack(inst.ctx, inst.stack[:])
 		stopped := inst.timer.Stop()
 		stopped = stopCancel() && stopped
-		if !inst.armed.CompareAndSwap(timerArmed, timerIdle) || !stopped {
+		fired := !inst.armed.CompareAndSwap(timerArmed, timerIdle)
+		if fired || !stopped {
 			// The flag went up, or a timer func may still raise it: whatever
 			// the call returned, this instance must not run again.
 			inst.calls = inst.pool.maxCalls
-			if err != nil && c.fault == nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return errDeadline
-			}
+		}
+		if c.fault != nil {
+			return err
+		}
+		if fired && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// A call that returns after its deadline (the timer fired),
+		// however it returned (the guest may have finished just as the
+		// flag went up), answers nothing: its effects were not made in
+		// time.
+		if fired {
+			return errDeadline
 		}
 		return err
 	default: // trusted: the host functions and this check are all there is
@@ -301,15 +345,14 @@ func (inst *instance) handle(ctx context.Context, o *Op, view *hostabi.View, r e
 		v = &cp
 	}
 	*c = callState{
-		active:     true,
-		checkClock: o.mod.cm.mode == modeTrusted,
-		limits:     o.limits,
-		manifest:   o.man,
-		view:       v,
-		viewJSON:   hostabi.AppendView(c.viewJSON[:0], v),
-		reader:     r,
-		msgIndex:   -1,
-		msgBuf:     c.msgBuf[:0],
+		active:   true,
+		limits:   o.limits,
+		manifest: o.man,
+		view:     v,
+		viewJSON: hostabi.AppendView(c.viewJSON[:0], v),
+		reader:   r,
+		msgIndex: -1,
+		msgBuf:   c.msgBuf[:0],
 	}
 	defer func() { c.active, c.reader, c.view = false, nil, nil }()
 	inst.out.reset()
@@ -375,6 +418,10 @@ func (inst *instance) classify(err error, timeout time.Duration) *hostabi.Fault 
 	}
 	msg := firstLine(err.Error())
 	msg = strings.TrimPrefix(msg, "wasm error: ")
+	if inst.frames != nil && int32(inst.frames.Get()) < 0 {
+		// The rewriter's stack check trapped (see stackBudget).
+		return &hostabi.Fault{Kind: hostabi.FaultTrap, Message: fmt.Sprintf("stack overflow (recursion too deep: over the %d MiB of stack a call may use)", stackBudget>>20)}
+	}
 	if strings.Contains(msg, "stack overflow") {
 		msg = "stack overflow (recursion too deep)"
 	}

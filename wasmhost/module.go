@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -26,6 +27,7 @@ type Module struct {
 	cm       *compiled
 	manifest *hostabi.Manifest // the op's, or a bundle's first
 	bundle   []*hostabi.Manifest
+	schemas  map[string]*configSchema // by op name; nil entries for none
 	memMin   uint32
 	memMax   uint32
 	hasMax   bool
@@ -70,38 +72,48 @@ func (r *Runtime) Load(ctx context.Context, wasm []byte, opts ...LoadOption) (*M
 		return nil, errClosed
 	}
 	m := &Module{rt: r, digest: digestOf(wasm)}
+	// The module as written, before anything compiles or rewrites it.
+	shape, err := scanModule(wasm)
+	if err != nil {
+		return nil, err
+	}
+	if shape.hasStart {
+		return nil, fmt.Errorf("module has a start function, which would run before the host can bound it; export _initialize instead")
+	}
 	var cm *compiled
-	var err error
+	asWritten := func(c class) (*compiled, error) {
+		code, err := rewrite(shape, wasm, false) // tables bounded, nothing else
+		if err != nil {
+			return nil, err
+		}
+		return r.compile(ctx, code, m.digest, c)
+	}
 	switch {
 	case lo.trusted:
-		cm, err = r.compile(ctx, wasm, m.digest, class{modeTrusted})
+		cm, err = asWritten(class{modeTrusted})
 	case lo.checked:
-		cm, err = r.compile(ctx, wasm, m.digest, class{modeChecked})
+		cm, err = asWritten(class{modeChecked})
 	default:
-		key := moduleKey{m.digest, class{modeInstrumented}}
-		if cm = r.modules[key]; cm == nil {
-			if iw, ierr := r.instrumented(wasm, m.digest); ierr == nil {
-				cm, err = r.compile(ctx, iw, m.digest, class{modeInstrumented})
-				if err != nil {
-					r.opts.logger.Warn("instrumented module does not compile; using wazero's deadline checks", "err", err)
-				}
-			}
+		if cm = r.modules[moduleKey{m.digest, class{modeInstrumented}}]; cm != nil {
+			break
 		}
-		if cm == nil || err != nil {
-			// Not rewritable (or not valid at all): wazero's checks, and its
-			// error message if the module is broken.
-			cm, err = r.compile(ctx, wasm, m.digest, class{modeChecked})
+		iw, ierr := r.instrumented(wasm, shape, m.digest)
+		switch {
+		case ierr == nil:
+			cm, err = r.compile(ctx, iw, m.digest, class{modeInstrumented})
+		case errors.Is(ierr, errUninstrumentable):
+			// Instructions the rewriter does not know (SIMD, for one):
+			// wazero's deadline checks, on the module as written.
+			cm, err = asWritten(class{modeChecked})
+		default:
+			err = ierr
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	m.cm = cm
-	if hasSection(wasm, 8) {
-		err = fmt.Errorf("module has a start function, which would run before the host can bound it; export _initialize instead")
-	} else {
-		err = m.check()
-	}
+	err = m.check()
 	if err != nil {
 		// A refused module has no instances: drop its code rather than
 		// keep it for the life of the Runtime.
@@ -258,6 +270,14 @@ func (m *Module) check() error {
 		if len(man.Capabilities.HTTP) > 0 {
 			return fmt.Errorf("%s requests outbound HTTP (%s), which ABI v%d.%d does not provide yet", whose, strings.Join(man.Capabilities.HTTP, ", "), hostabi.Major, hostabi.Minor)
 		}
+	}
+	m.schemas = map[string]*configSchema{}
+	for _, man := range mans {
+		cs, err := compileConfigSchema(man.ConfigSchema)
+		if err != nil {
+			return fmt.Errorf("manifest of op %s: %v", man.Name, err)
+		}
+		m.schemas[man.Name] = cs
 	}
 	m.manifest, m.bundle = mans[0], mans
 	return nil

@@ -62,7 +62,8 @@ func (l Limits) withDefaults() Limits {
 }
 
 // Grants are what a pipeline gives an op. The op gets the capabilities its
-// manifest requests that are also granted here, and nothing else.
+// manifest requests that are also granted here, and nothing else; NewOp
+// refuses an op whose requested mounts are not all granted.
 type Grants struct {
 	// Mounts are read-only directories; a mount is given only if the
 	// manifest requests its guest path.
@@ -121,9 +122,11 @@ type Op struct {
 
 var _ engine.Operation = (*Op)(nil)
 
-// NewOp makes an op of module m run with cfg. It checks that the module
-// fits the memory limit and that granted mounts exist; it does not
-// instantiate the module (see Warm).
+// NewOp makes an op of module m run with cfg. It checks the config
+// against the manifest's config_schema (an op without config is checked
+// as {}), that the module fits the memory limit, and that every mount it
+// requests is granted and exists; it does not instantiate the module (see
+// Warm).
 func (r *Runtime) NewOp(m *Module, cfg Config) (*Op, error) {
 	if m.rt != r {
 		return nil, fmt.Errorf("wasmhost: module was loaded by another runtime")
@@ -144,6 +147,19 @@ func (r *Runtime) NewOp(m *Module, cfg Config) (*Op, error) {
 	}
 	if len(cfg.Config) > 0 && !json.Valid(cfg.Config) {
 		return nil, fmt.Errorf("op %s: config is not JSON", man.Name)
+	}
+	// The config against the manifest's config_schema, now rather than at
+	// the op's first call.
+	if err := m.schemas[man.Name].check(cfg.Config); err != nil {
+		return nil, fmt.Errorf("op %s: %v", man.Name, err)
+	}
+	// Requested ∩ granted. A mount the op requests and is not granted is
+	// refused rather than silently left out: the op would run without
+	// what it was built to read.
+	for _, want := range man.Capabilities.Mounts {
+		if !slices.ContainsFunc(cfg.Grants.Mounts, func(g Mount) bool { return g.GuestPath == want }) {
+			return nil, fmt.Errorf("op %s requests the read-only mount %s, which is not granted: grant it (grants: {mounts: [\"DIR:%s:ro\"]}) or leave the op out", man.Name, want, want)
+		}
 	}
 	var mounts []Mount
 	for _, g := range cfg.Grants.Mounts {

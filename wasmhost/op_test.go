@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/tetratelabs/wazero"
 
 	"github.com/wagent/wagent/hostabi"
@@ -101,7 +102,7 @@ func TestGuestWorldIsFake(t *testing.T) {
 	m := load(t, "testdata/hostile/go_hostile.wasm")
 	var answers []string
 	for _, pages := range []uint32{300, 301} {
-		op := newOp(t, m, Config{Limits: Limits{MemoryPages: pages}})
+		op := newOp(t, m, Config{Limits: Limits{MemoryPages: pages}, Grants: hostileGrants(t)})
 		got, err := op.Handle(context.Background(), commandView("env"), nil)
 		if err != nil || len(got) != 1 {
 			t.Fatalf("env: %+v, %v", got, err)
@@ -122,7 +123,7 @@ func TestNewOpRefuses(t *testing.T) {
 		want string
 	}{
 		{"testdata/hostile/huge_output.wasm", Config{Limits: Limits{MemoryPages: 100}}, "op huge_output needs 129 pages (8256 KiB) of memory to start, over its limit of 100 pages: raise limits.memory_mb"},
-		{"testdata/hostile/go_hostile.wasm", Config{Grants: Grants{Mounts: []Mount{{HostDir: notDir, GuestPath: "/skills"}}}}, "is not a directory"},
+		{"testdata/hostile/go_hostile.wasm", Config{Grants: Grants{Mounts: []Mount{{HostDir: notDir, GuestPath: "/skills"}, {HostDir: t.TempDir(), GuestPath: "/secrets"}}}}, "is not a directory"},
 		{"testdata/wat/ping.wasm", Config{Config: json.RawMessage(`{"a":`)}, "op ping: config is not JSON"},
 		{"testdata/wat/ping.wasm", Config{Limits: Limits{MemoryPages: 70000}}, "over the 4 GiB of a wasm32 memory"},
 		{"testdata/wat/ping.wasm", Config{Limits: Limits{Timeout: -time.Second}}, "limits must not be negative"},
@@ -297,4 +298,67 @@ func TestPoolRecyclesAndLogs(t *testing.T) {
 	if _, err := NewRuntime(context.Background(), WithPool(1, 0)); err == nil {
 		t.Fatal("a pool that retires instances after 0 calls was accepted")
 	}
+}
+
+// Every table gets a maximum: its share of the host's bound, or its own
+// if that is smaller. Go declares its table without one.
+func TestTablesAreBounded(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want []tableShape
+	}{
+		{"testdata/hostile/tables.wasm", []tableShape{{min: 1, max: maxTableEntries, hasMax: true}}},
+		{"testdata/hostile/escape_type.wasm", nil}, // invalid: refused before the tables matter
+		// Go declares its table with no maximum: the rewrite adds one and
+		// keeps the minimum the module declared (want's min is taken from
+		// the module, as the Go toolchain decides it).
+		{"guests/examples/policy/policy.wasm", []tableShape{{min: 0, max: maxTableEntries, hasMax: true}}},
+	} {
+		s, err := scanModule(readRepo(t, tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := rewrite(s, readRepo(t, tc.file), true)
+		if tc.want == nil {
+			if err == nil {
+				t.Errorf("%s: rewritten", tc.file)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.want != nil && tc.want[0].min == 0 {
+			orig := tablesOf(readRepo(t, tc.file))
+			if len(orig) != 1 || orig[0].hasMax {
+				t.Fatalf("%s: tables as written %+v, want one without a maximum", tc.file, orig)
+			}
+			tc.want[0].min = orig[0].min
+		}
+		got := tablesOf(out)
+		if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(tableShape{})); diff != "" {
+			t.Errorf("%s: tables after the rewrite (-want +got):\n%s", tc.file, diff)
+		}
+	}
+}
+
+// tablesOf reads the table section of a module.
+func tablesOf(out []byte) []tableShape {
+	var got []tableShape
+	{
+		for i := 8; i < len(out); {
+			id := out[i]
+			size, n := readU32(out[i+1:])
+			if id == 4 {
+				r := &wreader{b: out[i+1+n : i+1+n+int(size)]}
+				for j := r.u32(); j > 0; j-- {
+					r.byte()
+					ts, _ := r.tableLimits(0)
+					got = append(got, ts)
+				}
+			}
+			i += 1 + n + int(size)
+		}
+	}
+	return got
 }

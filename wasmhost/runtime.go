@@ -1,7 +1,6 @@
 package wasmhost
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -34,6 +33,7 @@ type Runtime struct {
 	opts     options
 	cache    wazero.CompilationCache
 	cacheDir string
+	guard    *cacheGuard // checks the on-disk cache; nil without one
 
 	// mu guards the maps; it is held while a module compiles, so loads
 	// are serialised, but calls never take it.
@@ -86,6 +86,8 @@ type Option func(*options)
 type options struct {
 	cacheDir    string
 	cacheDirSet bool
+	keyFile     string
+	keyFileSet  bool
 	logger      *slog.Logger
 	maxIdle     int
 	maxCalls    int
@@ -96,6 +98,13 @@ type options struct {
 // wagent/wazero under the user's cache directory.
 func WithCacheDir(dir string) Option {
 	return func(o *options) { o.cacheDir, o.cacheDirSet = dir, true }
+}
+
+// WithCacheKeyFile sets the file holding the key that binds the on-disk
+// cache to what produced it (made, 0600, if it does not exist). It must be
+// outside the cache directory. The default is CacheKeyFile().
+func WithCacheKeyFile(path string) Option {
+	return func(o *options) { o.keyFile, o.keyFileSet = path, true }
 }
 
 // WithLogger sets where guests' log lines and captured stdout/stderr go
@@ -123,8 +132,9 @@ func DefaultCacheDir() string {
 	return filepath.Join(d, "wagent", "wazero")
 }
 
-// NewRuntime returns a Runtime. If the cache directory cannot be created
-// it falls back to an in-memory cache and says so in the log.
+// NewRuntime returns a Runtime. If the cache directory cannot be created,
+// or the key that checks what it holds cannot be read or made, it falls
+// back to an in-memory cache and says so in the log.
 func NewRuntime(ctx context.Context, opts ...Option) (*Runtime, error) {
 	o := options{maxIdle: 4, maxCalls: 10000}
 	for _, f := range opts {
@@ -132,6 +142,9 @@ func NewRuntime(ctx context.Context, opts ...Option) (*Runtime, error) {
 	}
 	if !o.cacheDirSet {
 		o.cacheDir = DefaultCacheDir()
+	}
+	if !o.keyFileSet {
+		o.keyFile = CacheKeyFile()
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -146,9 +159,14 @@ func NewRuntime(ctx context.Context, opts ...Option) (*Runtime, error) {
 		pools:    map[string]*pool{},
 	}
 	if o.cacheDir != "" {
-		c, err := wazero.NewCompilationCacheWithDir(o.cacheDir)
+		key, err := loadCacheKey(o.keyFile, o.cacheDir)
+		var c wazero.CompilationCache
+		if err == nil {
+			c, err = wazero.NewCompilationCacheWithDir(o.cacheDir)
+		}
 		if err == nil {
 			r.cache, r.cacheDir = c, o.cacheDir
+			r.guard = &cacheGuard{key: key, dir: o.cacheDir, logger: o.logger}
 		} else {
 			o.logger.Warn("wasm compile cache disabled", "dir", o.cacheDir, "err", err)
 		}
@@ -229,9 +247,16 @@ func (r *Runtime) compile(ctx context.Context, wasm []byte, digest [32]byte, c c
 	if err != nil {
 		return nil, err
 	}
+	if r.guard != nil {
+		defer r.guard.lock()()
+		r.guard.verify() // wazero may read the cache now: nothing unchecked in it
+	}
 	m, err := cr.r.CompileModule(ctx, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("not a valid wasm module: %v", firstLine(err.Error()))
+	}
+	if r.guard != nil {
+		r.guard.record()
 	}
 	cm := &compiled{rt: cr, mod: m, mode: c.mode}
 	r.modules[key] = cm
@@ -251,33 +276,20 @@ func digestOf(b []byte) [32]byte { return sha256.Sum256(b) }
 
 // instrumented returns the module rewritten with deadline checks. The
 // rewrite of a large module takes tens of milliseconds, so with a cache
-// directory the result is kept there, keyed by the original's digest and
-// the rewriter's version, and read back on later starts. A cached file is
-// trusted only if it carries the digest of its own bytes.
-func (r *Runtime) instrumented(wasm []byte, digest [32]byte) ([]byte, error) {
-	if r.cacheDir == "" {
-		return instrument(wasm)
+// directory the result is kept there and read back on later starts, sealed
+// with a tag over the rewriter's version, the original's digest and the
+// rewritten bytes (cache.go); a file that fails its check is rewritten.
+func (r *Runtime) instrumented(wasm []byte, s *shape, digest [32]byte) ([]byte, error) {
+	if r.guard == nil {
+		return rewrite(s, wasm, true)
 	}
-	path := filepath.Join(r.cacheDir, "wagent-instrumented", fmt.Sprintf("%s-%x.wasm", instrumentVersion, digest))
-	if b, err := os.ReadFile(path); err == nil && len(b) > 32 {
-		body, sum := b[:len(b)-32], b[len(b)-32:]
-		if d := sha256.Sum256(body); bytes.Equal(d[:], sum) {
-			return body, nil
-		}
+	if iw, ok := r.guard.readInstrumented(digest); ok {
+		return iw, nil
 	}
-	iw, err := instrument(wasm)
+	iw, err := rewrite(s, wasm, true)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
-		sum := sha256.Sum256(iw)
-		if f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*"); err == nil {
-			_, werr := f.Write(append(append([]byte(nil), iw...), sum[:]...))
-			if cerr := f.Close(); werr == nil && cerr == nil {
-				os.Rename(f.Name(), path)
-			}
-			os.Remove(f.Name())
-		}
-	}
+	r.guard.writeInstrumented(digest, iw)
 	return iw, nil
 }

@@ -68,16 +68,16 @@ func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv fu
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			fmt.Fprintln(stderr, "wagent: "+ee.msg)
+			tprintln(stderr, "wagent: "+ee.msg)
 		}
 		return ee.code
 	}
 	// Flag and argument errors from urfave/cli are usage errors.
 	if isUsageError(err) {
-		fmt.Fprintln(stderr, "wagent: "+oneLine(err.Error())+" (see wagent --help)")
+		tprintln(stderr, "wagent: "+oneLine(err.Error())+" (see wagent --help)")
 		return exitUsage
 	}
-	fmt.Fprintln(stderr, "wagent: "+oneLine(err.Error()))
+	tprintln(stderr, "wagent: "+oneLine(err.Error()))
 	return exitFailure
 }
 
@@ -127,7 +127,7 @@ func newApp(env *cliEnv) *cli.App {
 			return fail(exitUsage, "%s (see %s --help)", oneLine(err.Error()), name)
 		},
 		CommandNotFound: func(c *cli.Context, name string) {
-			fmt.Fprintf(env.stderr, "wagent: no command %q (see wagent --help)\n", name)
+			tprintf(env.stderr, "wagent: no command %q (see wagent --help)\n", name)
 		},
 		Commands: []*cli.Command{
 			runCommand(env),
@@ -148,7 +148,7 @@ func newApp(env *cliEnv) *cli.App {
 				Usage:     "print wagent's version",
 				UsageText: "wagent version\n\nExample:\n   wagent version",
 				Action: func(c *cli.Context) error {
-					fmt.Fprintf(env.stdout, "wagent %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+					tprintf(env.stdout, "wagent %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 					return nil
 				},
 			},

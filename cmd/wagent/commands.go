@@ -68,7 +68,7 @@ Examples:
 			}
 			past := map[bool]string{true: "allowed", false: "denied"}[allow]
 			for _, cid := range res.Decided {
-				fmt.Fprintf(env.stdout, "%s %s\n", past, cid)
+				tprintf(env.stdout, "%s %s\n", past, cid)
 			}
 			switch {
 			case len(res.Waiting) > 0:
@@ -76,11 +76,11 @@ Examples:
 				for _, w := range res.Waiting {
 					left = append(left, w.ID)
 				}
-				fmt.Fprintf(env.stdout, "still waiting: %s\n", strings.Join(left, " "))
+				tprintf(env.stdout, "still waiting: %s\n", strings.Join(left, " "))
 			case cn.own != nil:
-				fmt.Fprintf(env.stdout, "continue with: wagent resume %s\n", id)
+				tprintf(env.stdout, "continue with: wagent resume %s\n", id)
 			default:
-				fmt.Fprintf(env.stdout, "the session goes on in its owner (pid %d); follow it with: wagent log -f %s\n", ownerPID(ctx, cn), id)
+				tprintf(env.stdout, "the session goes on in its owner (pid %d); follow it with: wagent log -f %s\n", ownerPID(ctx, cn), id)
 			}
 			return nil
 		},
@@ -126,7 +126,7 @@ Example:
 			if err != nil {
 				return apiFail(err)
 			}
-			fmt.Fprintf(env.stdout, "queued %s on %s\n", q.MessageID, list)
+			tprintf(env.stdout, "queued %s on %s\n", q.MessageID, list)
 			return nil
 		},
 	}
@@ -167,12 +167,12 @@ Example:
 			}
 			switch {
 			case before.TurnOpen || before.Status == string(engine.DriverRunning):
-				fmt.Fprintf(env.stdout, "turn %d aborted\n", before.Turns)
+				tprintf(env.stdout, "turn %d aborted\n", before.Turns)
 			default:
-				fmt.Fprintln(env.stdout, "no turn was open")
+				tprintln(env.stdout, "no turn was open")
 			}
 			if !c.Bool("keep-inbox") && before.Queued > 0 {
-				fmt.Fprintf(env.stdout, "discarded %d queued message(s)\n", before.Queued)
+				tprintf(env.stdout, "discarded %d queued message(s)\n", before.Queued)
 			}
 			return nil
 		},
@@ -222,7 +222,7 @@ Example:
 				return &exitError{code: exitWaiting}
 			case engine.Idle.String():
 				if !out.json {
-					fmt.Fprintln(env.stdout, "nothing to do: the session is idle")
+					tprintln(env.stdout, "nothing to do: the session is idle")
 				}
 			}
 			return nil
@@ -352,10 +352,10 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 				if s.Turns != 1 {
 					turns = fmt.Sprintf("%d turns", s.Turns)
 				}
-				fmt.Fprintf(env.stdout, "%-28s %9s  %-40s  %s\n", s.ID, turns, render.Compact(s.Title, 40), status)
+				tprintf(env.stdout, "%-28s %9s  %-40s  %s\n", s.ID, turns, render.Compact(s.Title, 40), status)
 			}
 			if len(list.Sessions) == 0 && !c.Bool("json") {
-				fmt.Fprintln(env.stdout, "no sessions yet: wagent run \"…\" starts one")
+				tprintln(env.stdout, "no sessions yet: wagent run \"…\" starts one")
 			}
 			return nil
 		},
@@ -373,7 +373,7 @@ func opsCommand(env *cliEnv) *cli.Command {
 			return nil, nil, nil, fail(exitFailure, "%v", err)
 		}
 		ctx := context.Background()
-		var opts []wasmhost.Option
+		opts := []wasmhost.Option{wasmhost.WithLogger(warnings(env.stderr))}
 		if d := env.getenv("WAGENT_CACHE_DIR"); d != "" {
 			opts = append(opts, wasmhost.WithCacheDir(d))
 		}
@@ -410,51 +410,45 @@ func opsCommand(env *cliEnv) *cli.Command {
 						printJSON(env.stdout, map[string]any{"sha256": m.Digest(), "bytes": len(wasm), "ops": mans})
 						return nil
 					}
-					fmt.Fprintf(env.stdout, "sha256:   %s (%d bytes)\n", m.Digest(), len(wasm))
+					tprintf(env.stdout, "sha256:   %s (%d bytes)\n", m.Digest(), len(wasm))
 					if len(mans) > 1 {
-						fmt.Fprintf(env.stdout, "bundle:   %d ops (name one with op: NAME in a pipeline)\n", len(mans))
+						tprintf(env.stdout, "bundle:   %d ops (name one with op: NAME in a pipeline)\n", len(mans))
 					}
 					for _, man := range mans {
-						fmt.Fprintf(env.stdout, "\nname:     %s %s\n", man.Name, man.Version)
-						fmt.Fprintf(env.stdout, "abi:      %s\n", man.ABI)
-						fmt.Fprintf(env.stdout, "hooks:    %s\n", joinHooks(man.Hooks))
+						tprintf(env.stdout, "\nname:     %s %s\n", man.Name, man.Version)
+						tprintf(env.stdout, "abi:      %s\n", man.ABI)
+						tprintf(env.stdout, "hooks:    %s\n", joinHooks(man.Hooks))
 						if len(man.Tools) > 0 {
-							fmt.Fprintf(env.stdout, "tools:    %s\n", strings.Join(man.Tools, ", "))
+							tprintf(env.stdout, "tools:    %s\n", strings.Join(man.Tools, ", "))
 						}
 						if len(man.Commands) > 0 {
-							fmt.Fprintf(env.stdout, "commands: /%s\n", strings.Join(man.Commands, ", /"))
+							tprintf(env.stdout, "commands: /%s\n", strings.Join(man.Commands, ", /"))
 						}
 						if man.Guard {
-							fmt.Fprintln(env.stdout, "guard:    yes (fails closed)")
+							tprintln(env.stdout, "guard:    yes (fails closed)")
 						}
 						if len(man.Capabilities.Mounts) > 0 {
-							fmt.Fprintf(env.stdout, "mounts:   %s (read-only, if the pipeline grants them)\n", strings.Join(man.Capabilities.Mounts, ", "))
+							tprintf(env.stdout, "mounts:   %s (read-only, if the pipeline grants them)\n", strings.Join(man.Capabilities.Mounts, ", "))
 						}
 					}
 					return nil
 				},
 			},
 			{
-				Name:      "check",
-				Usage:     "check that a module loads and starts under the default limits",
-				UsageText: "wagent ops check FILE.wasm\n\nExample:\n   wagent ops check ./ops/deny-word.wasm && echo ok",
+				Name:  "check",
+				Usage: "load a module, start each op under its limits and call each hook it declares once",
+				UsageText: "wagent ops check FILE.wasm [--op NAME] [--config JSON] [--mount DIR:/PATH] [--timeout-ms N] [--memory-mb N]\n\n" +
+					"Each hook gets a small view (a prompt, a call to decide or to run, a failed request, an answer, a command);\n" +
+					"a trap, timeout or invalid effect is reported as a session would record it, and the exit code is 1.\n\n" +
+					"Examples:\n   wagent ops check ./ops/deny-word.wasm && echo ok\n   wagent ops check builtins.wasm --op max-turns --config '{\"max_steps\":3}'",
+				Flags: checkFlags,
 				Action: func(c *cli.Context) error {
 					m, rt, _, err := load(c)
 					if err != nil {
 						return err
 					}
 					defer rt.Close(context.Background())
-					for _, man := range m.Manifests() {
-						op, err := rt.NewOp(m, wasmhost.Config{Op: man.Name})
-						if err == nil {
-							err = op.Warm(context.Background())
-						}
-						if err != nil {
-							return fail(exitFailure, "%s: op %s: %v", c.Args().First(), man.Name, err)
-						}
-						fmt.Fprintf(env.stdout, "ok: %s %s (abi %s, hooks %s)\n", man.Name, man.Version, man.ABI, joinHooks(man.Hooks))
-					}
-					return nil
+					return checkOps(context.Background(), c, env, rt, m)
 				},
 			},
 		},

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -75,7 +74,7 @@ func mcpList(ctx context.Context, env *cliEnv, spec *pipeline.Spec, asJSON bool)
 		}
 	}
 	if len(cfgs) == 0 {
-		fmt.Fprintln(env.stdout, "the pipeline has no MCP servers (add an entry \"- mcp: NAME\" with command: or url:)")
+		tprintln(env.stdout, "the pipeline has no MCP servers (add an entry \"- mcp: NAME\" with command: or url:)")
 		return nil
 	}
 	reports := make([]serverReport, len(cfgs))
@@ -98,12 +97,12 @@ func mcpList(ctx context.Context, env *cliEnv, spec *pipeline.Spec, asJSON bool)
 			continue
 		}
 		if r.Error != "" {
-			fmt.Fprintf(env.stdout, "%s: %s\n", r.Name, r.Error)
+			tprintf(env.stdout, "%s: %s\n", r.Name, r.Error)
 			continue
 		}
-		fmt.Fprintf(env.stdout, "%s: %s %s, protocol %s, %d tools\n", r.Name, r.Server, r.Version, r.Protocol, len(r.Tools))
+		tprintf(env.stdout, "%s: %s %s, protocol %s, %d tools\n", r.Name, r.Server, r.Version, r.Protocol, len(r.Tools))
 		for _, t := range r.Tools {
-			fmt.Fprintf(env.stdout, "  %-40s %s\n", t.Name, strings.Join(t.Annotations, ", "))
+			tprintf(env.stdout, "  %-40s %s\n", t.Name, strings.Join(t.Annotations, ", "))
 		}
 	}
 	if failed > 0 {

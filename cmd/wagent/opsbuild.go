@@ -42,9 +42,9 @@ Example:
 			if err := opbuild.New(dir, name, wagent.GuestKit()); err != nil {
 				return fail(exitFailure, "ops new: %v", err)
 			}
-			fmt.Fprintf(env.stdout, "wrote op %s in %s: go.mod, main.go (it owns one tool, shout), main_test.go, %s (the guest kit, ABI %s)\n",
+			tprintf(env.stdout, "wrote op %s in %s: go.mod, main.go (it owns one tool, shout), main_test.go, %s (the guest kit, ABI %s)\n",
 				name, dir, opbuild.KitDir, hostabi.ABIVersion())
-			fmt.Fprintf(env.stdout, "next:\n  cd %s\n  go test ./...            # its unit test, natively\n  wagent ops build         # writes %s.wasm\n  wagent ops check %s.wasm\n", dir, name, name)
+			tprintf(env.stdout, "next:\n  cd %s\n  go test ./...            # its unit test, natively\n  wagent ops build         # writes %s.wasm\n  wagent ops check %s.wasm\n", dir, name, name)
 			return nil
 		},
 	}
@@ -104,7 +104,7 @@ Example:
 				}
 				ops = append(ops, strings.TrimSpace(s))
 			}
-			fmt.Fprintf(env.stdout, "wrote %s (%.1f MB) in %.1fs: %s\n", res.Out, float64(res.Bytes)/(1<<20), time.Since(start).Seconds(), strings.Join(ops, "; "))
+			tprintf(env.stdout, "wrote %s (%.1f MB) in %.1fs: %s\n", res.Out, float64(res.Bytes)/(1<<20), time.Since(start).Seconds(), strings.Join(ops, "; "))
 			return nil
 		},
 	}

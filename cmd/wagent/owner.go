@@ -141,7 +141,7 @@ func openOwner(ctx context.Context, c *cli.Context, env *cliEnv, dir string, m m
 	token := randomToken()
 	o.srv, err = server.New(server.Options{
 		Log: o.log, Token: token, Version: version, StoreName: dir,
-		Base:    engine.Config{Durability: engine.SyncAtBoundaries, Passive: m != modeDrive, Warn: func(msg string) { fmt.Fprintln(env.stderr, "wagent: "+oneLine(msg)) }},
+		Base:    engine.Config{Durability: engine.SyncAtBoundaries, Passive: m != modeDrive, Warn: func(msg string) { tprintln(env.stderr, "wagent: "+oneLine(msg)) }},
 		Resolve: o.resolve, Prepare: o.prepare,
 		Console: console.FS(),
 	})

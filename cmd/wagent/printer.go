@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -16,7 +15,7 @@ import (
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // colours, used only when standard output is a terminal.
-type palette struct{ dim, red, green, yellow, bold, reset string }
+type palette struct{ dim, red, green, yellow, bold, reset ansi }
 
 func colours(on bool) palette {
 	if !on {
@@ -54,13 +53,13 @@ func (p *printer) start(isNew bool) {
 		return
 	}
 	if isNew {
-		fmt.Fprintf(p.env.stderr, "%ssession %s%s\n", p.c.dim, p.id, p.c.reset)
+		tprintf(p.env.stderr, "%ssession %s%s\n", p.c.dim, p.id, p.c.reset)
 	}
 }
 
 func (p *printer) newline() {
 	if p.midLine {
-		fmt.Fprintln(p.env.stdout)
+		tprintln(p.env.stdout)
 		p.midLine = false
 	}
 }
@@ -81,15 +80,15 @@ func (p *printer) live(l engine.Live) {
 	}
 	switch l.Kind {
 	case "delta":
-		fmt.Fprint(w, l.Text)
+		tprint(w, l.Text)
 		p.midLine = !strings.HasSuffix(l.Text, "\n")
 		p.streamed = true
 	case "log":
 		p.newline()
-		fmt.Fprintf(w, "%s  [%s] %s%s\n", p.c.dim, l.Op, l.Text, p.c.reset)
+		tprintf(w, "%s  [%s] %s%s\n", p.c.dim, l.Op, l.Text, p.c.reset)
 	case "error":
 		p.newline()
-		fmt.Fprintf(w, "%s  ! %s%s\n", p.c.red, l.Text, p.c.reset)
+		tprintf(w, "%s  ! %s%s\n", p.c.red, l.Text, p.c.reset)
 	case "event":
 		p.event(w, l.Event)
 	}
@@ -98,7 +97,7 @@ func (p *printer) live(l engine.Live) {
 func (p *printer) event(w io.Writer, e *store.Event) {
 	if p.verbose {
 		p.newline()
-		fmt.Fprintf(w, "%s%4d %s%s %s\n", p.c.dim, e.Seq, e.Type, p.c.reset, render.Compact(string(e.Data), 160))
+		tprintf(w, "%s%4d %s%s %s\n", p.c.dim, e.Seq, e.Type, p.c.reset, render.Compact(string(e.Data), 160))
 		return
 	}
 	switch e.Type {
@@ -106,22 +105,22 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		var d engine.AssistantMessage
 		json.Unmarshal(e.Data, &d)
 		if !p.streamed && d.Content != "" {
-			fmt.Fprint(w, d.Content)
+			tprint(w, d.Content)
 			p.midLine = true
 		}
 		p.newline()
 		p.streamed = false
 		if d.Interrupted {
-			fmt.Fprintf(w, "%s  (interrupted)%s\n", p.c.dim, p.c.reset)
+			tprintf(w, "%s  (interrupted)%s\n", p.c.dim, p.c.reset)
 		}
 		if d.FinishReason == "length" {
-			fmt.Fprintf(w, "%s  (the answer hit the token limit)%s\n", p.c.yellow, p.c.reset)
+			tprintf(w, "%s  (the answer hit the token limit)%s\n", p.c.yellow, p.c.reset)
 		}
 	case engine.EvToolCall:
 		var d engine.ToolCallEvent
 		json.Unmarshal(e.Data, &d)
 		p.newline()
-		fmt.Fprintf(w, "%s  → %s %s%s\n", p.c.dim, d.Name, render.Compact(string(d.Arguments), 120), p.c.reset)
+		tprintf(w, "%s  → %s %s%s\n", p.c.dim, d.Name, render.Compact(string(d.Arguments), 120), p.c.reset)
 	case engine.EvToolResult:
 		var d engine.ToolResult
 		json.Unmarshal(e.Data, &d)
@@ -131,35 +130,35 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 			if d.Code != "" {
 				code = d.Code + ": "
 			}
-			fmt.Fprintf(w, "%s  ← %s%s%s\n", p.c.red, code, render.Compact(d.Content, 160), p.c.reset)
+			tprintf(w, "%s  ← %s%s%s\n", p.c.red, code, render.Compact(d.Content, 160), p.c.reset)
 		} else {
-			fmt.Fprintf(w, "%s  ← %s%s\n", p.c.dim, render.Compact(d.Content, 160), p.c.reset)
+			tprintf(w, "%s  ← %s%s\n", p.c.dim, render.Compact(d.Content, 160), p.c.reset)
 		}
 	case engine.EvApprovalDecision:
 		var d engine.ApprovalDecision
 		json.Unmarshal(e.Data, &d)
 		p.newline()
 		if d.Allow {
-			fmt.Fprintf(w, "%s  ✓ %s allowed by %s%s\n", p.c.green, d.CallID, d.Who, p.c.reset)
+			tprintf(w, "%s  ✓ %s allowed by %s%s\n", p.c.green, d.CallID, d.Who, p.c.reset)
 		} else {
-			fmt.Fprintf(w, "%s  ✗ %s denied by %s%s\n", p.c.red, d.CallID, d.Who, p.c.reset)
+			tprintf(w, "%s  ✗ %s denied by %s%s\n", p.c.red, d.CallID, d.Who, p.c.reset)
 		}
 	case engine.EvRetryScheduled:
 		var d engine.RetryScheduled
 		json.Unmarshal(e.Data, &d)
 		p.newline()
-		fmt.Fprintf(w, "%s  … %s; retry %d in %s%s\n", p.c.yellow, render.Failure(d.Failure), d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, p.c.reset)
+		tprintf(w, "%s  … %s; retry %d in %s%s\n", p.c.yellow, render.Failure(d.Failure), d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, p.c.reset)
 	case engine.EvCommandReply:
 		var d engine.CommandReply
 		json.Unmarshal(e.Data, &d)
 		p.newline()
-		fmt.Fprintln(w, d.Text)
+		tprintln(w, d.Text)
 	case engine.EvTurnEnd:
 		var d engine.TurnEnd
 		json.Unmarshal(e.Data, &d)
 		p.newline()
 		if d.Reason != engine.ReasonCompleted {
-			fmt.Fprintf(w, "%s  (turn %d ended: %s%s)%s\n", p.c.yellow, d.Turn, d.Reason, render.TurnDetail(d), p.c.reset)
+			tprintf(w, "%s  (turn %d ended: %s%s)%s\n", p.c.yellow, d.Turn, d.Reason, render.TurnDetail(d), p.c.reset)
 		}
 	}
 }
@@ -184,11 +183,11 @@ func (p *printer) waiting(calls []engine.WaitingCall) {
 		return
 	}
 	p.newline()
-	fmt.Fprintf(p.env.stdout, "session %s is waiting for approval of %d call(s):\n", p.id, len(calls))
+	tprintf(p.env.stdout, "session %s is waiting for approval of %d call(s):\n", p.id, len(calls))
 	for _, c := range calls {
-		fmt.Fprintf(p.env.stdout, "  %s  %s %s\n", c.ID, callTitle(c), render.Compact(string(c.Arguments), 120))
+		tprintf(p.env.stdout, "  %s  %s %s\n", c.ID, callTitle(c), render.Compact(string(c.Arguments), 120))
 	}
-	fmt.Fprintf(p.env.stdout, "answer with:\n  wagent approve %s %s   (or --all, --always)\n  wagent deny %s %s\nthen: wagent resume %s\n",
+	tprintf(p.env.stdout, "answer with:\n  wagent approve %s %s   (or --all, --always)\n  wagent deny %s %s\nthen: wagent resume %s\n",
 		p.id, calls[0].ID, p.id, calls[0].ID, p.id)
 }
 
@@ -216,13 +215,13 @@ func (p *progress) loading(use string) {
 	if !isTerminal(p.env.stderr) {
 		return
 	}
-	fmt.Fprintf(p.env.stderr, "\r\x1b[2Kloading %s (the first run compiles it; later runs load it from the cache)", use)
+	tprintf(p.env.stderr, "\r\x1b[2Kloading %s (the first run compiles it; later runs load it from the cache)", use)
 	p.shown = true
 }
 
 func (p *progress) done() {
 	if p.shown {
-		fmt.Fprint(p.env.stderr, "\r\x1b[2K")
+		tprint(p.env.stderr, clearLine)
 	}
 }
 
@@ -254,10 +253,10 @@ func (s *spinner) start(label string) {
 		t := time.NewTicker(s.every)
 		defer t.Stop()
 		for i := 0; ; i++ {
-			fmt.Fprintf(s.w, "\r\x1b[2K%s %s", spinFrames[i%len(spinFrames)], label)
+			tprintf(s.w, "\r\x1b[2K%s %s", spinFrames[i%len(spinFrames)], label)
 			select {
 			case <-stop:
-				fmt.Fprint(s.w, "\r\x1b[2K")
+				tprint(s.w, clearLine)
 				return
 			case <-t.C:
 			}

@@ -210,7 +210,7 @@ type warmRuntime struct {
 }
 
 func startRuntime(ctx context.Context, env *cliEnv) (*warmRuntime, error) {
-	var opts []wasmhost.Option
+	opts := []wasmhost.Option{wasmhost.WithLogger(warnings(env.stderr))}
 	if d := env.getenv("WAGENT_CACHE_DIR"); d != "" {
 		opts = append(opts, wasmhost.WithCacheDir(d))
 	}
@@ -523,7 +523,7 @@ func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []en
 	var ds []engine.Decision
 	for _, w := range waiting {
 		for {
-			fmt.Fprintf(env.stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", callTitle(w), render.Compact(string(w.Arguments), 200))
+			tprintf(env.stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", callTitle(w), render.Compact(string(w.Arguments), 200))
 			line, err := in.next(ctx)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()

@@ -45,7 +45,7 @@ Examples:
 				return err
 			}
 			if c.Bool("print-token") {
-				fmt.Fprintln(env.stdout, token)
+				tprintln(env.stdout, token)
 				return nil
 			}
 			ctx, _, stop := signalContext()

@@ -55,6 +55,22 @@ func faulty(op Op) Op {
 	return op
 }
 
+// strictSchema is a config schema of an object that takes exactly the
+// given properties (JSON members, without braces) and the _fault test
+// switch, with more keywords of the object schema after them. The host
+// checks a pipeline's config against it at load, so a typo or a value out
+// of range is one line before any session starts.
+func strictSchema(props string, more ...string) []byte {
+	if props != "" {
+		props += ","
+	}
+	s := `{"type":"object","additionalProperties":false,"properties":{` + props + `"_fault":{"enum":["trap","error"]}}`
+	for _, m := range more {
+		s += "," + m
+	}
+	return []byte(s + "}")
+}
+
 // decodeConfig decodes an op's config strictly: unknown keys are errors,
 // so a typo in a pipeline file is caught at the first call.
 func decodeConfig(raw []byte, v any) error {

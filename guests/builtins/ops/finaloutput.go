@@ -29,7 +29,7 @@ func FinalOutput() Op {
 			Name:         "final-output",
 			Version:      "1.0.0",
 			Tools:        []string{"final_output"},
-			ConfigSchema: []byte(`{"type":"object","properties":{"schema":{"type":"object"},"description":{"type":"string"}}}`),
+			ConfigSchema: strictSchema(`"schema":{"type":"object"},"description":{"type":"string"}`),
 		},
 		Contribute: offerFinal,
 		Tool:       runFinal,

@@ -19,7 +19,7 @@ func MaxTurns() Op {
 		Manifest: hostabi.Manifest{
 			Name:         "max-turns",
 			Version:      "1.0.0",
-			ConfigSchema: []byte(`{"type":"object","properties":{"max_steps":{"type":"integer","minimum":1}}}`),
+			ConfigSchema: strictSchema(`"max_steps":{"type":"integer","minimum":1,"maximum":10000}`),
 		},
 		Contribute: budget,
 	}

@@ -56,9 +56,9 @@ func TestApprovalPrecedence(t *testing.T) {
 		notes map[string]string
 		want  string // allow, deny, ask, skip
 	}{
-		{"deny beats allow", call("c", "calc_divide", `{"value":1}`), nil, "deny"},
-		{"ask rule beats allow", call("c", "calc_add", `{"value":13}`), nil, "ask"},
-		{"allow by glob", call("c", "calc_add", `{"value":2}`), nil, "allow"},
+		{"deny beats allow", call("c", "calc_divide", `{"value":"1"}`), nil, "deny"},
+		{"ask rule beats allow", call("c", "calc_add", `{"value":"13"}`), nil, "ask"},
+		{"allow by glob", call("c", "calc_add", `{"value":"2"}`), nil, "allow"},
 		{"always remembered", call("c", "shell", `{}`), map[string]string{"always/shell": "deny"}, "deny"},
 		{"mode auto", call("c", "shell", `{}`), nil, "allow"},
 		{"no owner: left alone", hostabi.PendingCall{ID: "c", Name: "ghost", Arguments: json.RawMessage(`{}`)}, nil, "skip"},
@@ -98,6 +98,58 @@ func TestApprovalPrecedence(t *testing.T) {
 	v.Config = json.RawMessage(`{"alow":["x"]}`)
 	if _, err := pdk.Test(v, nil); err == nil || !strings.Contains(err.Error(), "alow") {
 		t.Errorf("typo in config: %v", err)
+	}
+}
+
+// Approval's rules fail closed: arguments of a shape a rule does not
+// expect are treated as matching it, so a deny rule denies and an ask rule
+// asks. (Before, a missing argument, a non-string value or "Command" where
+// the rule names "command" let the call through.)
+func TestApprovalFailsClosed(t *testing.T) {
+	cfg := `{"mode":"auto",` +
+		`"deny":["drop_*",{"tool":"shell","arg":"command","match":"rm -rf"}],` +
+		`"ask":[{"tool":"fetch","arg":"url","match":"internal"},{"tool":"wipe"}]}`
+	for _, tc := range []struct {
+		name, tool, args, want string
+	}{
+		{"a harmless command", "shell", `{"command":"ls -l"}`, "allow"},
+		{"the pattern", "shell", `{"command":"rm -rf /"}`, "deny"},
+		{"the pattern, escaped", "shell", `{"command":"r\u006d -rf /"}`, "deny"},
+		{"the argument missing", "shell", `{"cmd":"rm -rf /"}`, "deny"},
+		{"no arguments", "shell", `{}`, "deny"},
+		{"an array", "shell", `{"command":["rm","-rf","/"]}`, "deny"},
+		{"a number", "shell", `{"command":42}`, "deny"},
+		{"null", "shell", `{"command":null}`, "deny"},
+		{"another case", "shell", `{"Command":"rm -rf /"}`, "deny"},
+		{"both cases", "shell", `{"command":"ls","Command":"rm -rf /"}`, "deny"},
+		{"twice", "shell", `{"command":"ls","command":"rm -rf /"}`, "deny"},
+		{"not an object", "shell", `"rm -rf /"`, "deny"},
+		{"another tool", "editor", `{"command":"rm -rf /"}`, "allow"},
+		{"a name glob", "drop_table", `{}`, "deny"},
+		{"a harmless url", "fetch", `{"url":"https://example.com"}`, "allow"},
+		{"an internal url", "fetch", `{"url":"http://internal/admin"}`, "ask"},
+		{"no url", "fetch", `{"uri":"http://internal/admin"}`, "ask"},
+		{"URL", "fetch", `{"URL":"http://internal/admin"}`, "ask"},
+		{"a rule without arg", "wipe", `{"anything":1}`, "ask"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := toolCalls(call("c", tc.tool, tc.args))
+			v.Config = json.RawMessage(cfg)
+			eff, err := pdk.Test(v, nil)
+			if err != nil || len(eff) != 1 {
+				t.Fatalf("effects %+v, err %v", eff, err)
+			}
+			got := "deny"
+			switch {
+			case eff[0].Kind == hostabi.KindApprovalRequest:
+				got = "ask"
+			case eff[0].Allow:
+				got = "allow"
+			}
+			if got != tc.want {
+				t.Errorf("%s %s: %s (%q), want %s", tc.tool, tc.args, got, eff[0].Text, tc.want)
+			}
+		})
 	}
 }
 

@@ -23,6 +23,9 @@ import (
 //	max_retry_after_ms: the longest Retry-After honoured; a server asking
 //	                    for longer is not retried [60000]
 //
+// Every delay is at most a day (hostabi.MaxRetryDelayMS), and so are the
+// config's delays (the host checks the config at load).
+//
 // Not retried: auth, bad_request, quota_exhausted and context_length
 // failures (another attempt would fail the same way) and cancellations.
 // The budget is the host's count of retry/scheduled events in this step,
@@ -33,10 +36,9 @@ func Retry() Op {
 		Manifest: hostabi.Manifest{
 			Name:    "retry",
 			Version: "1.0.0",
-			ConfigSchema: []byte(`{"type":"object","properties":{` +
-				`"attempts":{"type":"integer","minimum":0},"initial_ms":{"type":"integer","minimum":0},` +
-				`"max_ms":{"type":"integer","minimum":0},"jitter":{"type":"number","minimum":0,"maximum":1},` +
-				`"max_retry_after_ms":{"type":"integer","minimum":0}}}`),
+			ConfigSchema: strictSchema(`"attempts":{"type":"integer","minimum":0,"maximum":100},` +
+				`"initial_ms":{"type":"integer","minimum":0,"maximum":86400000},"max_ms":{"type":"integer","minimum":0,"maximum":86400000},` +
+				`"jitter":{"type":"number","minimum":0,"maximum":1},"max_retry_after_ms":{"type":"integer","minimum":0,"maximum":86400000}`),
 		},
 		RequestError: retry,
 	}
@@ -106,6 +108,8 @@ func retry(c *pdk.Call) error {
 		}
 		delay = ra
 	}
+	// Jitter can take a delay past max_ms; the host takes none over a day.
+	delay = min(delay, hostabi.MaxRetryDelayMS)
 	c.Retry(time.Duration(delay) * time.Millisecond)
 	return nil
 }

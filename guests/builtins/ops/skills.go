@@ -39,7 +39,7 @@ func Skills() Op {
 			Commands:     []string{"skills"},
 			Idempotent:   []string{"load_skill"},
 			Capabilities: hostabi.Capabilities{Mounts: []string{"/skills"}},
-			ConfigSchema: []byte(`{"type":"object","properties":{"dir":{"type":"string"},"max_prompt_bytes":{"type":"integer"},"max_body_bytes":{"type":"integer"}}}`),
+			ConfigSchema: strictSchema(`"dir":{"type":"string","pattern":"^/"},"max_prompt_bytes":{"type":"integer","minimum":1,"maximum":1048576},"max_body_bytes":{"type":"integer","minimum":1,"maximum":1048576}`),
 		},
 		Contribute: offerSkills,
 		Tool:       loadSkill,

@@ -28,8 +28,9 @@ func TurnStopping() Op {
 		Manifest: hostabi.Manifest{
 			Name:    "turn-stopping",
 			Version: "1.0.0",
-			ConfigSchema: []byte(`{"type":"object","properties":{"require_phrase":{"type":"string"},` +
-				`"require_tool":{"type":"string"},"message":{"type":"string"},"max_continuations":{"type":"integer","minimum":0}}}`),
+			ConfigSchema: strictSchema(`"require_phrase":{"type":"string","minLength":1},"require_tool":{"type":"string","minLength":1},`+
+				`"message":{"type":"string"},"max_continuations":{"type":"integer","minimum":0,"maximum":100}`,
+				`"anyOf":[{"required":["require_phrase"]},{"required":["require_tool"]}]`),
 		},
 		TurnStopping: stopCheck,
 	}

@@ -11,9 +11,10 @@ import (
 // UnknownTool answers every call no op owns with an error result that
 // names the tool and lists the ones offered, so the model can correct
 // itself. The pipeline adds it at the end when a file names no fallback.
+// It takes no config.
 func UnknownTool() Op {
 	return Op{
-		Manifest: hostabi.Manifest{Name: "unknown-tool", Version: "1.0.0"},
+		Manifest: hostabi.Manifest{Name: "unknown-tool", Version: "1.0.0", ConfigSchema: strictSchema("")},
 		Tool:     unknownTool,
 	}
 }

@@ -7,7 +7,10 @@
 //	        its memory past the op's limit)
 //	/peek   it reads files inside and outside what it was granted and
 //	        replies with what each read gave. It requests the mounts
-//	        /skills and /secrets; the test grants only /skills.
+//	        /skills and /secrets; the test grants them and /extra, which
+//	        it does not request.
+//	/read P replies with the text of the file at path P, or the error
+//	/list P replies with the names in the directory at path P, or the error
 //	/spin   it loops forever in Go code (timeout)
 //	/env    it replies with what it can see of the world: the year of its
 //	        clock, its arguments and environment, and two random bytes,
@@ -29,7 +32,7 @@ func init() {
 	pdk.Register(pdk.Op{
 		Manifest: hostabi.Manifest{
 			Name:         "hostile",
-			Commands:     []string{"panic", "hog", "peek", "spin", "env"},
+			Commands:     []string{"panic", "hog", "peek", "read", "list", "spin", "env"},
 			Capabilities: hostabi.Capabilities{Mounts: []string{"/skills", "/secrets"}},
 		},
 		Command: command,
@@ -56,9 +59,27 @@ func command(c *pdk.Call) error {
 		var r [2]byte
 		rand.Read(r[:])
 		c.Emit(hostabi.Effect{Kind: hostabi.KindReply, Text: fmt.Sprintf("year=%d args=%d env=%d rand=%x", time.Now().Year(), len(os.Args), len(os.Environ()), r)})
+	case "read":
+		b, err := os.ReadFile(c.View.Command.Args)
+		if err != nil {
+			c.Emit(hostabi.Effect{Kind: hostabi.KindReply, Text: "error: " + err.Error()})
+			return nil
+		}
+		c.Emit(hostabi.Effect{Kind: hostabi.KindReply, Text: "ok: " + strings.TrimSpace(string(b))})
+	case "list":
+		entries, err := os.ReadDir(c.View.Command.Args)
+		if err != nil {
+			c.Emit(hostabi.Effect{Kind: hostabi.KindReply, Text: "error: " + err.Error()})
+			return nil
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		c.Emit(hostabi.Effect{Kind: hostabi.KindReply, Text: "ok: " + strings.Join(names, " ")})
 	case "peek":
 		var out []string
-		for _, p := range []string{"/skills/hello.txt", "/secrets/key.txt", "/etc/passwd", "/skills/../../etc/passwd", "../etc/passwd"} {
+		for _, p := range []string{"/skills/hello.txt", "/secrets/key.txt", "/extra/key.txt", "/etc/passwd", "/skills/../../etc/passwd", "../etc/passwd"} {
 			b, err := os.ReadFile(p)
 			if err != nil {
 				out = append(out, p+": error")
