@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -227,20 +226,40 @@ func TestStreamResumesBySeq(t *testing.T) {
 	}
 }
 
+// stalled is a follower's connection that takes nothing until released:
+// what a client that stopped reading looks like once the socket's buffers
+// are full.
+type stalled struct {
+	h       http.Header
+	release chan struct{}
+	mu      sync.Mutex
+	body    bytes.Buffer
+}
+
+func (w *stalled) Header() http.Header { return w.h }
+func (w *stalled) WriteHeader(int)     {}
+func (w *stalled) Flush()              {}
+func (w *stalled) Write(b []byte) (int, error) {
+	<-w.release
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.body.Write(b)
+}
+
 // A follower that does not read fills its buffer and is dropped; the
 // session runs on undisturbed, and the follower resumes by seq.
 func TestSlowFollowerIsDroppedNotWaitedFor(t *testing.T) {
 	f := newFixture(t, func(o *server.Options) { o.StreamBuffer = 4 })
 	ctx := context.Background()
 	f.client.Create(ctx, &server.CreateRequest{ID: "s"})
-	// A raw connection that never reads.
-	req, _ := http.NewRequest(http.MethodGet, f.http.URL+"/v1/sessions/s/stream", nil)
+	w := &stalled{h: http.Header{}, release: make(chan struct{})}
+	req := httptest.NewRequest(http.MethodGet, "/v1/sessions/s/stream", nil)
 	req.Header.Set("Authorization", "Bearer "+f.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		f.srv.ServeHTTP(w, req)
+	}()
 	start := time.Now()
 	for i := range 30 {
 		f.client.Input(ctx, "s", "send", fmt.Sprintf("message %d with some text to stream", i))
@@ -253,9 +272,14 @@ func TestSlowFollowerIsDroppedNotWaitedFor(t *testing.T) {
 	if err != nil || st.Turn != 30 {
 		t.Fatalf("turns %d (%v), want 30", st.Turn, err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	if !bytes.Contains(body, []byte("event: dropped")) {
-		t.Fatalf("the slow follower was not told it was dropped; it got %d bytes", len(body))
+	close(w.release)
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow follower's stream did not end")
+	}
+	if !bytes.Contains(w.body.Bytes(), []byte("event: dropped")) {
+		t.Fatalf("the slow follower was not told it was dropped; it got %d bytes", w.body.Len())
 	}
 }
 
