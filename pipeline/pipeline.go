@@ -34,6 +34,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -133,6 +134,10 @@ func Parse(data []byte, name, dir string) (*Spec, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			// yaml says only "EOF" of a file with no document in it.
+			return nil, fmt.Errorf("pipeline %s: the file is empty; list the ops under a top-level ops: key", name)
+		}
 		return nil, withServer(yamlError(name, err), data)
 	}
 	var doc yaml.Node

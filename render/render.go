@@ -111,12 +111,12 @@ func (p *printer) event(id string, e *store.Event) {
 	case engine.EvUserMessage:
 		var d engine.UserMessage
 		json.Unmarshal(e.Data, &d)
-		p.printf("%s%suser:%s %s\n", ind, c.bold, c.reset, d.Content)
+		p.printf("%s%suser:%s %s\n", ind, c.bold, c.reset, indented(d.Content, ind))
 	case engine.EvAssistantMessage:
 		var d engine.AssistantMessage
 		json.Unmarshal(e.Data, &d)
 		if d.Content != "" {
-			p.printf("%s%sassistant:%s %s\n", ind, c.bold, c.reset, strings.ReplaceAll(strings.TrimSpace(d.Content), "\n", "\n"+ind+"  "))
+			p.printf("%s%sassistant:%s %s\n", ind, c.bold, c.reset, indented(d.Content, ind))
 		}
 		if d.Interrupted {
 			p.printf("%s%s(interrupted)%s\n", ind, c.dim, c.reset)
@@ -160,14 +160,16 @@ func (p *printer) event(id string, e *store.Event) {
 		var d engine.ToolResult
 		json.Unmarshal(e.Data, &d)
 		var col ANSI
+		mark := ""
 		if d.IsError {
-			col = c.red
+			// Marked in words too: colour is not always there.
+			col, mark = c.red, " (error)"
 		}
 		code := ""
 		if d.Code != "" {
 			code = " [" + d.Code + "]"
 		}
-		p.printf("%s%sresult %s%s: %s%s\n", ind, col, d.CallID, code, Compact(d.Content, 200), c.reset)
+		p.printf("%s%sresult %s%s%s: %s%s\n", ind, col, d.CallID, mark, code, Compact(d.Content, 200), c.reset)
 	case engine.EvOpFault:
 		var d engine.OpFault
 		json.Unmarshal(e.Data, &d)
@@ -204,9 +206,9 @@ func (p *printer) event(id string, e *store.Event) {
 func TurnDetail(d engine.TurnEnd) string {
 	switch {
 	case d.Error != "":
-		return ": " + d.Error
+		return ": " + OneLine(d.Error, 200)
 	case d.Message != "":
-		return ": " + d.Message
+		return ": " + OneLine(d.Message, 200)
 	case d.Cause != nil:
 		s := ", cause " + d.Cause.Kind
 		if d.Cause.Reason != "" {
@@ -225,9 +227,32 @@ func Failure(f hostabi.Failure) string {
 		s += fmt.Sprintf(" (HTTP %d)", f.Status)
 	}
 	if f.Message != "" {
-		s += ": " + Compact(f.Message, 100)
+		s += ": " + OneLine(f.Message, 160)
 	}
 	return s
+}
+
+// OneLine is the first line of s with text, cut to at most n runes, ending
+// in … when anything was left out (later lines, or the end of a long
+// one): a gateway's stack trace shows as its first line, and the log
+// keeps the whole text.
+func OneLine(s string, n int) string {
+	s = strings.TrimSpace(s)
+	first, rest, more := strings.Cut(s, "\n")
+	first = strings.Join(strings.Fields(first), " ")
+	if r := []rune(first); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	if more && strings.TrimSpace(rest) != "" {
+		return first + " …"
+	}
+	return first
+}
+
+// indented is a multi-line text with its later lines indented under the
+// first (after ind and a label).
+func indented(s, ind string) string {
+	return strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n"+ind+"  ")
 }
 
 // Compact puts s on one line of at most n runes, ending in … when cut.

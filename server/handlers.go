@@ -37,6 +37,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
 		return
 	}
+	if strings.HasPrefix(req.ID, "-") {
+		// A command line reads "-x" as a flag: such a session could be
+		// made but not named again.
+		writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("session id %q starts with '-', which a command line reads as a flag; start it with a letter or digit", req.ID))
+		return
+	}
 	if len(req.Settings) > 0 && !json.Valid(req.Settings) {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, "settings are not JSON")
 		return

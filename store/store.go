@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Event is one entry of a session's log. Seq is assigned by the store on
@@ -170,7 +171,9 @@ func ValidSessionID(id string) error {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
 		case c == '-' || c == '_' || c == '.' || c == ':':
 		default:
-			return fmt.Errorf("%w: session id %q has %q at byte %d; use letters, digits, '-', '_', '.', ':'", ErrInvalid, id, c, i)
+			// Name the character, not its first byte ('é', not 'Ã').
+			r, _ := utf8.DecodeRuneInString(id[i:])
+			return fmt.Errorf("%w: session id %q has %q at byte %d; use letters, digits, '-', '_', '.', ':'", ErrInvalid, id, r, i)
 		}
 	}
 	return nil

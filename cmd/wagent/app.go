@@ -120,12 +120,11 @@ func newApp(env *cliEnv) *cli.App {
 		HideVersion:            true,
 		UseShortOptionHandling: true,
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
-			name := "wagent"
-			if c.Command != nil && c.Command.Name != "" {
-				name += " " + c.Command.FullName()
-			}
-			return fail(exitUsage, "%s (see %s --help)", oneLine(err.Error()), name)
+			return fail(exitUsage, "%s (see %s --help)", oneLine(err.Error()), strings.TrimSpace("wagent "+commandPath(c)))
 		},
+		// --store before the command (wagent --store DIR sessions) means
+		// what it does after it.
+		Flags: []cli.Flag{storeFlag},
 		CommandNotFound: func(c *cli.Context, name string) {
 			tprintf(env.stderr, "wagent: no command %q (see wagent --help)\n", name)
 		},
@@ -162,6 +161,7 @@ func newApp(env *cliEnv) *cli.App {
 		}
 	}
 	setUsage(app.Commands)
+	unknownSubcommands(app.Commands)
 	app.Action = func(c *cli.Context) error {
 		if c.Args().Len() > 0 {
 			return fail(exitUsage, "no command %q (see wagent --help)", c.Args().First())
@@ -175,8 +175,10 @@ func newApp(env *cliEnv) *cli.App {
 // storeDir finds the store directory: --store, $WAGENT_HOME/store, or the
 // user's data directory.
 func storeDir(c *cli.Context, env *cliEnv) (string, error) {
-	if d := c.String("store"); d != "" {
-		return d, nil
+	for _, cc := range c.Lineage() {
+		if d := cc.String("store"); d != "" {
+			return d, nil
+		}
 	}
 	if h := env.getenv("WAGENT_HOME"); h != "" {
 		return filepath.Join(h, "store"), nil
@@ -245,7 +247,7 @@ func existing(ctx context.Context, log store.Log, id string) error {
 func needArgs(c *cli.Context, min, max int, what string) error {
 	n := c.Args().Len()
 	if n < min || (max >= 0 && n > max) {
-		return fail(exitUsage, "usage: wagent %s %s", c.Command.FullName(), what)
+		return fail(exitUsage, "usage: wagent %s %s", commandPath(c), what)
 	}
 	return nil
 }

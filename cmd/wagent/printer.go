@@ -88,7 +88,7 @@ func (p *printer) live(l engine.Live) {
 		tprintf(w, "%s  [%s] %s%s\n", p.c.dim, l.Op, l.Text, p.c.reset)
 	case "error":
 		p.newline()
-		tprintf(w, "%s  ! %s%s\n", p.c.red, l.Text, p.c.reset)
+		tprintf(w, "%s  ! %s%s\n", p.c.red, render.OneLine(l.Text, 200), p.c.reset)
 	case "event":
 		p.event(w, l.Event)
 	}
@@ -130,7 +130,8 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 			if d.Code != "" {
 				code = d.Code + ": "
 			}
-			tprintf(w, "%s  ← %s%s%s\n", p.c.red, code, render.Compact(d.Content, 160), p.c.reset)
+			// "error" in words too: colour is not always there.
+			tprintf(w, "%s  ← error: %s%s%s\n", p.c.red, code, render.Compact(d.Content, 160), p.c.reset)
 		} else {
 			tprintf(w, "%s  ← %s%s\n", p.c.dim, render.Compact(d.Content, 160), p.c.reset)
 		}

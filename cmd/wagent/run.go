@@ -305,6 +305,9 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	case info == nil && c.Command.Name != "run":
 		return fail(exitFailure, "no session %q in this store (wagent sessions lists them)", id)
 	case info == nil:
+		if strings.HasPrefix(id, "-") {
+			return fail(exitUsage, "session id %q starts with '-', which a command line reads as a flag; start it with a letter or digit", id)
+		}
 		s := flagSettings(c, settings{}).withDefaults(env)
 		if err := s.check(); err != nil {
 			return err
@@ -344,14 +347,25 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	}
 	out := newPrinter(env, c.Bool("json"), id)
 	out.start(isNew)
-	if prompt != "" {
-		if _, err := cl.Input(ctx, id, "send", prompt); err != nil {
+	if prompt == "" {
+		if _, err := cl.Resume(ctx, id); err != nil {
 			return apiFail(err)
 		}
-	} else if _, err := cl.Resume(ctx, id); err != nil {
-		return apiFail(err)
+		return follow(ctx, env, cl, id, from, out, nil)
 	}
-	return follow(ctx, env, cl, id, from, out)
+	return follow(ctx, env, cl, id, from, out, sendOnOpen(ctx, cl, id, prompt))
+}
+
+// sendOnOpen is a kick for follow that sends prompt once the stream is
+// open, so that no live text the prompt causes is missed.
+func sendOnOpen(ctx context.Context, cl *server.Client, id, prompt string) func() (uint64, error) {
+	return func() (uint64, error) {
+		q, err := cl.Input(ctx, id, "send", prompt)
+		if err != nil {
+			return 0, err
+		}
+		return q.Head, nil
+	}
 }
 
 // apiFail turns an error from the owner into the command's.
@@ -370,16 +384,22 @@ func apiFail(err error) error {
 // follow prints a session's events from seq from until it is idle or
 // waits for a person; at a terminal it asks about waiting calls and goes
 // on. A signal or a closed stdout cancels the running turn, as Ctrl-C.
-func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from uint64, out *printer) error {
+func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from uint64, out *printer, kick func() (uint64, error)) error {
 	in := newLineReader(env.stdin)
 	for {
-		status, last, err := stream(ctx, cl, id, from, out)
+		status, last, err := stream(ctx, cl, id, from, out, kick)
+		kick = nil
+		var ae *server.APIError
+		if errors.As(err, &ae) && ctx.Err() == nil {
+			out.finish()
+			return apiFail(err)
+		}
 		if err != nil && ctx.Err() != nil {
 			why := stopCause(ctx)
 			bg := context.Background()
 			cl.Cancel(bg, id, server.CancelRequest{Reason: why.cause.Reason, KeepInbox: true, Cause: why.cause.Kind})
 			// The cancellation is recorded; show how the turn ended.
-			stream(bg, cl, id, last+1, out)
+			stream(bg, cl, id, last+1, out, nil)
 			out.finish()
 			if why.quiet {
 				return &exitError{code: exitFailure}
@@ -427,16 +447,31 @@ func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from
 // stream prints the session's stream from seq from until the session is
 // idle or waiting with every event up to then printed, and returns that
 // status and the last seq printed.
-func stream(ctx context.Context, cl *server.Client, id string, from uint64, out *printer) (status string, last uint64, err error) {
+//
+// kick, if set, is called once the stream is open (it sends input) and
+// returns the head its input made durable: a status taken before that is
+// not the end.
+func stream(ctx context.Context, cl *server.Client, id string, from uint64, out *printer, kick func() (uint64, error)) (status string, last uint64, err error) {
 	last = from - 1
-	var head uint64
-	err = cl.Stream(ctx, id, from, func(ev server.StreamEvent) error {
+	var head, minHead uint64
+	var opened func() error
+	if kick != nil {
+		opened = func() error {
+			if kick == nil {
+				return nil // a reconnection
+			}
+			h, err := kick()
+			kick, minHead = nil, h
+			return err
+		}
+	}
+	err = cl.Follow(ctx, id, from, opened, func(ev server.StreamEvent) error {
 		switch ev.Kind {
 		case "event":
 			last = ev.Event.Seq
 			out.live(engine.Live{Kind: "event", Session: id, Event: ev.Event})
 		case "status":
-			if ev.Status == string(engine.DriverRunning) {
+			if ev.Status == string(engine.DriverRunning) || ev.Head < minHead {
 				status = ""
 			} else {
 				status, head = ev.Status, ev.Head
@@ -471,7 +506,7 @@ func lastTurnError(ctx context.Context, cl *server.Client, id string) error {
 		var te engine.TurnEnd
 		json.Unmarshal(e.Data, &te)
 		if te.Reason == engine.ReasonError {
-			return fail(exitFailure, "turn %d ended in error: %s (wagent log %s shows the attempts)", te.Turn, oneLine(te.Error), id)
+			return fail(exitFailure, "turn %d ended in error: %s (wagent log %s shows the attempts)", te.Turn, render.OneLine(te.Error, 200), id)
 		}
 		return nil
 	}

@@ -25,6 +25,7 @@ package anthropic
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -197,7 +198,12 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request, onDelta fu
 		if err != nil && ctx.Err() != nil {
 			return wire.CtxFailure(ctx, &provider.Response{})
 		}
-		return nil, httpFailure(resp, b, c.now())
+		f := httpFailure(resp, b, c.now())
+		if resp.StatusCode == http.StatusNotFound && !json.Valid(bytes.TrimSpace(b)) {
+			// A web server's page, not the API's error: the URL is wrong.
+			f.Failure.Message += " (POST " + c.url + "; check the base URL)"
+		}
+		return nil, f
 	}
 
 	out, err := Parse(r, onDelta)

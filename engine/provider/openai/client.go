@@ -19,6 +19,7 @@ package openai
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -221,7 +222,13 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request, onDelta fu
 		if err != nil && ctx.Err() != nil {
 			return wire.CtxFailure(ctx, &provider.Response{})
 		}
-		return nil, httpFailure(resp, b, c.now())
+		f := httpFailure(resp, b, c.now())
+		if resp.StatusCode == http.StatusNotFound && !json.Valid(bytes.TrimSpace(b)) {
+			// Not the API's error object (a model it does not have) but
+			// a web server's page: the URL is wrong.
+			f.Failure.Message += notFoundHint(c.url)
+		}
+		return nil, f
 	}
 
 	var out *provider.Response
@@ -252,4 +259,14 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request, onDelta fu
 		}
 	}
 	return out, nil
+}
+
+// notFoundHint says, after a 404, which URL was tried and, when its path
+// has no /v1 (a base URL given without it), what is most likely wrong.
+func notFoundHint(u string) string {
+	h := " (POST " + u
+	if !strings.Contains(u, "/v1/") {
+		h += "; check the base URL: OpenAI-compatible servers serve the API under /v1, e.g. http://localhost:11434/v1"
+	}
+	return h + ")"
 }
