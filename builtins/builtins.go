@@ -19,7 +19,7 @@ func Module() []byte { return module }
 
 // Names lists the built-in ops, in the order DefaultPipeline uses them
 // where it does.
-var Names = []string{"approval", "skills", "retry", "turn-stopping", "max-turns", "unknown-tool", "final-output", "compaction"}
+var Names = []string{"approval", "agents-md", "skills", "retry", "turn-stopping", "max-turns", "unknown-tool", "final-output", "compaction"}
 
 // Bundle returns the built-ins for pipeline.Options.Builtins.
 func Bundle() pipeline.Builtins {
@@ -29,10 +29,11 @@ func Bundle() pipeline.Builtins {
 // DefaultPipeline is the pipeline a session runs with when it names none.
 // Its order, and why:
 //
-//  1. approval {mode: ask, allow: [load_skill]}: first, because at the
-//     tool hook the first op that acts wins. A guard must decide every call
-//     before any op can run it; it fails closed if it faults. Loading a
-//     skill only reads the mounted folder, so it is allowed.
+//  1. approval {mode: ask, allow: [load_skill, read_skill_file]}: first,
+//     because at the tool hook the first op that acts wins. A guard must
+//     decide every call before any op can run it; it fails closed if it
+//     faults. Loading a skill and reading its files only read the mounted
+//     folder, so they are allowed.
 //  2. skills: offers load_skill and a prompt part naming the skills in
 //     skillsDir (mounted read-only at /skills), when that folder exists;
 //     without it the op is left out (it requests the mount, and an op
@@ -48,7 +49,18 @@ func Bundle() pipeline.Builtins {
 //  6. unknown-tool: last, so every op that owns a tool is asked first; it
 //     answers only calls no op owns, telling the model what it can call.
 func DefaultPipeline(skillsDir string) *pipeline.Spec {
-	ops := []pipeline.OpSpec{{Use: "builtin:approval", Config: []byte(`{"mode":"ask","allow":["load_skill"]}`)}}
+	return DefaultPipelineIn(skillsDir, "")
+}
+
+// DefaultPipelineIn is DefaultPipeline for a session run in projectDir
+// (the directory a person started it in; "" for none): after approval
+// comes agents-md, which contributes the AGENTS.md and CLAUDE.md found
+// there (mounted read-only at /project) as prompt parts.
+func DefaultPipelineIn(skillsDir, projectDir string) *pipeline.Spec {
+	ops := []pipeline.OpSpec{{Use: "builtin:approval", Config: []byte(`{"mode":"ask","allow":["load_skill","read_skill_file"]}`)}}
+	if st, err := os.Stat(projectDir); projectDir != "" && err == nil && st.IsDir() {
+		ops = append(ops, pipeline.OpSpec{Use: "builtin:agents-md", Mounts: []string{projectDir + ":/project:ro"}})
+	}
 	if st, err := os.Stat(skillsDir); skillsDir != "" && err == nil && st.IsDir() {
 		ops = append(ops, pipeline.OpSpec{Use: "builtin:skills", Mounts: []string{skillsDir + ":/skills:ro"}})
 	}

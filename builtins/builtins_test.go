@@ -265,7 +265,7 @@ func TestSkillsListedAndLoaded(t *testing.T) {
 		return r.env.Events(t)
 	})
 	res := data[engine.ToolResult](t, evs, engine.EvToolResult)
-	if len(res) != 1 || !strings.HasPrefix(res[0].Content, "Start with one sentence") || res[0].IsError {
+	if len(res) != 1 || !strings.Contains(res[0].Content, "\n\nStart with one sentence") || !strings.HasPrefix(res[0].Content, "Skill release-notes, in the folder /skills/release-notes.") || res[0].IsError {
 		t.Errorf("load_skill result %+v", res)
 	}
 	reply := data[engine.CommandReply](t, evs, engine.EvCommandReply)

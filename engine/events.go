@@ -140,11 +140,17 @@ type HeaderTool struct {
 	Idempotent bool   `json:"idempotent,omitempty"`
 }
 
-// Contribution is a prompt part or top-of-mind line, with its op.
+// Contribution is a prompt part or top-of-mind line, with its op. A part
+// the host contributes itself (Config.PromptParts: a system prompt the
+// person set) has Op "host" and a Source saying where it came from.
 type Contribution struct {
-	Op   string `json:"op"`
-	Text string `json:"text"`
+	Op     string `json:"op"`
+	Source string `json:"source,omitempty"`
+	Text   string `json:"text"`
 }
+
+// HostOp is the Op of the host's own contributions and results.
+const HostOp = "host"
 
 // RequestHeader is the data of request/header: the frozen request config of
 // a step. Every attempt of the step uses it.

@@ -170,6 +170,11 @@ func trimSpace(s string) string {
 func (m *Machine) contribute(ctx context.Context, mv *move) error {
 	h := RequestHeader{Model: m.cfg.Model, MaxTokens: m.cfg.MaxTokens, Guards: m.guards()}
 	size := 512 // the header's own fields
+	for _, p := range m.cfg.PromptParts {
+		p.Op = HostOp
+		h.PromptParts = append(h.PromptParts, p)
+		size += sizeOf(p)
+	}
 	owners := map[string]string{}
 	var endTurn *Contribution
 	m.each(hostabi.HookContribute, func(i int, man *hostabi.Manifest) bool {

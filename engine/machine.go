@@ -44,6 +44,11 @@ type Config struct {
 	// Model and MaxTokens go into each step's request header.
 	Model     string
 	MaxTokens int
+	// PromptParts are the host's own prompt parts (a system prompt the
+	// person set), put before the ops' in each step's request header,
+	// where their Source records where each came from. Op is set to
+	// HostOp.
+	PromptParts []Contribution
 
 	Durability Durability
 	// Clock stamps events (default time.Now).
@@ -244,6 +249,9 @@ func (m *Machine) reconfigure(rc Config) {
 	}
 	if rc.MaxTokens != 0 {
 		m.cfg.MaxTokens = rc.MaxTokens
+	}
+	if rc.PromptParts != nil {
+		m.cfg.PromptParts = rc.PromptParts
 	}
 }
 

@@ -142,6 +142,7 @@ func newApp(env *cliEnv) *cli.App {
 			serveCommand(env),
 			opsCommand(env),
 			mcpCommand(env),
+			configCommand(env),
 			{
 				Name:      "version",
 				Usage:     "print wagent's version",

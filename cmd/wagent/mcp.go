@@ -32,7 +32,7 @@ Example:
 				if err := needArgs(c, 0, 0, "[--pipeline FILE]"); err != nil {
 					return err
 				}
-				spec := defaultPipeline(env)
+				spec := defaultPipeline(env, settings{})
 				if f := c.String("pipeline"); f != "" {
 					abs, _ := filepath.Abs(f)
 					var err error

@@ -236,7 +236,11 @@ func (o *owner) resolve(ctx context.Context, id string, set *engine.SessionCreat
 	if err != nil {
 		return engine.Config{}, err
 	}
-	return engine.Config{Pipeline: l.Pipeline, Provider: prov, Model: s.Model}, nil
+	cfg := engine.Config{Pipeline: l.Pipeline, Provider: prov, Model: s.Model}
+	if s.System != "" {
+		cfg.PromptParts = []engine.Contribution{{Source: s.SystemSource, Text: s.System}}
+	}
+	return cfg, nil
 }
 
 // prepare checks a create's (or a change's) settings before anything is
@@ -283,14 +287,16 @@ func (o *owner) pipeline(ctx context.Context, s settings) (*pipeline.Loaded, err
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if lp, ok := o.pipes[s.Pipeline]; ok && lp.digest == digest {
+	// The working directory is part of the key: agents-md mounts it.
+	key := s.Pipeline + "\x00" + s.Dir
+	if lp, ok := o.pipes[key]; ok && lp.digest == digest {
 		return lp.l, nil
 	}
 	l, err := loadPipeline(ctx, o.env, s, o.w, o.mcp)
 	if err != nil {
 		return nil, err
 	}
-	o.pipes[s.Pipeline] = &loadedPipeline{digest: digest, l: l}
+	o.pipes[key] = &loadedPipeline{digest: digest, l: l}
 	return l, nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -37,14 +36,28 @@ type settings struct {
 	BaseURL  string `json:"base_url,omitempty"`
 	Model    string `json:"model,omitempty"`
 	Script   string `json:"script,omitempty"` // absolute path
+	// APIKeyEnv names the environment variable holding the API key (""
+	// for the provider's usual one); never the key.
+	APIKeyEnv string `json:"api_key_env,omitempty"`
+	// System is the system prompt (--system, or the config's), recorded
+	// as text so that the session does not depend on a file; SystemSource
+	// says where it came from, as the request header records it.
+	System       string `json:"system,omitempty"`
+	SystemSource string `json:"system_source,omitempty"`
+	// Dir is the working directory the session was created in: the
+	// built-in agents-md op reads AGENTS.md and CLAUDE.md there.
+	Dir string `json:"dir,omitempty"`
 }
 
 var providerFlags = []cli.Flag{
-	&cli.StringFlag{Name: "pipeline", Usage: "pipeline `FILE` (YAML); default: the built-in pipeline"},
+	&cli.StringFlag{Name: "pipeline", Usage: "pipeline `FILE` (YAML); default: $WAGENT_PIPELINE, the config file's pipeline:, or the built-in pipeline"},
 	&cli.StringFlag{Name: "provider", Usage: "model provider: openai, anthropic or script (default: script when --script is given, else openai)"},
 	&cli.StringFlag{Name: "base-url", Usage: "API `URL` (default: $OPENAI_BASE_URL or https://api.openai.com/v1; for anthropic $ANTHROPIC_BASE_URL or https://api.anthropic.com)"},
-	&cli.StringFlag{Name: "model", Usage: "model `NAME` (default: $WAGENT_MODEL)"},
-	&cli.StringFlag{Name: "api-key", Usage: "API `KEY` (default: $OPENAI_API_KEY, or $ANTHROPIC_API_KEY for anthropic; never written to the store)"},
+	&cli.StringFlag{Name: "model", Usage: "model `NAME` (default: $WAGENT_MODEL, or the config file's model:)"},
+	&cli.StringFlag{Name: "api-key", Usage: "API `KEY` (default: the variable --api-key-env names; never written to the store)"},
+	&cli.StringFlag{Name: "api-key-env", Usage: "the environment `VARIABLE` holding the API key (default: OPENAI_API_KEY, or ANTHROPIC_API_KEY for anthropic)"},
+	&cli.StringFlag{Name: "profile", Usage: "use the config file's profile `NAME` (default: $WAGENT_PROFILE, or the file's profile:)"},
+	&cli.StringFlag{Name: "system", Usage: "system prompt: `TEXT`, or @FILE (default: $WAGENT_SYSTEM, or the config file's system:)"},
 	&cli.StringFlag{Name: "script", Usage: "scripted replies `FILE` for --provider script (offline runs)"},
 	&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line (live events and log events)"},
 }
@@ -53,21 +66,50 @@ func runCommand(env *cliEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "run",
 		Usage: "start or continue a session and stream what happens",
-		UsageText: `wagent run [--session ID] [--pipeline FILE] [--provider openai|anthropic|script] [--model M] [--json] [PROMPT]
+		UsageText: `wagent run [--session ID] [--profile NAME] [--pipeline FILE] [--provider openai|anthropic|script] [--model M] [--system TEXT|@FILE] [--json] [PROMPT | -]
+
+The prompt is the argument, or standard input (- or a pipe); at a terminal with
+no prompt, run is wagent chat. Defaults come from the config file (wagent config show).
 
 Examples:
    wagent run --model gpt-4o-mini "what is 6 times 7?"
+   git diff | wagent run --system @review.md
+   wagent run --profile local - < question.txt
    wagent run --provider script --script replies.yaml --pipeline agent.yaml "add 2 and 40"
    wagent run --session 20261130-a1b2c3 "and now subtract 2"`,
 		Flags: append([]cli.Flag{storeFlag, &cli.StringFlag{Name: "session", Usage: "session `ID` to continue or create (default: a new one)"}}, providerFlags...),
 		Action: func(c *cli.Context) error {
-			if err := needArgs(c, 0, 1, "[flags] [PROMPT]"); err != nil {
+			if err := needArgs(c, 0, 1, "[flags] [PROMPT | -]"); err != nil {
 				return err
 			}
-			return drive(c, env, c.String("session"), c.Args().First())
+			prompt := c.Args().First()
+			switch {
+			case prompt == "-" || (prompt == "" && !env.interactive):
+				// The prompt from standard input: wagent run - < f.txt,
+				// or echo hi | wagent run.
+				b, err := io.ReadAll(io.LimitReader(env.stdin, maxPromptBytes+1))
+				if err != nil {
+					return fail(exitFailure, "read the prompt from standard input: %v", err)
+				}
+				if len(b) > maxPromptBytes {
+					return fail(exitUsage, "the prompt on standard input is over %d bytes", maxPromptBytes)
+				}
+				prompt = strings.TrimSpace(string(b))
+				if prompt == "" && c.Args().First() == "-" {
+					return fail(exitUsage, "standard input held no prompt")
+				}
+			case prompt == "" && !c.Bool("json"):
+				// At a terminal with no prompt: talk.
+				return chat(c, env, c.String("session"))
+			}
+			return drive(c, env, c.String("session"), prompt)
 		},
 	}
 }
+
+// maxPromptBytes bounds a prompt read from standard input (a message is
+// one log event).
+const maxPromptBytes = 256 << 10
 
 func resumeCommand(env *cliEnv) *cli.Command {
 	return &cli.Command{
@@ -85,34 +127,6 @@ Example:
 			return drive(c, env, c.Args().First(), "")
 		},
 	}
-}
-
-// flagSettings merges the command's flags over a session's recorded
-// settings (absolute paths; defaults and checks come after).
-func flagSettings(c *cli.Context, recorded settings) settings {
-	s := recorded
-	abs := func(p string) string {
-		if a, err := filepath.Abs(p); err == nil {
-			return a
-		}
-		return p
-	}
-	if v := c.String("pipeline"); v != "" {
-		s.Pipeline = abs(v)
-	}
-	if v := c.String("script"); v != "" {
-		s.Script = abs(v)
-	}
-	if v := c.String("provider"); v != "" {
-		s.Provider = v
-	}
-	if v := c.String("base-url"); v != "" {
-		s.BaseURL = v
-	}
-	if v := c.String("model"); v != "" {
-		s.Model = v
-	}
-	return s
 }
 
 // withDefaults fills in what the settings leave to the environment.
@@ -138,24 +152,12 @@ func (s settings) check() error {
 		}
 	case "openai", "anthropic":
 		if s.Model == "" {
-			return fail(exitUsage, "--provider %s needs a model: pass --model NAME or set WAGENT_MODEL", s.Provider)
+			return fail(exitUsage, "--provider %s needs a model: pass --model NAME, set WAGENT_MODEL, or put model: in the config file (wagent config show says where it is)", s.Provider)
 		}
 	default:
 		return fail(exitUsage, "unknown --provider %q: use openai, anthropic or script", s.Provider)
 	}
 	return nil
-}
-
-// apiKey is the key a command hands its owner: --api-key, or the
-// provider's usual environment variable.
-func apiKey(c *cli.Context, env *cliEnv, s settings) string {
-	if k := c.String("api-key"); k != "" {
-		return k
-	}
-	if s.Provider == "anthropic" {
-		return env.getenv("ANTHROPIC_API_KEY")
-	}
-	return env.getenv("OPENAI_API_KEY")
 }
 
 // buildProvider makes the settings' provider; key, if set, is the API key
@@ -178,7 +180,7 @@ func buildProvider(env *cliEnv, s settings, key string) (provider.Provider, erro
 		}
 		cfg.APIKey = key
 		if cfg.APIKey == "" {
-			cfg.APIKey = env.getenv("ANTHROPIC_API_KEY")
+			cfg.APIKey = env.getenv(keyEnv(s))
 		}
 		p, err := anthropic.New(cfg)
 		if err != nil {
@@ -188,7 +190,7 @@ func buildProvider(env *cliEnv, s settings, key string) (provider.Provider, erro
 	default:
 		cfg := openai.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model}
 		if cfg.APIKey == "" {
-			cfg.APIKey = env.getenv("OPENAI_API_KEY")
+			cfg.APIKey = env.getenv(keyEnv(s))
 		}
 		if cfg.BaseURL == "" {
 			cfg.BaseURL = env.getenv("OPENAI_BASE_URL")
@@ -199,6 +201,14 @@ func buildProvider(env *cliEnv, s settings, key string) (provider.Provider, erro
 		}
 		return p, nil
 	}
+}
+
+// keyEnv names the variable the settings take the API key from.
+func keyEnv(s settings) string {
+	if s.APIKeyEnv != "" {
+		return s.APIKeyEnv
+	}
+	return defaultKeyEnv(s.Provider)
 }
 
 // warmRuntime is the wasm runtime, started at once with the built-in
@@ -235,12 +245,13 @@ func (w *warmRuntime) close() {
 // loadPipeline builds the session's pipeline, showing progress (on a
 // terminal) when modules take a while to compile.
 func loadPipeline(ctx context.Context, env *cliEnv, s settings, w *warmRuntime, hub *mcp.Hub) (*pipeline.Loaded, error) {
-	spec := defaultPipeline(env)
+	spec := defaultPipeline(env, s)
 	if s.Pipeline != "" {
 		var err error
 		if spec, err = pipeline.ParseFile(s.Pipeline); err != nil {
 			return nil, fail(exitFailure, "%v", err)
 		}
+		grantProject(spec, s.Dir)
 	}
 	// A line on the terminal only when loading takes long enough to
 	// notice: compiling on a cold cache, not loading from a warm one.
@@ -292,55 +303,23 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	}
 	defer cn.close()
 	cl := cn.client
+	if prompt == "" && c.Command.Name == "run" {
+		// Continuing a session needs no prompt; starting one does.
+		missing := id == ""
+		if !missing {
+			_, err := cl.Session(ctx, id)
+			missing = server.IsCode(err, server.CodeNotFound)
+		}
+		if missing {
+			return fail(exitUsage, "wagent run needs a prompt to start a session: give it as an argument, pipe it in (echo hi | wagent run), or pass - to read it from standard input; at a terminal, wagent run with no prompt is wagent chat")
+		}
+	}
+	info, isNew, err := openSession(ctx, c, env, cl, id, c.Command.Name == "run")
+	if err != nil {
+		return err
+	}
+	id = info.ID
 	var from uint64
-	isNew := false
-	var info *server.Session
-	if id != "" {
-		info, err = cl.Session(ctx, id)
-		if err != nil && !server.IsCode(err, server.CodeNotFound) {
-			return apiFail(err)
-		}
-	}
-	switch {
-	case info == nil && c.Command.Name != "run":
-		return fail(exitFailure, "no session %q in this store (wagent sessions lists them)", id)
-	case info == nil:
-		if strings.HasPrefix(id, "-") {
-			return fail(exitUsage, "session id %q starts with '-', which a command line reads as a flag; start it with a letter or digit", id)
-		}
-		s := flagSettings(c, settings{}).withDefaults(env)
-		if err := s.check(); err != nil {
-			return err
-		}
-		raw, _ := json.Marshal(s)
-		req := &server.CreateRequest{ID: id, Settings: raw, CreatedBy: "wagent " + version}
-		if k := apiKey(c, env, s); k != "" {
-			req.Secrets = map[string]string{secretAPIKey: k}
-		}
-		info, err = cl.Create(ctx, req)
-		if err != nil {
-			return apiFail(err)
-		}
-		id, isNew = info.ID, true
-	default:
-		var recorded settings
-		json.Unmarshal(info.Settings, &recorded)
-		s := flagSettings(c, recorded).withDefaults(env)
-		if err := s.check(); err != nil {
-			return err
-		}
-		if s != recorded.withDefaults(env) {
-			// The flags change how the session runs: record it.
-			raw, _ := json.Marshal(s)
-			req := server.SettingsRequest{Settings: raw, By: "wagent " + version}
-			if k := apiKey(c, env, s); k != "" {
-				req.Secrets = map[string]string{secretAPIKey: k}
-			}
-			if info, err = cl.ChangeSettings(ctx, id, req); err != nil {
-				return apiFail(err)
-			}
-		}
-	}
 	from = 1
 	if !isNew {
 		from = info.Head + 1
@@ -354,6 +333,74 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 		return follow(ctx, env, cl, id, from, out, nil)
 	}
 	return follow(ctx, env, cl, id, from, out, sendOnOpen(ctx, cl, id, prompt))
+}
+
+// openSession finds the session id or, when create is set, creates it
+// (with a new id when id is ""), recording the settings resolved from the
+// command's flags, the environment and the config file. On an existing
+// session, flags (and an explicit --profile) that change its recorded
+// settings are recorded as pipeline/changed.
+func openSession(ctx context.Context, c *cli.Context, env *cliEnv, cl *server.Client, id string, create bool) (*server.Session, bool, error) {
+	var info *server.Session
+	var err error
+	if id != "" {
+		info, err = cl.Session(ctx, id)
+		if err != nil && !server.IsCode(err, server.CodeNotFound) {
+			return nil, false, apiFail(err)
+		}
+	}
+	r, err := newResolver(c, env)
+	if err != nil {
+		return nil, false, err
+	}
+	switch {
+	case info == nil && !create:
+		return nil, false, fail(exitFailure, "no session %q in this store (wagent sessions lists them)", id)
+	case info == nil:
+		if strings.HasPrefix(id, "-") {
+			return nil, false, fail(exitUsage, "session id %q starts with '-', which a command line reads as a flag; start it with a letter or digit", id)
+		}
+		s, err := r.newSettings()
+		if err != nil {
+			return nil, false, err
+		}
+		if err := s.check(); err != nil {
+			return nil, false, err
+		}
+		raw, _ := json.Marshal(s)
+		req := &server.CreateRequest{ID: id, Settings: raw, CreatedBy: "wagent " + version}
+		if k, _ := r.apiKey(s); k != "" {
+			req.Secrets = map[string]string{secretAPIKey: k}
+		}
+		info, err = cl.Create(ctx, req)
+		if err != nil {
+			return nil, false, apiFail(err)
+		}
+		return info, true, nil
+	default:
+		var recorded settings
+		json.Unmarshal(info.Settings, &recorded)
+		s, err := r.override(recorded)
+		if err != nil {
+			return nil, false, err
+		}
+		s = s.withDefaults(env)
+		if err := s.check(); err != nil {
+			return nil, false, err
+		}
+		if s != recorded.withDefaults(env) {
+			// The flags change how the session runs: record it.
+			raw, _ := json.Marshal(s)
+			req := server.SettingsRequest{Settings: raw, By: "wagent " + version}
+			if k, _ := r.apiKey(s); k != "" {
+				req.Secrets = map[string]string{secretAPIKey: k}
+			}
+			if info, err = cl.ChangeSettings(ctx, id, req); err != nil {
+				return nil, false, apiFail(err)
+			}
+		}
+		return info, false, nil
+	}
 }
 
 // sendOnOpen is a kick for follow that sends prompt once the stream is

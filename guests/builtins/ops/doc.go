@@ -1,6 +1,6 @@
 // Package ops holds the logic of wagent's built-in operations, each a
-// pdk.Op: approval, skills, retry, turn-stopping, max-turns, unknown-tool
-// and final-output. They are compiled into one guest module (see
+// pdk.Op: approval, skills, retry, turn-stopping, max-turns, unknown-tool,
+// final-output, compaction and agents-md. They are compiled into one guest module (see
 // guests/builtins) and loaded by the host exactly as a third-party module
 // would be: through the ABI, sandboxed, with the pipeline's limits and
 // grants. They keep no state between calls: what they must remember is in
@@ -20,7 +20,7 @@ import (
 // All returns every built-in op, each with the test fault switch (see
 // faulty).
 func All() []func() Op {
-	list := []func() Op{Approval, Skills, Retry, TurnStopping, MaxTurns, UnknownTool, FinalOutput, Compaction}
+	list := []func() Op{Approval, Skills, Retry, TurnStopping, MaxTurns, UnknownTool, FinalOutput, Compaction, AgentsMD}
 	out := make([]func() Op, len(list))
 	for i, f := range list {
 		out[i] = func() Op { return faulty(f()) }

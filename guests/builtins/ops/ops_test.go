@@ -32,7 +32,7 @@ func TestManifestIsABundle(t *testing.T) {
 	for _, m := range ms {
 		names = append(names, m.Name)
 	}
-	if got := strings.Join(names, " "); got != "approval skills retry turn-stopping max-turns unknown-tool final-output compaction" {
+	if got := strings.Join(names, " "); got != "approval skills retry turn-stopping max-turns unknown-tool final-output compaction agents-md" {
 		t.Errorf("bundle ops %q", got)
 	}
 	if _, err := pdk.Test(&hostabi.View{Hook: hostabi.HookTool, Op: "nope", Tool: &hostabi.ToolView{}}, nil); err == nil || !strings.Contains(err.Error(), "no op named nope") {
@@ -180,17 +180,6 @@ func TestBackoff(t *testing.T) {
 	v := &hostabi.View{Session: "s", Turn: 1, Step: 2, Failure: &hostabi.FailureView{Retries: 1}}
 	if a, b := jitterSeed(v), jitterSeed(v); a != b || a < 0 || a >= 1 {
 		t.Errorf("jitter seed %v %v: must be fixed by the view and in [0,1)", a, b)
-	}
-}
-
-func TestFrontMatter(t *testing.T) {
-	meta, body := frontMatter([]byte("---\r\nname: x\r\ndescription: \"a: b\"\r\n---\r\nBody\r\n"))
-	if meta["name"] != "x" || meta["description"] != "a: b" || body != "Body\n" {
-		t.Errorf("meta %v body %q", meta, body)
-	}
-	meta, body = frontMatter([]byte("no front matter"))
-	if len(meta) != 0 || body != "no front matter" {
-		t.Errorf("meta %v body %q", meta, body)
 	}
 }
 
