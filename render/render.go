@@ -32,6 +32,9 @@ type Options struct {
 	Colour bool
 	// Location is the time zone times are shown in; nil is time.Local.
 	Location *time.Location
+	// Cost, if set, estimates what a model's tokens cost in US dollars
+	// (false when it has no price); the end of each turn shows it.
+	Cost func(model string, in, out int) (usd float64, ok bool)
 }
 
 // palette holds the ANSI sequences of Options.Colour, or empty strings.
@@ -54,6 +57,18 @@ type printer struct {
 	err error
 	// tools are the current step's offered tools (their servers and hints).
 	tools map[string]engine.HeaderTool
+	cost  func(model string, in, out int) (float64, bool)
+	// model is the one the current step asks; turn adds up the open
+	// turn's usage.
+	model string
+	turn  turnTokens
+}
+
+// turnTokens is a turn's usage so far: per step and its cost.
+type turnTokens struct {
+	steps, in, out int
+	usd            float64
+	priced         bool
 }
 
 // printf is the one way Log writes.
@@ -68,7 +83,7 @@ func (p *printer) printf(format string, args ...any) {
 // skipped; data it cannot decode shows as empty. It returns the first
 // error writing to w.
 func Log(w io.Writer, events []store.Event, o Options) error {
-	p := &printer{w: w, c: colours(o.Colour), loc: o.Location}
+	p := &printer{w: w, c: colours(o.Colour), loc: o.Location, cost: o.Cost}
 	if p.loc == nil {
 		p.loc = time.Local
 	}
@@ -96,7 +111,9 @@ func (p *printer) event(id string, e *store.Event) {
 			p.printf("  pipeline %s", d.Pipeline)
 		}
 		p.printf("\n")
+		p.model = d.Model
 	case engine.EvTurnStart:
+		p.turn = turnTokens{priced: true}
 		p.printf("\n%sturn %d%s  %s\n", c.bold, e.Turn, c.reset, e.Time.In(p.loc).Format("15:04:05"))
 	case engine.EvTurnEnd:
 		var d engine.TurnEnd
@@ -105,7 +122,7 @@ func (p *printer) event(id string, e *store.Event) {
 		if d.Reason != engine.ReasonCompleted {
 			col = c.yellow
 		}
-		p.printf("%s  turn %d ended: %s%s%s\n", col, d.Turn, d.Reason, TurnDetail(d), c.reset)
+		p.printf("%s  turn %d ended: %s%s%s%s\n", col, d.Turn, d.Reason, TurnDetail(d), p.turnUsage(), c.reset)
 	case engine.EvStepStart:
 		p.printf("%s  step %d%s\n", c.dim, e.Step, c.reset)
 	case engine.EvUserMessage:
@@ -125,10 +142,24 @@ func (p *printer) event(id string, e *store.Event) {
 			t := p.tools[tc.Name]
 			p.printf("%scall %s %s %s\n", ind, tc.ID, ToolTitle(tc.Name, t.Server, t.Annotations), Compact(string(tc.Arguments), 120))
 		}
+		if u := d.Usage; u != nil && (u.InputTokens > 0 || u.OutputTokens > 0) {
+			p.printf("%s%s· %s%s\n", ind, c.dim, Tokens(u.InputTokens, u.OutputTokens), c.reset)
+			p.turn.steps++
+			p.turn.in += u.InputTokens
+			p.turn.out += u.OutputTokens
+			if usd, ok := p.price(u.InputTokens, u.OutputTokens); ok {
+				p.turn.usd += usd
+			} else {
+				p.turn.priced = false
+			}
+		}
 	case engine.EvRequestHeader:
 		var d engine.RequestHeader
 		json.Unmarshal(e.Data, &d)
 		p.tools = map[string]engine.HeaderTool{}
+		if d.Model != "" {
+			p.model = d.Model
+		}
 		for _, t := range d.Tools {
 			p.tools[t.Name] = t
 		}
@@ -186,6 +217,9 @@ func (p *printer) event(id string, e *store.Event) {
 		var d engine.PipelineChanged
 		json.Unmarshal(e.Data, &d)
 		p.printf("%s%spipeline changed: %s, model %s (by %s)%s\n", ind, c.yellow, d.Pipeline, d.Model, d.By, c.reset)
+		if d.Model != "" {
+			p.model = d.Model
+		}
 	case engine.EvSessionWriter:
 		var d engine.SessionWriter
 		json.Unmarshal(e.Data, &d)
@@ -199,6 +233,59 @@ func (p *printer) event(id string, e *store.Event) {
 			p.printf("%s%sdiscarded %d queued message(s)%s\n", ind, c.dim, d.Removed, c.reset)
 		}
 	}
+}
+
+func (p *printer) price(in, out int) (float64, bool) {
+	if p.cost == nil {
+		return 0, false
+	}
+	return p.cost(p.model, in, out)
+}
+
+// turnUsage is what the end of a turn says of its tokens ("" for none).
+func (p *printer) turnUsage() string {
+	t := p.turn
+	if t.in == 0 && t.out == 0 {
+		return ""
+	}
+	s := " · "
+	if t.steps > 1 {
+		s += fmt.Sprintf("%d steps, ", t.steps)
+	}
+	s += Tokens(t.in, t.out)
+	if t.priced && p.cost != nil {
+		s += ", " + Dollars(t.usd)
+	}
+	return s
+}
+
+// Tokens is a usage as a person reads it: "1,650 in + 60 out tokens".
+func Tokens(in, out int) string {
+	return thousands(in) + " in + " + thousands(out) + " out tokens"
+}
+
+// Dollars is an estimated cost: "≈ $0.0031", "≈ $1.20".
+func Dollars(usd float64) string {
+	switch {
+	case usd == 0:
+		return "≈ $0"
+	case usd < 0.01:
+		return fmt.Sprintf("≈ $%.4f", usd)
+	case usd < 1:
+		return fmt.Sprintf("≈ $%.3f", usd)
+	}
+	return fmt.Sprintf("≈ $%.2f", usd)
+}
+
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	if n < 0 {
+		return s
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // TurnDetail is what follows a turn's end reason when a person reads it:

@@ -85,6 +85,17 @@ type Session struct {
 	Created bool `json:"created,omitempty"`
 	// MessageID names the prompt a create sent.
 	MessageID string `json:"message_id,omitempty"`
+	// Commands are the slash commands the session answers (sent as
+	// input): its ops' and the host's. Listed while the owner has the
+	// session open (after a create, an input or a resume).
+	Commands []Command `json:"commands,omitempty"`
+}
+
+// Command is a slash command a session answers and who answers it: an
+// op, or "host" for the host's own (compact).
+type Command struct {
+	Name string `json:"name"`
+	Op   string `json:"op"`
 }
 
 // Sessions is the answer of GET /v1/sessions, newest activity first.

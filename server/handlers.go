@@ -77,6 +77,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	out.Summary = sess.Summary()
+	out.Commands = s.commands(req.ID)
 	writeJSON(w, http.StatusCreated, out)
 }
 
@@ -144,7 +145,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	out := Session{Summary: sum}
+	out := Session{Summary: sum, Commands: s.commands(id)}
 	if evs, err := s.o.Log.Read(r.Context(), id, 1, 1); err == nil && len(evs) == 1 {
 		var c engine.SessionCreated
 		if json.Unmarshal(evs[0].Data, &c) == nil {

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
 
@@ -82,6 +83,9 @@ type Server struct {
 	// decideMu serialises decisions per session, so that of two clients
 	// deciding one call, the second sees the first's decision.
 	decideMu map[string]*sync.Mutex
+	// pipes is the pipeline each open session was resolved with (for its
+	// commands).
+	pipes map[string]*engine.Pipeline
 }
 
 // New returns a server over the options' store.
@@ -95,14 +99,20 @@ func New(o Options) (*Server, error) {
 	if o.StreamBuffer <= 0 {
 		o.StreamBuffer = 1024
 	}
-	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{}}
+	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{}, pipes: map[string]*engine.Pipeline{}}
 	base := o.Base
 	base.Log = o.Log
 	s.host = engine.NewHostWith(base, func(ctx context.Context, id string, settings *engine.SessionCreated) (engine.Config, error) {
 		s.mu.Lock()
 		sec := s.secrets[id]
 		s.mu.Unlock()
-		return o.Resolve(ctx, id, settings, sec)
+		cfg, err := o.Resolve(ctx, id, settings, sec)
+		if err == nil {
+			s.mu.Lock()
+			s.pipes[id] = cfg.Pipeline
+			s.mu.Unlock()
+		}
+		return cfg, err
 	})
 	s.routes()
 	return s, nil
@@ -380,4 +390,32 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		return out.Sessions[i].LastActivity.After(out.Sessions[j].LastActivity)
 	})
 	writeJSON(w, http.StatusOK, out)
+}
+
+// commands lists the slash commands of a session the owner has open:
+// each op's (from its manifest) and the host's compact when no op owns
+// it; nil when the session is not open here.
+func (s *Server) commands(id string) []Command {
+	if _, open := s.host.Get(id); !open {
+		return nil
+	}
+	s.mu.Lock()
+	p := s.pipes[id]
+	s.mu.Unlock()
+	out := []Command{}
+	owned := map[string]bool{}
+	for i := 0; p != nil && i < p.Len(); i++ {
+		_, m := p.Op(i)
+		if !m.Handles(hostabi.HookCommand) {
+			continue
+		}
+		for _, c := range m.Commands {
+			out = append(out, Command{Name: c, Op: m.Name})
+			owned[c] = true
+		}
+	}
+	if !owned["compact"] {
+		out = append(out, Command{Name: "compact", Op: engine.HostOp})
+	}
+	return out
 }

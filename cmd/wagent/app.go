@@ -130,6 +130,7 @@ func newApp(env *cliEnv) *cli.App {
 		},
 		Commands: []*cli.Command{
 			runCommand(env),
+			chatCommand(env),
 			resumeCommand(env),
 			decideCommand(env, "approve"),
 			decideCommand(env, "deny"),

@@ -1,7 +1,522 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ergochat/readline"
+	"github.com/urfave/cli/v2"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/render"
+	"github.com/wagent/wagent/server"
+	"github.com/wagent/wagent/store"
+)
+
+// wagent chat: a conversation at the terminal. It is a client of the
+// store's owner like run (it becomes the owner when none runs): each line
+// is sent as a prompt and the turn streams back; calls that wait for a
+// person are asked inline; slash commands are the host's own (listed by
+// /help) and those of the session's ops (from the owner's session info).
+//
+// Line editing and history are github.com/ergochat/readline: a maintained
+// fork of chzyer/readline that reads the terminal only while a line is
+// being edited (chzyer's reader goroutine keeps reading between lines and
+// swallows the next keystroke), so between lines the terminal is in its
+// ordinary mode and Ctrl-C is a signal that cancels the running turn.
+// bubbletea would own the whole screen, which a streamed answer a person
+// scrolls back through and copies from does not want.
+
+func chatCommand(env *cliEnv) *cli.Command {
+	return &cli.Command{
+		Name:  "chat",
+		Usage: "talk with an agent at the terminal: a new session, or SESSION again",
+		UsageText: `wagent chat [SESSION] [--profile NAME] [--model M] [--system TEXT|@FILE] [flags of run]
+
+Type a prompt and press Enter; the answer streams as it arrives. Calls that wait
+for a decision are asked inline (y/n/always/explain). /help lists the commands.
+Ctrl-C cancels the running turn (twice within a second leaves); Ctrl-D leaves.
+
+Examples:
+   wagent chat
+   wagent chat --profile local
+   wagent chat 20261130-a1b2c3`,
+		Flags: append([]cli.Flag{storeFlag, &cli.StringFlag{Name: "session", Usage: "session `ID` to continue or create (as the argument)"}}, providerFlags...),
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 0, 1, "[SESSION]"); err != nil {
+				return err
+			}
+			id := c.Args().First()
+			if id == "" {
+				id = c.String("session")
+			}
+			return chat(c, env, id)
+		},
+	}
+}
+
+// hostCommands are the chat's own commands and the host's (compact).
+var hostCommands = []struct{ name, args, what string }{
+	{"help", "", "this list"},
+	{"usage", "", "tokens and the estimated cost, per turn and in all"},
+	{"log", "", "the session so far, as wagent log shows it"},
+	{"cancel", "", "end the open turn and drop queued input"},
+	{"compact", "[TEXT]", "summarise the older messages in requests from now on (TEXT: what to keep)"},
+	{"exit", "", "leave (or Ctrl-D); wagent chat SESSION goes on later"},
+}
+
+// doubleInterrupt is how close two Ctrl-C must be to leave the chat.
+const doubleInterrupt = time.Second
+
+type chatter struct {
+	c   *cli.Context
+	env *cliEnv
+	cl  *server.Client
+	id  string
+	rl  *readline.Instance
+	out *printer
+	cfg *config
+	// from is the next seq to show.
+	from uint64
+	// commands are the session's op commands (name -> op).
+	commands map[string]string
+
+	mu sync.Mutex
+	// cancelTurn, while a turn runs, cancels it with a cause.
+	cancelTurn context.CancelCauseFunc
+	lastInt    time.Time
+	// quit: leave once the running turn is settled.
+	quit bool
+}
 
 func chat(c *cli.Context, env *cliEnv, id string) error {
-	return fail(exitUsage, "chat: not yet")
+	if !env.interactive || !isTerminal(env.stdout) {
+		return fail(exitUsage, "wagent chat needs a terminal; without one, use wagent run (the prompt as an argument or on standard input)")
+	}
+	if id != "" {
+		if err := store.ValidSessionID(id); err != nil {
+			return fail(exitUsage, "%v", err)
+		}
+	}
+	ch := &chatter{c: c, env: env}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	go ch.signals(sigs, cancel)
+
+	cn, err := connect(ctx, c, env, modeDrive)
+	if err != nil {
+		return err
+	}
+	defer cn.close()
+	ch.cl = cn.client
+	ch.cfg, _ = loadConfig(env) // prices; errors were said by openSession
+	info, isNew, err := openSession(ctx, c, env, ch.cl, id, true)
+	if err != nil {
+		return err
+	}
+	ch.id = info.ID
+	ch.out = newPrinter(env, false, ch.id)
+	ch.out.usageW = env.stdout
+	ch.out.cost = ch.cfg.cost
+	var set settings
+	json.Unmarshal(info.Settings, &set)
+	model := set.Model
+	if model == "" {
+		model = set.Provider
+	}
+	c0 := ch.out.c
+	if isNew {
+		tprintf(env.stdout, "%ssession %s · %s · /help lists the commands, Ctrl-D leaves%s\n", c0.dim, ch.id, model, c0.reset)
+		ch.from = 1
+	} else {
+		tprintf(env.stdout, "%ssession %s · %s · %s so far · /help lists the commands, Ctrl-D leaves%s\n", c0.dim, ch.id, model, plural(info.Turns, "turn"), c0.reset)
+		ch.from = info.Head + 1
+	}
+
+	rl, err := readline.NewFromConfig(&readline.Config{
+		Prompt:            ch.prompt(),
+		HistoryFile:       historyFile(env),
+		HistorySearchFold: true,
+		InterruptPrompt:   "^C",
+		EOFPrompt:         "\n",
+		Stdin:             env.stdin,
+		Stdout:            env.stdout,
+		Stderr:            env.stderr,
+	})
+	if err != nil {
+		return fail(exitFailure, "the terminal: %v", err)
+	}
+	defer rl.Close()
+	ch.rl = rl
+
+	// Whatever the session was doing (a turn a crash left open, calls
+	// waiting for a decision) goes on first.
+	if !isNew {
+		if _, err := ch.cl.Resume(ctx, ch.id); err != nil {
+			return apiFail(err)
+		}
+		if err := ch.turn(ctx, nil); err != nil {
+			return err
+		}
+	}
+	ch.loadCommands(ctx)
+	defer ch.goodbye()
+	for !ch.quitting() {
+		line, err := rl.ReadLine()
+		switch {
+		case errors.Is(err, readline.ErrInterrupt):
+			if ch.interrupted() {
+				return nil
+			}
+			tprintf(env.stdout, "%s(Ctrl-C again or Ctrl-D to leave)%s\n", c0.dim, c0.reset)
+			continue
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return fail(exitFailure, "reading the terminal: %v", err)
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if strings.HasPrefix(line, "/") && !strings.HasPrefix(line, "//") {
+			if done, err := ch.command(ctx, line); done || err != nil {
+				return err
+			}
+			continue
+		}
+		line = strings.TrimPrefix(line, "/") // "//text" sends "/text"
+		if err := ch.turn(ctx, sendOnOpen(ctx, ch.cl, ch.id, line)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (ch *chatter) prompt() string {
+	if ch.env.colour {
+		return "\x1b[1m›\x1b[0m "
+	}
+	return "› "
+}
+
+// historyFile keeps the lines typed, in the data directory (readable by
+// its owner only), across chats.
+func historyFile(env *cliEnv) string {
+	d := dataDir(env)
+	if d == "" || os.MkdirAll(d, 0o700) != nil {
+		return ""
+	}
+	p := filepath.Join(d, "chat_history")
+	if f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
+		f.Close()
+	}
+	return p
+}
+
+// signals turns Ctrl-C into a cancelled turn (twice within a second: leave)
+// and SIGTERM or SIGHUP into a cancelled turn and leaving.
+func (ch *chatter) signals(sigs chan os.Signal, stop context.CancelCauseFunc) {
+	for sig := range sigs {
+		cause := &stopped{cause: engine.Cause{Kind: engine.CauseUser, Reason: "interrupted at the terminal"}}
+		switch sig {
+		case syscall.SIGTERM:
+			cause = &stopped{cause: engine.Cause{Kind: engine.CauseParent, Reason: "terminated (SIGTERM)"}}
+		case syscall.SIGHUP:
+			cause = &stopped{cause: engine.Cause{Kind: engine.CauseParent, Reason: "the terminal hung up (SIGHUP)"}}
+		}
+		ch.mu.Lock()
+		if sig != os.Interrupt || time.Since(ch.lastInt) < doubleInterrupt {
+			ch.quit = true
+		}
+		ch.lastInt = time.Now()
+		cancel, quit := ch.cancelTurn, ch.quit
+		ch.mu.Unlock()
+		switch {
+		case cancel != nil:
+			cancel(cause)
+		case quit:
+			// Nothing runs (the chat is starting or leaving): go.
+			stop(cause)
+			ch.rl.Close()
+		}
+	}
+}
+
+// interrupted records a Ctrl-C at the prompt and reports whether it is the
+// second within a second.
+func (ch *chatter) interrupted() bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	twice := time.Since(ch.lastInt) < doubleInterrupt
+	ch.lastInt = time.Now()
+	return twice
+}
+
+func (ch *chatter) quitting() bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.quit
+}
+
+func (ch *chatter) goodbye() {
+	c := ch.out.c
+	tprintf(ch.env.stdout, "%ssession %s; go on with: wagent chat %s%s\n", c.dim, ch.id, ch.id, c.reset)
+}
+
+// turn shows the session until it is idle: it sends the input kick makes
+// once the stream is open, asks about calls that wait for a decision, and
+// on Ctrl-C cancels the turn (recorded as aborted) and shows how it ended.
+func (ch *chatter) turn(parent context.Context, kick func() (uint64, error)) error {
+	for {
+		ctx, cancel := context.WithCancelCause(parent)
+		ch.mu.Lock()
+		ch.cancelTurn = cancel
+		quit := ch.quit
+		ch.mu.Unlock()
+		if quit {
+			cancel(nil)
+			return nil
+		}
+		status, last, err := stream(ctx, ch.cl, ch.id, ch.from, ch.out, kick)
+		ch.mu.Lock()
+		ch.cancelTurn = nil
+		ch.mu.Unlock()
+		kick = nil
+		if err != nil && ctx.Err() != nil {
+			ch.from = last + 1
+			ch.abort(stopCause(ctx).cause)
+			cancel(nil)
+			return nil
+		}
+		cancel(nil)
+		if err != nil {
+			ch.out.finish()
+			return apiFail(err)
+		}
+		ch.from = last + 1
+		if status != "waiting" {
+			ch.out.finish()
+			return nil
+		}
+		info, err := ch.cl.Session(parent, ch.id)
+		if err != nil {
+			return apiFail(err)
+		}
+		ch.out.finish()
+		req, ok := ch.ask(info.Waiting)
+		if !ok {
+			ch.abort(engine.Cause{Kind: engine.CauseUser, Reason: "interrupted at the terminal"})
+			return nil
+		}
+		if _, err := ch.cl.Decide(parent, ch.id, req); err != nil {
+			return fail(exitFailure, "record decision: %v", apiFail(err))
+		}
+	}
+}
+
+// abort records the cancellation of the open turn and shows its end.
+func (ch *chatter) abort(cause engine.Cause) {
+	bg := context.Background()
+	ch.cl.Cancel(bg, ch.id, server.CancelRequest{Reason: cause.Reason, KeepInbox: true, Cause: cause.Kind})
+	_, last, _ := stream(bg, ch.cl, ch.id, ch.from, ch.out, nil)
+	ch.from = last + 1
+	ch.out.finish()
+}
+
+// ask puts each waiting call to the person: y, n, always, or explain
+// (what the call is, who asks and why, its whole arguments). ok is false
+// when the person pressed Ctrl-C (or Ctrl-D): the turn is to end.
+func (ch *chatter) ask(waiting []engine.WaitingCall) (server.DecideRequest, bool) {
+	req := server.DecideRequest{Who: "terminal"}
+	defer ch.rl.SetPrompt(ch.prompt())
+	c := ch.out.c
+	for _, w := range waiting {
+		ch.rl.SetPrompt(render.Safe(fmt.Sprintf("allow %s %s? [y]es [n]o [a]lways [e]xplain: ", callTitle(w), render.Compact(string(w.Arguments), 100))))
+		for {
+			line, err := ch.rl.ReadLine()
+			if err != nil {
+				return req, false
+			}
+			switch strings.ToLower(strings.TrimSpace(line)) {
+			case "y", "yes":
+				req.Decisions = append(req.Decisions, server.Decision{CallID: w.ID, Allow: true})
+			case "a", "always":
+				req.Decisions = append(req.Decisions, server.Decision{CallID: w.ID, Allow: true, Always: true})
+			case "n", "no":
+				req.Decisions = append(req.Decisions, server.Decision{CallID: w.ID, Allow: false})
+			case "e", "explain", "?":
+				ch.explain(w)
+				continue
+			default:
+				tprintf(ch.env.stdout, "%s  y allows this call, n denies it, a allows it and every later call of %s in this session, e explains%s\n", c.dim, w.Name, c.reset)
+				continue
+			}
+			break
+		}
+	}
+	return req, true
+}
+
+func (ch *chatter) explain(w engine.WaitingCall) {
+	out := ch.env.stdout
+	tprintf(out, "  call %s: %s", w.ID, callTitle(w))
+	if w.Owner != "" {
+		tprintf(out, ", a tool of %s", w.Owner)
+	}
+	tprintln(out)
+	if w.AskedBy != "" || w.Reason != "" {
+		who := w.AskedBy
+		if who == "" {
+			who = "a guard"
+		}
+		tprintf(out, "  asked by %s", who)
+		if w.Reason != "" {
+			tprintf(out, ": %s", w.Reason)
+		}
+		tprintln(out)
+	}
+	var b bytes.Buffer
+	if json.Indent(&b, w.Arguments, "    ", "  ") != nil {
+		b.Reset()
+		b.Write(w.Arguments)
+	}
+	tprintf(out, "  arguments:\n    %s\n", b.String())
+}
+
+// loadCommands reads the session's op commands from the owner.
+func (ch *chatter) loadCommands(ctx context.Context) {
+	ch.commands = map[string]string{}
+	if info, err := ch.cl.Session(ctx, ch.id); err == nil {
+		for _, c := range info.Commands {
+			ch.commands[c.Name] = c.Op
+		}
+	}
+}
+
+// command runs a slash command; done says the chat ends.
+func (ch *chatter) command(ctx context.Context, line string) (done bool, err error) {
+	name, args, _ := strings.Cut(strings.TrimPrefix(line, "/"), " ")
+	out, c := ch.env.stdout, ch.out.c
+	switch name {
+	case "exit", "quit":
+		return true, nil
+	case "help":
+		ch.help()
+	case "cancel":
+		before, err := ch.cl.Session(ctx, ch.id)
+		if err != nil {
+			return false, apiFail(err)
+		}
+		if _, err := ch.cl.Cancel(ctx, ch.id, server.CancelRequest{Reason: "/cancel at the terminal"}); err != nil {
+			return false, apiFail(err)
+		}
+		switch {
+		case before.TurnOpen:
+			tprintf(out, "%sturn %d aborted%s\n", c.dim, before.Turns, c.reset)
+		default:
+			tprintf(out, "%sno turn was open%s\n", c.dim, c.reset)
+		}
+		if before.Queued > 0 {
+			tprintf(out, "%sdiscarded %d queued message(s)%s\n", c.dim, before.Queued, c.reset)
+		}
+		ch.skipTo(ctx)
+	case "log":
+		evs, err := ch.cl.Events(ctx, ch.id, 1, 0)
+		if err != nil {
+			return false, apiFail(err)
+		}
+		render.Log(out, evs.Events, render.Options{Session: ch.id, Colour: ch.env.colour, Cost: ch.cfg.cost})
+	case "usage":
+		evs, err := ch.cl.Events(ctx, ch.id, 1, 0)
+		if err != nil {
+			return false, apiFail(err)
+		}
+		ch.usage(evs.Events)
+	default:
+		if _, ok := ch.commands[name]; ok || name == "compact" {
+			return false, ch.turn(ctx, sendOnOpen(ctx, ch.cl, ch.id, line))
+		}
+		tprintf(out, "no command /%s; /help lists them (start a line with // to send one that begins with /)\n", name)
+	}
+	_ = args
+	return false, nil
+}
+
+// skipTo moves past events the chat need not show (a cancellation's).
+func (ch *chatter) skipTo(ctx context.Context) {
+	if info, err := ch.cl.Session(ctx, ch.id); err == nil {
+		ch.from = info.Head + 1
+	}
+}
+
+func (ch *chatter) help() {
+	out, c := ch.env.stdout, ch.out.c
+	tprintln(out, "Commands:")
+	for _, hc := range hostCommands {
+		tprintf(out, "  %-18s %s%s%s\n", "/"+strings.TrimSpace(hc.name+" "+hc.args), c.dim, hc.what, c.reset)
+	}
+	var names []string
+	for n := range ch.commands {
+		if n != "compact" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		tprintf(out, "  %-18s %sof the op %s%s\n", "/"+n, c.dim, ch.commands[n], c.reset)
+	}
+	tprintf(out, "%sCtrl-C cancels a running turn, twice within a second leaves; Ctrl-D leaves; // sends a line that starts with /.%s\n", c.dim, c.reset)
+}
+
+// usage prints the tokens of each turn and of the session, with the
+// estimated cost where the config prices the model.
+func (ch *chatter) usage(evs []store.Event) {
+	out := ch.env.stdout
+	turns := turnUsages(evs)
+	if len(turns) == 0 {
+		tprintln(out, "no turns yet")
+		return
+	}
+	var total tokens
+	var cost float64
+	priced := true
+	for _, t := range turns {
+		if t.total.zero() {
+			continue // a command's turn, or one that asked nothing
+		}
+		line := fmt.Sprintf("  turn %-3d %s", t.turn, t.total)
+		if usd, ok := t.cost(ch.cfg); ok {
+			line += "  " + dollars(usd)
+			cost += usd
+		} else {
+			priced = false
+		}
+		tprintln(out, line)
+		total = total.add(t.total)
+	}
+	line := fmt.Sprintf("session  %s in %s", total, plural(len(turns), "turn"))
+	if priced {
+		line += ", " + dollars(cost)
+	} else if cost > 0 {
+		line += ", at least " + dollars(cost) + " (some models have no price in the config)"
+	} else {
+		line += " (prices: put the model under prices: in the config file for a cost estimate)"
+	}
+	tprintln(out, line)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -267,7 +268,7 @@ Examples:
 				for _, e := range evs.Events {
 					printJSON(env.stdout, e)
 				}
-			} else if err := render.Log(env.stdout, evs.Events, render.Options{Session: id, Colour: env.colour}); err != nil {
+			} else if err := render.Log(env.stdout, evs.Events, render.Options{Session: id, Colour: env.colour, Cost: priceList(env)}); err != nil {
 				return fail(exitFailure, "%v", err)
 			}
 			if evs.Broken != "" {
@@ -325,6 +326,8 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 			if err != nil {
 				return apiFail(err)
 			}
+			var rows [][]string
+			now := time.Now()
 			for _, s := range list.Sessions {
 				status := s.Status
 				switch {
@@ -335,7 +338,10 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 					for _, w := range s.Waiting {
 						ids = append(ids, w.ID)
 					}
-					status = fmt.Sprintf("waiting for %d approval(s): %s", len(s.Waiting), strings.Join(ids, " "))
+					status = "waiting for " + plural(len(s.Waiting), "approval")
+					if c.Bool("json") {
+						status += ": " + strings.Join(ids, " ")
+					}
 				case s.Status == string(engine.DriverRunning):
 					status = "running"
 				case s.TurnOpen:
@@ -348,12 +354,9 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 						"usage": s.Usage, "last_activity": s.LastActivity})
 					continue
 				}
-				turns := "1 turn "
-				if s.Turns != 1 {
-					turns = fmt.Sprintf("%d turns", s.Turns)
-				}
-				tprintf(env.stdout, "%-28s %9s  %-40s  %s\n", s.ID, turns, render.Compact(s.Title, 40), status)
+				rows = append(rows, sessionRow(s, status, now))
 			}
+			printSessions(env, rows)
 			if len(list.Sessions) == 0 && !c.Bool("json") {
 				tprintln(env.stdout, "no sessions yet: wagent run \"…\" starts one")
 			}

@@ -37,10 +37,18 @@ type printer struct {
 	midLine  bool // streamed text without a newline yet
 	streamed bool // text of the current answer was streamed
 	spin     *spinner
+
+	// usageW gets the tokens line at the end of each turn (standard
+	// error by default, so that standard output is the answer); cost
+	// prices it when set.
+	usageW io.Writer
+	cost   func(model string, in, out int) (float64, bool)
+	model  string
+	turnU  turnUsage
 }
 
 func newPrinter(env *cliEnv, jsonOut bool, id string) *printer {
-	p := &printer{env: env, json: jsonOut, id: id, c: colours(env.colour && !jsonOut)}
+	p := &printer{env: env, json: jsonOut, id: id, c: colours(env.colour && !jsonOut), usageW: env.stderr}
 	if env.colour && !jsonOut && isTerminal(env.stderr) {
 		p.spin = &spinner{w: env.stderr, every: 100 * time.Millisecond}
 	}
@@ -101,9 +109,22 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		return
 	}
 	switch e.Type {
+	case engine.EvTurnStart:
+		p.turnU = turnUsage{turn: e.Turn}
+	case engine.EvRequestHeader:
+		var h engine.RequestHeader
+		if json.Unmarshal(e.Data, &h) == nil && h.Model != "" {
+			p.model = h.Model
+		}
 	case engine.EvAssistantMessage:
 		var d engine.AssistantMessage
 		json.Unmarshal(e.Data, &d)
+		if d.Usage != nil {
+			u := tokens{d.Usage.InputTokens, d.Usage.OutputTokens}
+			p.turnU.steps = append(p.turnU.steps, u)
+			p.turnU.models = append(p.turnU.models, p.model)
+			p.turnU.total = p.turnU.total.add(u)
+		}
 		if !p.streamed && d.Content != "" {
 			tprint(w, d.Content)
 			p.midLine = true
@@ -161,6 +182,10 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		if d.Reason != engine.ReasonCompleted {
 			tprintf(w, "%s  (turn %d ended: %s%s)%s\n", p.c.yellow, d.Turn, d.Reason, render.TurnDetail(d), p.c.reset)
 		}
+		if line := usageLine(p.turnU, p.cost); line != "" && p.usageW != nil {
+			tprintf(p.usageW, "%s  · %s%s\n", p.c.dim, line, p.c.reset)
+		}
+		p.turnU = turnUsage{}
 	}
 }
 

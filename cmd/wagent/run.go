@@ -325,6 +325,9 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 		from = info.Head + 1
 	}
 	out := newPrinter(env, c.Bool("json"), id)
+	if cfg, err := loadConfig(env); err == nil {
+		out.cost = cfg.cost
+	}
 	out.start(isNew)
 	if prompt == "" {
 		if _, err := cl.Resume(ctx, id); err != nil {

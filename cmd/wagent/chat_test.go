@@ -1,0 +1,311 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/internal/fakeopenai"
+)
+
+// wagent chat as a person uses it: the real binary in a pseudo-terminal,
+// keys typed into it, the screen read back.
+
+// screen is a wagent process on a pseudo-terminal. It answers the
+// terminal's cursor-position queries as a terminal emulator does (the
+// line editor asks one before each prompt).
+type screen struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	tty  *os.File
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	dsr  int
+	done chan error
+	// exited is closed when the process has ended.
+	exited chan struct{}
+	// typed records when each key was written, for the benchmark.
+	onOutput func(n int)
+}
+
+func startScreen(t testing.TB, env map[string]string, args ...string) *screen {
+	tt, _ := t.(*testing.T)
+	s := &screen{t: tt, cmd: exec.Command(wagentBin(t), args...), done: make(chan error, 1), exited: make(chan struct{})}
+	s.cmd.Env = procEnv(env)
+	tty, err := pty.StartWithSize(s.cmd, &pty.Winsize{Rows: 50, Cols: 160})
+	if err != nil {
+		t.Fatalf("start under a pseudo-terminal: %v", err)
+	}
+	s.tty = tty
+	go s.read()
+	go func() { s.done <- s.cmd.Wait(); close(s.exited) }()
+	t.Cleanup(func() {
+		s.cmd.Process.Kill()
+		tty.Close()
+	})
+	return s
+}
+
+func (s *screen) read() {
+	b := make([]byte, 4096)
+	for {
+		n, err := s.tty.Read(b)
+		if n > 0 {
+			s.mu.Lock()
+			s.buf.Write(b[:n])
+			// Answer each new "where is the cursor?" (ESC [ 6 n).
+			for q := bytes.Count(s.buf.Bytes(), []byte("\x1b[6n")); s.dsr < q; s.dsr++ {
+				s.tty.Write([]byte("\x1b[1;1R"))
+			}
+			f := s.onOutput
+			s.mu.Unlock()
+			if f != nil {
+				f(n)
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// text is everything shown so far, with the terminal's control sequences
+// taken out.
+func (s *screen) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return plainText(s.buf.String())
+}
+
+var controls = regexp.MustCompile("\x1b\\[[0-9;?]*[A-Za-z]|\x1b\\][^\a]*\a|[\r\b]")
+
+func plainText(s string) string { return controls.ReplaceAllString(s, "") }
+
+func (s *screen) typeKeys(keys string) { s.tty.Write([]byte(keys)) }
+
+// waitFor waits until the screen after mark shows want.
+func (s *screen) waitFor(mark int, want string) {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if txt := s.text(); len(txt) >= mark && strings.Contains(txt[mark:], want) {
+			return
+		}
+		select {
+		case <-s.exited:
+			time.Sleep(50 * time.Millisecond) // the last output
+			if txt := s.text(); len(txt) >= mark && strings.Contains(txt[mark:], want) {
+				return
+			}
+			s.t.Fatalf("wagent exited; the screen does not show %q; it shows:\n%s", want, s.text())
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the screen does not show %q; it shows:\n%s", want, s.text())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// mark is where the screen is now, to wait for what comes after it.
+func (s *screen) mark() int { return len(s.text()) }
+
+func (s *screen) exit() int {
+	s.t.Helper()
+	select {
+	case err := <-s.done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		return 0
+	case <-time.After(30 * time.Second):
+		s.t.Fatalf("wagent chat did not exit; the screen:\n%s", s.text())
+		return -1
+	}
+}
+
+func chatEnv(t *testing.T) map[string]string {
+	return map[string]string{"WAGENT_HOME": t.TempDir(), "WAGENT_CACHE_DIR": sharedE2ECache(t), "XDG_CONFIG_HOME": t.TempDir(), "TERM": "xterm"}
+}
+
+// Type a prompt, see the answer stream, answer an approval (after asking
+// what it is), see the tool run and the answer, the usage line; /help
+// lists the host's and the ops' commands; an op's command answers; Ctrl-D
+// leaves and says how to go on.
+func TestChatPromptApprovalAndCommands(t *testing.T) {
+	srv := fakeopenai.New(t,
+		fakeopenai.Rule{Role: "user", Contains: "hello", Reply: fakeopenai.Reply{Text: "Hello! How can I help?", Chunks: 5}},
+		fakeopenai.Rule{Role: "user", Contains: "add", Reply: fakeopenai.Reply{Text: "Adding.", ToolCalls: []fakeopenai.ToolCall{{ID: "call_1", Name: "calc_add", Arguments: `{"value":2}`}}}},
+		fakeopenai.Rule{Role: "tool", Reply: fakeopenai.Reply{Text: "The total is 2."}},
+	)
+	dir := t.TempDir()
+	skills, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "skills"))
+	pipe := writeFile(t, dir, "p.yaml", fmt.Sprintf(`ops:
+  - use: builtin:approval
+    config: {mode: ask}
+  - use: %s
+  - use: builtin:skills
+    grants: {mounts: ["%s:/skills:ro"]}
+`, exampleOp("calculator"), skills))
+	env := chatEnv(t)
+	s := startScreen(t, env, "chat", "--session", "talk", "--pipeline", pipe, "--base-url", srv.URL, "--model", "m")
+	s.waitFor(0, "session talk")
+	s.waitFor(0, "› ")
+
+	m := s.mark()
+	s.typeKeys("hello there\r")
+	s.waitFor(m, "Hello! How can I help?")
+	s.waitFor(m, "12 in + 34 out tokens")
+	s.waitFor(m, "› ")
+
+	m = s.mark()
+	s.typeKeys("please add 2\r")
+	s.waitFor(m, `allow calc_add {"value":2}? [y]es [n]o [a]lways [e]xplain:`)
+	s.typeKeys("e\r")
+	s.waitFor(m, "call call_1: calc_add, a tool of calculator")
+	s.waitFor(m, `"value": 2`)
+	m = s.mark()
+	s.typeKeys("y\r")
+	s.waitFor(m, "✓ call_1 allowed by terminal")
+	s.waitFor(m, "→ calc_add")
+	s.waitFor(m, "← 2")
+	s.waitFor(m, "The total is 2.")
+	s.waitFor(m, "› ")
+
+	m = s.mark()
+	s.typeKeys("/help\r")
+	for _, want := range []string{"/usage", "/log", "/cancel", "/compact [TEXT]", "/exit", "/skills", "of the op skills"} {
+		s.waitFor(m, want)
+	}
+	m = s.mark()
+	s.typeKeys("/skills check\r")
+	s.waitFor(m, "Problems (4):")
+	m = s.mark()
+	s.typeKeys("/usage\r")
+	s.waitFor(m, "session  ")
+	s.waitFor(m, "in 3 turns")
+	m = s.mark()
+	s.typeKeys("/frobnicate\r")
+	s.waitFor(m, "no command /frobnicate; /help lists them")
+	m = s.mark()
+	s.typeKeys("\x04") // Ctrl-D
+	s.waitFor(m, "session talk; go on with: wagent chat talk")
+	if code := s.exit(); code != 0 {
+		t.Fatalf("exit %d after Ctrl-D\n%s", code, s.text())
+	}
+	evs := logEvents(t, env, "talk")
+	ds := dataOf[engine.ApprovalDecision](t, evs, engine.EvApprovalDecision)
+	if len(ds) != 1 || !ds[0].Allow || ds[0].Who != "terminal" {
+		t.Errorf("decisions %+v, want call_1 allowed at the terminal", ds)
+	}
+	var users []string
+	for _, u := range dataOf[engine.UserMessage](t, evs, engine.EvUserMessage) {
+		users = append(users, u.Content)
+	}
+	if strings.Join(users, "|") != "hello there|please add 2|/skills check" {
+		t.Errorf("user messages %q: the chat's own commands must not reach the session", users)
+	}
+}
+
+// Ctrl-C during a slow stream ends the turn as aborted, the text shown so
+// far kept; the chat goes on; two Ctrl-C within a second leave it.
+func TestChatCtrlCCancelsTheTurn(t *testing.T) {
+	srv := fakeopenai.New(t,
+		fakeopenai.Rule{Role: "user", Contains: "story", Reply: fakeopenai.Reply{Text: "Once upon a time there was a very long story", Chunks: 8, Stream: fakeopenai.Stream{StallAfter: 3}}},
+		fakeopenai.Rule{Role: "user", Reply: fakeopenai.Reply{Text: "Still here."}},
+	)
+	env := chatEnv(t)
+	s := startScreen(t, env, "chat", "--session", "cc", "--base-url", srv.URL, "--model", "m")
+	s.waitFor(0, "› ")
+	m := s.mark()
+	s.typeKeys("tell me a story\r")
+	s.waitFor(m, "Once upon")
+	s.typeKeys("\x03") // Ctrl-C
+	s.waitFor(m, "(interrupted)")
+	s.waitFor(m, "(turn 1 ended: aborted, cause user: interrupted at the terminal)")
+	s.waitFor(m, "› ")
+	te := lastTurnEnd(t, env, "cc")
+	if te.Reason != engine.ReasonAborted || te.Cause == nil || te.Cause.Kind != engine.CauseUser {
+		t.Fatalf("turn end %+v, want aborted by the user", te)
+	}
+	msgs := dataOf[engine.AssistantMessage](t, logEvents(t, env, "cc"), engine.EvAssistantMessage)
+	if len(msgs) != 1 || !msgs[0].Interrupted || !strings.HasPrefix(msgs[0].Content, "Once") {
+		t.Fatalf("assistant messages %+v, want the text shown kept as an interrupted answer", msgs)
+	}
+	// The chat goes on.
+	time.Sleep(doubleInterrupt)
+	m = s.mark()
+	s.typeKeys("are you there?\r")
+	s.waitFor(m, "Still here.")
+	s.waitFor(m, "› ")
+
+	// Twice within a second, in the middle of a turn: the turn is
+	// aborted and the chat ends.
+	m = s.mark()
+	s.typeKeys("another story\r")
+	s.waitFor(m, "Once upon")
+	s.typeKeys("\x03")
+	time.Sleep(100 * time.Millisecond)
+	s.typeKeys("\x03")
+	s.waitFor(m, "go on with: wagent chat cc")
+	if code := s.exit(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, s.text())
+	}
+	if te := lastTurnEnd(t, env, "cc"); te.Turn != 3 || te.Reason != engine.ReasonAborted {
+		t.Fatalf("turn end %+v, want turn 3 aborted", te)
+	}
+}
+
+// Ctrl-C at an empty prompt says how to leave; a second within a second
+// leaves. wagent run with no prompt at a terminal is the chat; wagent
+// chat SESSION goes on with a session.
+func TestChatLeavingAndComingBack(t *testing.T) {
+	srv := fakeopenai.New(t, fakeopenai.Rule{Role: "user", Reply: fakeopenai.Reply{Text: "Noted."}})
+	env := chatEnv(t)
+	s := startScreen(t, env, "run", "--session", "back", "--base-url", srv.URL, "--model", "m")
+	s.waitFor(0, "› ")
+	m := s.mark()
+	s.typeKeys("remember the number 7\r")
+	s.waitFor(m, "Noted.")
+	s.waitFor(m, "› ")
+	time.Sleep(doubleInterrupt)
+	m = s.mark()
+	s.typeKeys("\x03")
+	s.waitFor(m, "(Ctrl-C again or Ctrl-D to leave)")
+	s.typeKeys("\x03")
+	s.waitFor(m, "go on with: wagent chat back")
+	if code := s.exit(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, s.text())
+	}
+	s = startScreen(t, env, "chat", "back")
+	s.waitFor(0, "session back · m · 1 turn so far")
+	m = s.mark()
+	s.typeKeys("and now?\r")
+	s.waitFor(m, "Noted.")
+	s.typeKeys("/exit\r")
+	if code := s.exit(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, s.text())
+	}
+	if te := lastTurnEnd(t, env, "back"); te.Turn != 2 || te.Reason != engine.ReasonCompleted {
+		t.Fatalf("turn end %+v, want turn 2 completed", te)
+	}
+	// No terminal: a usage error, nothing written.
+	if r := exe(t, env, "chat"); r.code != exitUsage || !strings.Contains(r.stderr, "needs a terminal") {
+		t.Errorf("chat without a terminal: %d %s", r.code, r.stderr)
+	}
+}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/render"
+	"github.com/wagent/wagent/store"
+)
+
+// Token usage and its cost: per step and per turn at the end of a turn
+// (the live printer), per turn and in all (/usage in chat), and in wagent
+// log (render.Log with Options.Cost). Prices are the config file's, in US
+// dollars per million tokens; a model without one has no estimate.
+
+// tokens is a count of input and output tokens.
+type tokens struct{ in, out int }
+
+func (t tokens) add(u tokens) tokens { return tokens{t.in + u.in, t.out + u.out} }
+
+func (t tokens) zero() bool { return t.in == 0 && t.out == 0 }
+
+func (t tokens) String() string { return render.Tokens(t.in, t.out) }
+
+// dollars is a cost estimate as a person reads it.
+func dollars(usd float64) string { return render.Dollars(usd) }
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}
+
+// turnUsage is one turn's tokens, per step, with the model each step
+// asked.
+type turnUsage struct {
+	turn   int
+	steps  []tokens
+	models []string
+	total  tokens
+}
+
+// cost estimates the turn's cost; ok is false when a step's model has no
+// price.
+func (t turnUsage) cost(cfg *config) (float64, bool) {
+	sum := 0.0
+	for i, s := range t.steps {
+		usd, ok := cfg.cost(t.models[i], s.in, s.out)
+		if !ok {
+			return 0, false
+		}
+		sum += usd
+	}
+	return sum, true
+}
+
+// turnUsages adds up the usage of each turn of a log.
+func turnUsages(evs []store.Event) []turnUsage {
+	var out []turnUsage
+	model := ""
+	for _, e := range evs {
+		switch e.Type {
+		case engine.EvSessionCreated, engine.EvPipelineChanged:
+			var d struct {
+				Model string `json:"model"`
+			}
+			if json.Unmarshal(e.Data, &d) == nil && d.Model != "" {
+				model = d.Model
+			}
+		case engine.EvRequestHeader:
+			var h engine.RequestHeader
+			if json.Unmarshal(e.Data, &h) == nil && h.Model != "" {
+				model = h.Model
+			}
+		case engine.EvTurnStart:
+			out = append(out, turnUsage{turn: e.Turn})
+		case engine.EvAssistantMessage, engine.EvContextCompacted:
+			var d struct {
+				Usage *engine.Usage `json:"usage"`
+			}
+			if json.Unmarshal(e.Data, &d) != nil || d.Usage == nil {
+				continue
+			}
+			u := tokens{d.Usage.InputTokens, d.Usage.OutputTokens}
+			if len(out) == 0 || out[len(out)-1].turn != e.Turn {
+				out = append(out, turnUsage{turn: e.Turn})
+			}
+			t := &out[len(out)-1]
+			t.steps = append(t.steps, u)
+			t.models = append(t.models, model)
+			t.total = t.total.add(u)
+		}
+	}
+	return out
+}
+
+// usageLine is the line the live printer writes at the end of a turn:
+// each step's tokens when there were several, the turn's, and the cost.
+func usageLine(t turnUsage, cost func(model string, in, out int) (float64, bool)) string {
+	if t.total.zero() {
+		return ""
+	}
+	s := ""
+	if len(t.steps) > 1 {
+		for i, st := range t.steps {
+			s += fmt.Sprintf("step %d %d+%d, ", i+1, st.in, st.out)
+		}
+	}
+	s += t.total.String()
+	if cost != nil {
+		sum, priced := 0.0, true
+		for i, st := range t.steps {
+			usd, ok := cost(t.models[i], st.in, st.out)
+			if !ok {
+				priced = false
+				break
+			}
+			sum += usd
+		}
+		if priced {
+			s += ", " + dollars(sum)
+		}
+	}
+	return s
+}
+
+// priceList is the config file's prices for render.Options.Cost (nil
+// when the config cannot be read: the log is shown without costs).
+func priceList(env *cliEnv) func(model string, in, out int) (float64, bool) {
+	cfg, err := loadConfig(env)
+	if err != nil || len(cfg.Prices) == 0 {
+		return nil
+	}
+	return cfg.cost
+}
+
+// sessionRow is one line of wagent sessions: id, title, status, turns,
+// tokens, last activity.
+func sessionRow(s engine.Summary, status string, now time.Time) []string {
+	return []string{s.ID, render.Compact(s.Title, 36), status, strconv.Itoa(s.Turns), shortCount(s.Usage.InputTokens + s.Usage.OutputTokens), ago(now, s.LastActivity)}
+}
+
+// printSessions prints the rows under a header, in columns.
+func printSessions(env *cliEnv, rows [][]string) {
+	if len(rows) == 0 {
+		return
+	}
+	head := []string{"SESSION", "TITLE", "STATUS", "TURNS", "TOKENS", "LAST ACTIVITY"}
+	width := make([]int, len(head))
+	for _, r := range append([][]string{head}, rows...) {
+		for i, f := range r {
+			width[i] = max(width[i], utf8.RuneCountInString(safe(f)))
+		}
+	}
+	for _, r := range append([][]string{head}, rows...) {
+		var b strings.Builder
+		for i, f := range r {
+			pad := width[i] - utf8.RuneCountInString(safe(f))
+			switch {
+			case i == 3 || i == 4: // numbers, right-aligned
+				b.WriteString(strings.Repeat(" ", pad) + f)
+			case i == len(r)-1:
+				b.WriteString(f)
+			default:
+				b.WriteString(f + strings.Repeat(" ", pad))
+			}
+			if i < len(r)-1 {
+				b.WriteString("  ")
+			}
+		}
+		tprintln(env.stdout, b.String())
+	}
+}
+
+// shortCount is a token count in a narrow column: 950, 12.3k, 4.1M.
+func shortCount(n int) string {
+	switch {
+	case n < 1000:
+		return strconv.Itoa(n)
+	case n < 1_000_000:
+		return strconv.FormatFloat(float64(n)/1000, 'f', 1, 64) + "k"
+	}
+	return strconv.FormatFloat(float64(n)/1e6, 'f', 1, 64) + "M"
+}
+
+// ago is a time as a person glances at it: "just now", "5 minutes ago",
+// "3 hours ago", then the date.
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return plural(int(d/time.Minute), "minute") + " ago"
+	case d < 24*time.Hour:
+		return plural(int(d/time.Hour), "hour") + " ago"
+	case d < 7*24*time.Hour:
+		return plural(int(d/(24*time.Hour)), "day") + " ago"
+	}
+	return t.Local().Format("2006-01-02")
+}

@@ -1,0 +1,55 @@
+package render_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/render"
+	"github.com/wagent/wagent/store"
+)
+
+// Each answer's tokens under it, the turn's at its end with the cost when
+// the model has a price.
+func TestLogShowsUsage(t *testing.T) {
+	var evs []store.Event
+	add := func(typ string, turn, step int, data any) {
+		b, _ := json.Marshal(data)
+		evs = append(evs, store.Event{Seq: uint64(len(evs) + 1), Type: typ, Turn: turn, Step: step, Time: time.Unix(0, 0), Data: b})
+	}
+	add(engine.EvSessionCreated, 0, 0, engine.SessionCreated{Model: "m1"})
+	add(engine.EvTurnStart, 1, 0, engine.TurnStart{Turn: 1})
+	add(engine.EvRequestHeader, 1, 1, engine.RequestHeader{Model: "m1"})
+	add(engine.EvAssistantMessage, 1, 1, engine.AssistantMessage{Content: "a", Usage: &engine.Usage{InputTokens: 1200, OutputTokens: 30}})
+	add(engine.EvRequestHeader, 1, 2, engine.RequestHeader{Model: "m1"})
+	add(engine.EvAssistantMessage, 1, 2, engine.AssistantMessage{Content: "b", Usage: &engine.Usage{InputTokens: 1300, OutputTokens: 20}})
+	add(engine.EvTurnEnd, 1, 0, engine.TurnEnd{Turn: 1, Reason: engine.ReasonCompleted})
+	add(engine.EvTurnStart, 2, 0, engine.TurnStart{Turn: 2})
+	add(engine.EvRequestHeader, 2, 1, engine.RequestHeader{Model: "unpriced"})
+	add(engine.EvAssistantMessage, 2, 1, engine.AssistantMessage{Content: "c", Usage: &engine.Usage{InputTokens: 5, OutputTokens: 5}})
+	add(engine.EvTurnEnd, 2, 0, engine.TurnEnd{Turn: 2, Reason: engine.ReasonCompleted})
+	var b strings.Builder
+	cost := func(model string, in, out int) (float64, bool) {
+		if model != "m1" {
+			return 0, false
+		}
+		return float64(in)*1e-6 + float64(out)*2e-6, true
+	}
+	render.Log(&b, evs, render.Options{Session: "s", Cost: cost, Location: time.UTC})
+	for _, want := range []string{
+		"assistant: a\n    · 1,200 in + 30 out tokens\n",
+		"turn 1 ended: completed · 2 steps, 2,500 in + 50 out tokens, ≈ $0.0026\n",
+		"turn 2 ended: completed · 5 in + 5 out tokens\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, b.String())
+		}
+	}
+	for usd, want := range map[float64]string{0: "≈ $0", 0.0004: "≈ $0.0004", 0.25: "≈ $0.250", 12.5: "≈ $12.50"} {
+		if got := render.Dollars(usd); got != want {
+			t.Errorf("Dollars(%v) = %q, want %q", usd, got, want)
+		}
+	}
+}
