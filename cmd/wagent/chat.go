@@ -411,7 +411,7 @@ func (ch *chatter) loadCommands(ctx context.Context) {
 
 // command runs a slash command; done says the chat ends.
 func (ch *chatter) command(ctx context.Context, line string) (done bool, err error) {
-	name, args, _ := strings.Cut(strings.TrimPrefix(line, "/"), " ")
+	name, _, _ := strings.Cut(strings.TrimPrefix(line, "/"), " ")
 	out, c := ch.env.stdout, ch.out.c
 	switch name {
 	case "exit", "quit":
@@ -454,7 +454,6 @@ func (ch *chatter) command(ctx context.Context, line string) (done bool, err err
 		}
 		tprintf(out, "no command /%s; /help lists them (start a line with // to send one that begins with /)\n", name)
 	}
-	_ = args
 	return false, nil
 }
 

@@ -35,7 +35,8 @@ type screen struct {
 	done chan error
 	// exited is closed when the process has ended.
 	exited chan struct{}
-	// typed records when each key was written, for the benchmark.
+	// onOutput, if set, is called after each read of the terminal's
+	// output (the benchmark takes its times there).
 	onOutput func(n int)
 }
 

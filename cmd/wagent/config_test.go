@@ -352,3 +352,12 @@ func TestSystemPromptAndAgentsMD(t *testing.T) {
 		}
 	}
 }
+
+func TestNewCommandsHaveExamples(t *testing.T) {
+	for _, cmd := range [][]string{{"chat"}, {"config", "show"}} {
+		r := wag(t, t.TempDir(), append(cmd, "--help")...)
+		if r.code != exitOK || !strings.Contains(r.stdout, "Example") {
+			t.Errorf("%v --help: exit %d, no example:\n%s", cmd, r.code, r.stdout)
+		}
+	}
+}
