@@ -33,10 +33,15 @@ type printer struct {
 	c       palette
 	verbose bool // print every appended event (wagent step)
 
-	mu       sync.Mutex
-	midLine  bool // streamed text without a newline yet
-	streamed bool // text of the current answer was streamed
-	spin     *spinner
+	mu      sync.Mutex
+	midLine bool // streamed text without a newline yet
+	// shown is the text of the current answer streamed so far; settled
+	// says its assistant/message was shown, so deltas that arrive after
+	// it (the owner's stream does not order live text before durable
+	// events) are not shown again.
+	shown   strings.Builder
+	settled bool
+	spin    *spinner
 
 	// usageW gets the tokens line at the end of each turn (standard
 	// error by default, so that standard output is the answer); cost
@@ -88,9 +93,12 @@ func (p *printer) live(l engine.Live) {
 	}
 	switch l.Kind {
 	case "delta":
+		if p.settled {
+			return
+		}
 		tprint(w, l.Text)
+		p.shown.WriteString(l.Text)
 		p.midLine = !strings.HasSuffix(l.Text, "\n")
-		p.streamed = true
 	case "log":
 		p.newline()
 		tprintf(w, "%s  [%s] %s%s\n", p.c.dim, l.Op, l.Text, p.c.reset)
@@ -107,6 +115,11 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		p.newline()
 		tprintf(w, "%s%4d %s%s %s\n", p.c.dim, e.Seq, e.Type, p.c.reset, render.Compact(string(e.Data), 160))
 		return
+	}
+	if e.Type == engine.EvRequestHeader || e.Type == engine.EvRetryScheduled || e.Type == engine.EvAssistantAttempt {
+		// A new request: its deltas are to be shown.
+		p.settled = false
+		p.shown.Reset()
 	}
 	switch e.Type {
 	case engine.EvTurnStart:
@@ -125,12 +138,18 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 			p.turnU.models = append(p.turnU.models, p.model)
 			p.turnU.total = p.turnU.total.add(u)
 		}
-		if !p.streamed && d.Content != "" {
+		// What the stream has not shown yet of the answer (all of it when
+		// nothing streamed, the rest when the message came first).
+		if rest, ok := strings.CutPrefix(d.Content, p.shown.String()); ok && rest != "" {
+			tprint(w, rest)
+			p.midLine = true
+		} else if !ok && p.shown.Len() == 0 {
 			tprint(w, d.Content)
 			p.midLine = true
 		}
 		p.newline()
-		p.streamed = false
+		p.shown.Reset()
+		p.settled = true
 		if d.Interrupted {
 			tprintf(w, "%s  (interrupted)%s\n", p.c.dim, p.c.reset)
 		}
