@@ -433,7 +433,7 @@ func (ch *chatter) command(ctx context.Context, line string) (done bool, err err
 			tprintf(out, "%sno turn was open%s\n", c.dim, c.reset)
 		}
 		if before.Queued > 0 {
-			tprintf(out, "%sdiscarded %d queued message(s)%s\n", c.dim, before.Queued, c.reset)
+			tprintf(out, "%sdiscarded %s%s\n", c.dim, plural(before.Queued, "queued message"), c.reset)
 		}
 		ch.skipTo(ctx)
 	case "log":

@@ -98,7 +98,7 @@ func (s *screen) typeKeys(keys string) { s.tty.Write([]byte(keys)) }
 // waitFor waits until the screen after mark shows want.
 func (s *screen) waitFor(mark int, want string) {
 	s.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(90 * time.Second) // a cold compile of the ops on a loaded machine
 	for {
 		if txt := s.text(); len(txt) >= mark && strings.Contains(txt[mark:], want) {
 			return
@@ -200,6 +200,14 @@ func TestChatPromptApprovalAndCommands(t *testing.T) {
 	s.typeKeys("/usage\r")
 	s.waitFor(m, "session  ")
 	s.waitFor(m, "in 3 turns")
+	m = s.mark()
+	s.typeKeys("/log\r")
+	for _, want := range []string{"user: hello there", "assistant: Hello! How can I help?", "result call_1", "turn 2 ended: completed"} {
+		s.waitFor(m, want)
+	}
+	m = s.mark()
+	s.typeKeys("/cancel\r")
+	s.waitFor(m, "no turn was open")
 	m = s.mark()
 	s.typeKeys("/frobnicate\r")
 	s.waitFor(m, "no command /frobnicate; /help lists them")

@@ -173,7 +173,7 @@ Example:
 				tprintln(env.stdout, "no turn was open")
 			}
 			if !c.Bool("keep-inbox") && before.Queued > 0 {
-				tprintf(env.stdout, "discarded %d queued message(s)\n", before.Queued)
+				tprintf(env.stdout, "discarded %s\n", plural(before.Queued, "queued message"))
 			}
 			return nil
 		},

@@ -228,7 +228,7 @@ func TestRunJSONAndInputCommands(t *testing.T) {
 	// cancel with queued input discards it.
 	wag(t, home, "send", "j", "never mind")
 	r = wag(t, home, "cancel", "j")
-	if r.code != exitOK || !strings.Contains(r.stdout, "discarded 1 queued message") {
+	if r.code != exitOK || !strings.Contains(r.stdout, "discarded 1 queued message\n") {
 		t.Errorf("cancel: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 }
