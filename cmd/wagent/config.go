@@ -392,6 +392,17 @@ func defaultKeyEnv(provider string) string {
 // newSettings resolves the settings a new session records.
 func (r *resolver) newSettings() (settings, error) {
 	all := r.all()
+	switch p := all["provider"]; p.value {
+	case "openai", "anthropic", "script":
+	default:
+		// Named with where it came from: a typo in the file is not a flag
+		// (and, like the file's other mistakes, not a usage error).
+		code := exitUsage
+		if strings.HasPrefix(p.source, "config ") || strings.HasPrefix(p.source, "profile ") {
+			code = exitFailure
+		}
+		return settings{}, fail(code, "unknown provider %q from %s: use openai, anthropic or script", p.value, p.source)
+	}
 	s := settings{
 		Provider:  all["provider"].value,
 		Model:     all["model"].value,

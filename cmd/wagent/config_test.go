@@ -183,6 +183,9 @@ func TestConfigErrors(t *testing.T) {
 		{"wrong kind", "profiles: [a, b]\n", nil, exitFailure, "config.yaml:1: cannot unmarshal !!seq into map"},
 		{"price without output", "prices:\n  m: {input: 1}\n", nil, exitFailure, "prices: m needs input and output"},
 		{"default profile missing", "profile: nope\n", nil, exitFailure, `profile: "nope" is not under profiles: there are none`},
+		{"unknown provider in the file", "provider: opneai\n", nil, exitFailure, `unknown provider "opneai" from config `},
+		{"unknown provider in a profile", "profiles:\n  local: {provider: olama}\n", []string{"--profile", "local"}, exitFailure, `unknown provider "olama" from profile local (`},
+		{"unknown --provider", "model: m\n", []string{"--provider", "frob"}, exitUsage, `unknown provider "frob" from --provider: use openai, anthropic or script`},
 		{"unknown --profile", "profiles:\n  local: {}\n", []string{"--profile", "prod"}, exitUsage, `no profile "prod" in`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

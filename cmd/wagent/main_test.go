@@ -256,7 +256,7 @@ func TestBadInput(t *testing.T) {
 		{"ops check no marker", []string{"ops", "check", filepath.Join("..", "..", "testdata", "hostile", "no_marker.wasm")}, exitFailure, "marker"},
 		{"script provider without script", []string{"run", "--provider", "script", "hi"}, exitUsage, "needs --script"},
 		{"openai without model", []string{"run", "--provider", "openai", "hi"}, exitUsage, "needs a model"},
-		{"unknown provider", []string{"run", "--provider", "magic", "hi"}, exitUsage, `unknown --provider "magic": use openai, anthropic or script`},
+		{"unknown provider", []string{"run", "--provider", "magic", "hi"}, exitUsage, `unknown provider "magic" from --provider: use openai, anthropic or script`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
