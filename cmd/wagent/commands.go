@@ -390,10 +390,11 @@ func opsCommand(env *cliEnv) *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "ops",
-		Usage: "write, build, inspect and check operation modules",
+		Usage: "write, build, inspect, check and test operation modules",
 		Subcommands: []*cli.Command{
 			opsNewCommand(env),
 			opsBuildCommand(env),
+			opsTestCommand(env),
 			{
 				Name:      "inspect",
 				Usage:     "print a module's manifest (without running it)",
