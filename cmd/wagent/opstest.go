@@ -30,7 +30,7 @@ func opsTestCommand(env *cliEnv) *cli.Command {
 			"   wagent ops test builtins.wasm --config turn-stopping='{\"require_phrase\":\"DONE\"}'",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "op", Usage: "test only this op of a bundle"},
-			&cli.StringSliceFlag{Name: "config", Usage: "an op's config as JSON (checked against its config_schema); NAME=JSON for one op of a bundle"},
+			&cli.GenericFlag{Name: "config", Value: &repeated{}, Usage: "an op's config as JSON (checked against its config_schema); NAME=JSON for one op of a bundle; repeat it for several"},
 			&cli.StringSliceFlag{Name: "mount", Usage: "grant a read-only mount HOST_DIR:GUEST_PATH (default: an empty folder for each mount an op requests)"},
 			&cli.Int64Flag{Name: "timeout-ms", Usage: "the deadline of each call and of starting the op (default: 1000 per call, 5000 to start)"},
 			&cli.UintFlag{Name: "memory-mb", Usage: "the op's memory limit (default 32)"},
@@ -39,6 +39,13 @@ func opsTestCommand(env *cliEnv) *cli.Command {
 		Action: func(c *cli.Context) error { return testOps(c, env) },
 	}
 }
+
+// repeated is a flag that may be given several times, each value whole:
+// a StringSliceFlag would split JSON at its commas.
+type repeated struct{ list []string }
+
+func (r *repeated) Set(v string) error { r.list = append(r.list, v); return nil }
+func (r *repeated) String() string     { return strings.Join(r.list, " ") }
 
 var opConfig = regexp.MustCompile(`^([A-Za-z0-9._-]{1,64})=`)
 
@@ -64,7 +71,7 @@ func testOps(c *cli.Context, env *cliEnv) error {
 		def.Mounts = append(def.Mounts, mt)
 	}
 	o := abitest.Options{Only: c.String("op"), Ops: map[string]abitest.OpOptions{}}
-	for _, s := range c.StringSlice("config") {
+	for _, s := range c.Generic("config").(*repeated).list {
 		name := ""
 		if m := opConfig.FindStringSubmatch(s); m != nil {
 			name, s = m[1], s[len(m[0]):]
