@@ -13,10 +13,12 @@
 //   - the op starts within its limits;
 //   - every hook it declares is answered or skipped, without a fault and
 //     within the deadline, for edge-case views: no messages, many messages
-//     (10,000, the latest of them 256 KiB long), view and message keys it
-//     does not know (which it must skip: a later minor may add them), a
-//     long config (when its config_schema admits one), and no notes (so
-//     every note it reads is missing);
+//     (10,000, the last question 256 KiB long, so read buffers must grow),
+//     view and message keys it does not know, in every object and with
+//     values that take a real parser to skip (a later minor may add
+//     them), a long config (32 KiB more of it, in whatever form its
+//     config_schema admits), and no notes (so every note it reads is
+//     missing);
 //   - its effects are valid for the hook, as the host and the engine check
 //     them: the kinds the hook takes, at most one decisive answer where the
 //     hook takes one, decisions only from a guard and only for the calls
@@ -30,6 +32,15 @@
 //
 // Check returns the same results for programs (wagent ops test prints
 // them).
+//
+// The kit runs modules in wasmhost, the host sessions use, not in a model
+// of it: what passes here met the same limits, memory rules and effect
+// checks a session applies. The engine's rules that need no session (the
+// tool hook's roles, one decisive answer per hook) are restated in
+// rules.go, since the engine applies them to its state, not to a view.
+// Unknown keys reach the guest through wasmhost.WithDocumentFilter, which
+// rewrites only what the guest reads: the host still checks the answer
+// against the view it was given.
 package abitest
 
 import (
