@@ -42,6 +42,9 @@ func TestOpsTest(t *testing.T) {
 	if r.code != exitFailure || !strings.Contains(r.stdout, "FAIL  start") {
 		t.Errorf("turn-stopping without config: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	if r := wag(t, home, "ops", "test", "--help"); r.code != exitOK || !strings.Contains(r.stdout, "Example") {
+		t.Errorf("ops test --help: exit %d, no example:\n%s", r.code, r.stdout)
+	}
 	if r := wag(t, home, "ops", "test", repoFile("builtins/builtins.wasm"), "--config", "{"); r.code != exitUsage {
 		t.Errorf("bad --config: exit %d\n%s", r.code, r.stderr)
 	}
