@@ -175,7 +175,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	if sess, ok := s.host.Get(id); ok {
 		sum := sess.Summary()
-		write("", StreamEvent{Kind: "status", Status: sum.Status, Head: sum.Head})
+		write("", StreamEvent{Kind: "status", Status: sum.Status, Head: sum.Head, Initial: true})
 	}
 	flusher.Flush()
 	ping := time.NewTicker(15 * time.Second)
