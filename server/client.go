@@ -223,21 +223,21 @@ var ErrStop = errors.New("server: stop streaming")
 // connection drops (or the owner drops a slow client) it reconnects from
 // the last seq it saw, so fn sees every durable event exactly once.
 func (c *Client) Stream(ctx context.Context, id string, from uint64, fn func(StreamEvent) error) error {
-	return c.Follow(ctx, id, from, nil, fn)
+	return c.StreamFrom(ctx, id, from, nil, fn)
 }
 
-// Follow is Stream with opened called each time the stream is connected
-// (the owner watches the session from then on) and before any event of
-// that connection: a client that sends input once the first connection is
-// open misses none of the live text the input causes. An error from
-// opened ends the stream with it.
-func (c *Client) Follow(ctx context.Context, id string, from uint64, opened func() error, fn func(StreamEvent) error) error {
+// StreamFrom is Stream with connected called once, when the owner first
+// accepts the stream and before any event is read: from then on the
+// stream misses no live event (a text delta, an op's log line), so input
+// sent from connected is seen from its first transition. An error from
+// connected ends the stream with that error.
+func (c *Client) StreamFrom(ctx context.Context, id string, from uint64, connected func() error, fn func(StreamEvent) error) error {
 	last := uint64(0)
 	if from > 1 {
 		last = from - 1
 	}
 	for attempt := 0; ; attempt++ {
-		err := c.streamOnce(ctx, id, last, opened, func(ev StreamEvent) error {
+		err := c.streamOnce(ctx, id, last, &connected, func(ev StreamEvent) error {
 			if ev.Event != nil {
 				if ev.Event.Seq <= last {
 					return nil // seen before a reconnect
@@ -246,11 +246,12 @@ func (c *Client) Follow(ctx context.Context, id string, from uint64, opened func
 			}
 			return fn(ev)
 		})
+		var ce connectedError
 		switch {
+		case errors.As(err, &ce):
+			return ce.err
 		case errors.Is(err, ErrStop):
 			return nil
-		case errors.As(err, new(*openError)):
-			return err.(*openError).err
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case IsCode(err, CodeNotFound), IsCode(err, CodeBadRequest), IsCode(err, CodeUnauthorized):
@@ -269,12 +270,12 @@ func (c *Client) Follow(ctx context.Context, id string, from uint64, opened func
 // errDropped: the owner dropped this client for falling behind.
 var errDropped = errors.New("server: dropped for falling behind")
 
-// openError carries the error of Follow's opened callback.
-type openError struct{ err error }
+// connectedError carries the error of a StreamFrom connected callback.
+type connectedError struct{ err error }
 
-func (e *openError) Error() string { return e.err.Error() }
+func (e connectedError) Error() string { return e.err.Error() }
 
-func (c *Client) streamOnce(ctx context.Context, id string, last uint64, opened func() error, fn func(StreamEvent) error) error {
+func (c *Client) streamOnce(ctx context.Context, id string, last uint64, connected *func() error, fn func(StreamEvent) error) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+sessionPath(id, "stream"), nil)
 	if err != nil {
 		return err
@@ -296,9 +297,10 @@ func (c *Client) streamOnce(ctx context.Context, id string, last uint64, opened 
 		json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
 		return &APIError{Status: resp.StatusCode, ErrorBody: e.Error}
 	}
-	if opened != nil {
-		if err := opened(); err != nil {
-			return &openError{err}
+	if f := *connected; f != nil {
+		*connected = nil
+		if err := f(); err != nil {
+			return connectedError{err}
 		}
 	}
 	sc := bufio.NewScanner(resp.Body)

@@ -86,6 +86,11 @@ type Server struct {
 	// pipes is the pipeline each open session was resolved with (for its
 	// commands).
 	pipes map[string]*engine.Pipeline
+
+	// subs are the streams following each session: one host watcher
+	// hands each notification to its session's followers only.
+	subsMu sync.Mutex
+	subs   map[string]map[*follower]struct{}
 }
 
 // New returns a server over the options' store.
@@ -99,7 +104,8 @@ func New(o Options) (*Server, error) {
 	if o.StreamBuffer <= 0 {
 		o.StreamBuffer = 1024
 	}
-	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{}, pipes: map[string]*engine.Pipeline{}}
+	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{}, pipes: map[string]*engine.Pipeline{},
+		subs: map[string]map[*follower]struct{}{}}
 	base := o.Base
 	base.Log = o.Log
 	s.host = engine.NewHostWith(base, func(ctx context.Context, id string, settings *engine.SessionCreated) (engine.Config, error) {
@@ -114,6 +120,7 @@ func New(o Options) (*Server, error) {
 		}
 		return cfg, err
 	})
+	s.host.Watch(s.dispatch)
 	s.routes()
 	return s, nil
 }

@@ -201,7 +201,7 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 			continue
 		}
 		line = strings.TrimPrefix(line, "/") // "//text" sends "/text"
-		if err := ch.turn(ctx, sendOnOpen(ctx, ch.cl, ch.id, line)); err != nil {
+		if err := ch.turn(ctx, startInput(ctx, ch.cl, ch.id, line)); err != nil {
 			return err
 		}
 	}
@@ -279,10 +279,10 @@ func (ch *chatter) goodbye() {
 	tprintf(ch.env.stdout, "%ssession %s; go on with: wagent chat %s%s\n", c.dim, ch.id, ch.id, c.reset)
 }
 
-// turn shows the session until it is idle: it sends the input kick makes
-// once the stream is open, asks about calls that wait for a decision, and
+// turn shows the session until it is idle: it calls start (which sends
+// the input) once the stream is open, asks about calls that wait for a decision, and
 // on Ctrl-C cancels the turn (recorded as aborted) and shows how it ended.
-func (ch *chatter) turn(parent context.Context, kick func() (uint64, error)) error {
+func (ch *chatter) turn(parent context.Context, start func() error) error {
 	for {
 		ctx, cancel := context.WithCancelCause(parent)
 		ch.mu.Lock()
@@ -293,11 +293,11 @@ func (ch *chatter) turn(parent context.Context, kick func() (uint64, error)) err
 			cancel(nil)
 			return nil
 		}
-		status, last, err := stream(ctx, ch.cl, ch.id, ch.from, ch.out, kick)
+		status, last, err := stream(ctx, ch.cl, ch.id, ch.from, ch.out, start)
 		ch.mu.Lock()
 		ch.cancelTurn = nil
 		ch.mu.Unlock()
-		kick = nil
+		start = nil
 		if err != nil && ctx.Err() != nil {
 			ch.from = last + 1
 			ch.abort(stopCause(ctx).cause)
@@ -305,6 +305,9 @@ func (ch *chatter) turn(parent context.Context, kick func() (uint64, error)) err
 			return nil
 		}
 		cancel(nil)
+		if se := (startError{}); errors.As(err, &se) {
+			err = se.err // the input was refused
+		}
 		if err != nil {
 			ch.out.finish()
 			return apiFail(err)
@@ -450,7 +453,7 @@ func (ch *chatter) command(ctx context.Context, line string) (done bool, err err
 		ch.usage(evs.Events)
 	default:
 		if _, ok := ch.commands[name]; ok || name == "compact" {
-			return false, ch.turn(ctx, sendOnOpen(ctx, ch.cl, ch.id, line))
+			return false, ch.turn(ctx, startInput(ctx, ch.cl, ch.id, line))
 		}
 		tprintf(out, "no command /%s; /help lists them (start a line with // to send one that begins with /)\n", name)
 	}

@@ -329,13 +329,9 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 		out.cost = cfg.cost
 	}
 	out.start(isNew)
-	if prompt == "" {
-		if _, err := cl.Resume(ctx, id); err != nil {
-			return apiFail(err)
-		}
-		return follow(ctx, env, cl, id, from, out, nil)
-	}
-	return follow(ctx, env, cl, id, from, out, sendOnOpen(ctx, cl, id, prompt))
+	// The input goes once the stream is open, so that no live event of
+	// its turn (a streamed word, an op's log line) is missed.
+	return follow(ctx, env, cl, id, from, out, startInput(ctx, cl, id, prompt))
 }
 
 // openSession finds the session id or, when create is set, creates it
@@ -406,15 +402,16 @@ func openSession(ctx context.Context, c *cli.Context, env *cliEnv, cl *server.Cl
 	}
 }
 
-// sendOnOpen is a kick for follow that sends prompt once the stream is
-// open, so that no live text the prompt causes is missed.
-func sendOnOpen(ctx context.Context, cl *server.Client, id, prompt string) func() (uint64, error) {
-	return func() (uint64, error) {
-		q, err := cl.Input(ctx, id, "send", prompt)
-		if err != nil {
-			return 0, err
+// startInput is a start callback for follow and stream: it sends prompt
+// (or, with no prompt, asks the session to go on) once the stream is open.
+func startInput(ctx context.Context, cl *server.Client, id, prompt string) func() error {
+	return func() error {
+		if prompt != "" {
+			_, err := cl.Input(ctx, id, "send", prompt)
+			return err
 		}
-		return q.Head, nil
+		_, err := cl.Resume(ctx, id)
+		return err
 	}
 }
 
@@ -434,16 +431,16 @@ func apiFail(err error) error {
 // follow prints a session's events from seq from until it is idle or
 // waits for a person; at a terminal it asks about waiting calls and goes
 // on. A signal or a closed stdout cancels the running turn, as Ctrl-C.
-func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from uint64, out *printer, kick func() (uint64, error)) error {
+func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from uint64, out *printer, start func() error) error {
 	in := newLineReader(env.stdin)
 	for {
-		status, last, err := stream(ctx, cl, id, from, out, kick)
-		kick = nil
-		var ae *server.APIError
-		if errors.As(err, &ae) && ctx.Err() == nil {
+		status, last, err := stream(ctx, cl, id, from, out, start)
+		var se startError
+		if errors.As(err, &se) {
 			out.finish()
-			return apiFail(err)
+			return apiFail(se.err)
 		}
+		start = nil
 		if err != nil && ctx.Err() != nil {
 			why := stopCause(ctx)
 			bg := context.Background()
@@ -498,30 +495,36 @@ func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from
 // idle or waiting with every event up to then printed, and returns that
 // status and the last seq printed.
 //
-// kick, if set, is called once the stream is open (it sends input) and
-// returns the head its input made durable: a status taken before that is
-// not the end.
-func stream(ctx context.Context, cl *server.Client, id string, from uint64, out *printer, kick func() (uint64, error)) (status string, last uint64, err error) {
+// start, if not nil, is called once the stream is open (its error comes
+// back as a startError); the status the stream opened with then predates
+// what start did, and is not one to stop at.
+func stream(ctx context.Context, cl *server.Client, id string, from uint64, out *printer, start func() error) (status string, last uint64, err error) {
 	last = from - 1
-	var head, minHead uint64
-	var opened func() error
-	if kick != nil {
-		opened = func() error {
-			if kick == nil {
-				return nil // a reconnection
+	var head uint64
+	var connected func() error
+	if start != nil {
+		connected = func() error {
+			if err := start(); err != nil {
+				return startError{err}
 			}
-			h, err := kick()
-			kick, minHead = nil, h
-			return err
+			return nil
 		}
 	}
-	err = cl.Follow(ctx, id, from, opened, func(ev server.StreamEvent) error {
+	skipInitial := start != nil
+	err = cl.StreamFrom(ctx, id, from, connected, func(ev server.StreamEvent) error {
+		if ev.Kind == "status" {
+			skip := ev.Initial && skipInitial
+			skipInitial = false // only the first connection's
+			if skip {
+				return nil
+			}
+		}
 		switch ev.Kind {
 		case "event":
 			last = ev.Event.Seq
 			out.live(engine.Live{Kind: "event", Session: id, Event: ev.Event})
 		case "status":
-			if ev.Status == string(engine.DriverRunning) || ev.Head < minHead {
+			if ev.Status == string(engine.DriverRunning) {
 				status = ""
 			} else {
 				status, head = ev.Status, ev.Head
@@ -536,6 +539,12 @@ func stream(ctx context.Context, cl *server.Client, id string, from uint64, out 
 	})
 	return status, last, err
 }
+
+// startError is the error of a stream's start callback: the input was not
+// taken.
+type startError struct{ err error }
+
+func (e startError) Error() string { return e.err.Error() }
 
 // lastTurnError fails the command when the session's last turn ended in
 // error, so scripts see it in the exit code.
