@@ -151,6 +151,8 @@ func chatEnv(t *testing.T) map[string]string {
 func TestChatPromptApprovalAndCommands(t *testing.T) {
 	srv := fakeopenai.New(t,
 		fakeopenai.Rule{Role: "user", Contains: "hello", Reply: fakeopenai.Reply{Text: "Hello! How can I help?", Chunks: 5}},
+		fakeopenai.Rule{Role: "user", Contains: "add 3", Reply: fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{{ID: "call_2", Name: "calc_add", Arguments: `{"value":3}`}}}},
+		fakeopenai.Rule{Role: "user", Contains: "add 4", Reply: fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{{ID: "call_3", Name: "calc_add", Arguments: `{"value":4}`}}}},
 		fakeopenai.Rule{Role: "user", Contains: "add", Reply: fakeopenai.Reply{Text: "Adding.", ToolCalls: []fakeopenai.ToolCall{{ID: "call_1", Name: "calc_add", Arguments: `{"value":2}`}}}},
 		fakeopenai.Rule{Role: "tool", Reply: fakeopenai.Reply{Text: "The total is 2."}},
 	)
@@ -188,6 +190,21 @@ func TestChatPromptApprovalAndCommands(t *testing.T) {
 	s.waitFor(m, "The total is 2.")
 	s.waitFor(m, "› ")
 
+	// "always" allows this call and every later call of the tool.
+	m = s.mark()
+	s.typeKeys("add 3\r")
+	s.waitFor(m, `allow calc_add {"value":3}? [y]es [n]o [a]lways [e]xplain:`)
+	s.typeKeys("a\r")
+	s.waitFor(m, "← 5")
+	s.waitFor(m, "› ")
+	m = s.mark()
+	s.typeKeys("add 4\r")
+	s.waitFor(m, "← 9")
+	s.waitFor(m, "› ")
+	if strings.Contains(s.text()[m:], "allow calc_add") {
+		t.Errorf("asked again after always:\n%s", s.text()[m:])
+	}
+
 	m = s.mark()
 	s.typeKeys("/help\r")
 	for _, want := range []string{"/usage", "/log", "/cancel", "/compact [TEXT]", "/exit", "/skills", "of the op skills"} {
@@ -199,7 +216,7 @@ func TestChatPromptApprovalAndCommands(t *testing.T) {
 	m = s.mark()
 	s.typeKeys("/usage\r")
 	s.waitFor(m, "session  ")
-	s.waitFor(m, "in 3 turns")
+	s.waitFor(m, "in 5 turns")
 	m = s.mark()
 	s.typeKeys("/log\r")
 	for _, want := range []string{"user: hello there", "assistant: Hello! How can I help?", "result call_1", "turn 2 ended: completed"} {
@@ -219,14 +236,18 @@ func TestChatPromptApprovalAndCommands(t *testing.T) {
 	}
 	evs := logEvents(t, env, "talk")
 	ds := dataOf[engine.ApprovalDecision](t, evs, engine.EvApprovalDecision)
-	if len(ds) != 1 || !ds[0].Allow || ds[0].Who != "terminal" {
-		t.Errorf("decisions %+v, want call_1 allowed at the terminal", ds)
+	var got []string
+	for _, d := range ds {
+		got = append(got, fmt.Sprintf("%s %v %s %s", d.CallID, d.Allow, d.Scope, d.Who))
+	}
+	if want := []string{"call_1 true once terminal", "call_2 true always terminal", "call_3 true once op:approval"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("decisions %q, want %q: call_1 allowed and call_2 allowed always at the terminal, call_3 by the op", got, want)
 	}
 	var users []string
 	for _, u := range dataOf[engine.UserMessage](t, evs, engine.EvUserMessage) {
 		users = append(users, u.Content)
 	}
-	if strings.Join(users, "|") != "hello there|please add 2|/skills check" {
+	if strings.Join(users, "|") != "hello there|please add 2|add 3|add 4|/skills check" {
 		t.Errorf("user messages %q: the chat's own commands must not reach the session", users)
 	}
 }
