@@ -80,7 +80,9 @@ func alive(pid int) bool {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	// 30 s: node starting a real server on a loaded 2-core machine took
+	// more than 5 (the wait ends as soon as cond holds).
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if cond() {
 			return
 		}
