@@ -20,7 +20,14 @@ if ! command -v "$cc" >/dev/null 2>&1 || ! command -v wasm-ld-14 >/dev/null 2>&1
 	echo "skipped: $msg" >&2
 	exit 0
 fi
-"$cc" --target=wasm32-wasi -Oz -Wall -Werror -mexec-model=reactor -nodefaultlibs -Wl,--strip-debug \
+# clang runs binaryen's wasm-opt on what it links when it finds one in
+# PATH, which changes the bytes with whatever binaryen is installed: it
+# runs with a PATH that holds only itself and its linker.
+tools=$(mktemp -d)
+trap 'rm -rf "$tools"' EXIT
+ln -s "$(command -v "$cc")" "$tools/clang"
+ln -s "$(command -v wasm-ld-14)" "$tools/wasm-ld-14"
+PATH="$tools" "$tools/clang" --target=wasm32-wasi -Oz -Wall -Werror -mexec-model=reactor -nodefaultlibs -Wl,--strip-debug \
 	-o policy.wasm policy.c -lc
 cd ../../..
 go run ./guests/cmd/wagent-build -manifest examples/wasm-ops/policy-c/policy.manifest.json \
