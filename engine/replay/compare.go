@@ -141,14 +141,30 @@ func list(evs []store.Event, keep func(e store.Event) ([2]int, bool), id func(st
 	out := map[string]decision{}
 	var order []string
 	n := map[string]int{}
+	// Notes take the hook of the decision they were written with (the
+	// event after them, from the same op).
+	var notes []string
 	for _, e := range evs {
 		pos, ok := keep(e)
 		if !ok {
+			notes = nil
 			continue
 		}
 		d, ok := describe(e, id)
 		if !ok {
+			notes = nil
 			continue
+		}
+		if e.Type == engine.EvOpNote {
+			notes = append(notes, "")
+		} else {
+			for i := len(order) - len(notes); i < len(order); i++ {
+				if x := out[order[i]]; x.e.Turn == e.Turn && x.e.Step == e.Step && (d.op == "" || d.op == x.op) {
+					x.hook = d.hook
+					out[order[i]] = x
+				}
+			}
+			notes = nil
 		}
 		d.pos = pos
 		n[d.key]++

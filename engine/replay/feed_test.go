@@ -1,0 +1,238 @@
+package replay_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/wagent/wagent/engine"
+	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/replay"
+	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/store"
+)
+
+func mustRun(t *testing.T, o replay.Options) *replay.Report {
+	t.Helper()
+	rep, err := replay.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func unchanged(t *testing.T, rep *replay.Report) {
+	t.Helper()
+	if rep.Diverged() {
+		var what []string
+		for _, d := range rep.Divergences {
+			what = append(what, d.Kind+" "+d.What+"\n"+d.Diff)
+		}
+		t.Fatalf("diverged: stopped %+v\n%s", rep.Stopped, strings.Join(what, "\n"))
+	}
+}
+
+// Steering by a turn-stopping op is fed its recorded ids: the same op
+// replays the same; one that stops steering diverges where the recording
+// was steered on, and the replay stops there (the recording went on).
+func TestReplaySteering(t *testing.T) {
+	env := &et.Env{Log: store.NewMemory(), Session: "s", Provider: &et.Scripted{Answer: et.Echo},
+		Ops: func() []engine.Operation { return []engine.Operation{et.Stopper("DONE", 2)} }}
+	env.Create(t)
+	env.Send(t, "go")
+	env.RunContinuous(t)
+	env.Send(t, "DONE now")
+	env.RunContinuous(t)
+	evs := env.Events(t)
+
+	unchanged(t, mustRun(t, replay.Options{Session: "s", Events: evs, Pipeline: pipeline(func() engine.Operation { return et.Stopper("DONE", 2) })}))
+
+	rep := mustRun(t, replay.Options{Session: "s", Events: evs, Pipeline: pipeline(func() engine.Operation { return et.Stopper("DONE", 0) })})
+	if len(rep.Divergences) == 0 || rep.Divergences[0].Kind != "missing" || rep.Divergences[0].Hook != "turn-stopping" {
+		t.Fatalf("divergences %+v", rep.Divergences)
+	}
+	if rep.Stopped == nil || !strings.Contains(rep.Stopped.Reason, "ends turn 1") {
+		t.Errorf("stopped %+v", rep.Stopped)
+	}
+}
+
+// A cancellation is fed where it came: while the session waited for a
+// person, and while a stream was showing text (its interrupted answer is
+// kept, as recorded).
+func TestReplayCancellations(t *testing.T) {
+	ctx := context.Background()
+	env := &et.Env{Log: store.NewMemory(), Session: "s", Provider: &et.Scripted{Answer: model},
+		Ops: func() []engine.Operation { return []engine.Operation{et.Approver(nil, nil), et.Calculator()} }}
+	env.Create(t)
+	env.Send(t, "add 40")
+	// attempt 1 of a turn fails in model(), and nothing retries here: the
+	// turn ends in error. Send again: the same failure.
+	env.RunContinuous(t)
+	// A stream cancelled with text shown.
+	partial := &et.Scripted{PartialThenWait: "I was saying", Answer: et.Echo}
+	env.Provider = partial
+	env.Send(t, "talk")
+	shown := make(chan struct{})
+	var once sync.Once
+	env.Observer = func(l engine.Live) {
+		if l.Kind == "delta" {
+			once.Do(func() { close(shown) })
+		}
+	}
+	m := env.Open(t)
+	env.Observer = nil
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(cctx)
+	}()
+	<-shown
+	cancel()
+	<-done
+	if err := m.Abort(ctx, engine.Cause{Kind: engine.CauseUser, Reason: "stop"}, false); err != nil {
+		t.Fatal(err)
+	}
+	// A wait for a person, cancelled.
+	env.Provider = &et.Scripted{Answer: func(req *provider.Request) et.Reply {
+		return et.Reply{Calls: []hostabi.ToolCall{et.Call("a1", "calc_add", `{"value":1}`)}}
+	}}
+	env.Send(t, "add 1")
+	if o := env.RunContinuous(t); o != engine.Waiting {
+		t.Fatalf("%v, want waiting", o)
+	}
+	if err := env.Open(t).Abort(ctx, engine.Cause{Kind: engine.CauseUser, Reason: "never mind"}, false); err != nil {
+		t.Fatal(err)
+	}
+	evs := env.Events(t)
+	st, _ := engine.Fold("s", evs)
+	if st.Turn != 3 || st.TurnOpen || st.LastEnd.Reason != engine.ReasonAborted {
+		t.Fatalf("recorded %d turns, open %v, last end %+v", st.Turn, st.TurnOpen, st.LastEnd)
+	}
+	kept := false
+	for _, m := range st.Messages {
+		kept = kept || m.Content == "I was saying"
+	}
+	if !kept {
+		t.Fatal("the recording lacks the interrupted answer")
+	}
+	rep := mustRun(t, replay.Options{Session: "s", Events: evs, Pipeline: pipeline(approver(nil, nil), et.Calculator)})
+	unchanged(t, rep)
+	if rep.Ended != "" {
+		t.Errorf("ended %q", rep.Ended)
+	}
+}
+
+// A tool source (a namespace in its manifest, like an MCP server) is not
+// asked for its tools: the recorded header's are offered; nor are its
+// calls run.
+func TestReplayToolSourceIsNotStarted(t *testing.T) {
+	source := func(t *testing.T, replaying bool) func() engine.Operation {
+		return func() engine.Operation {
+			m := &hostabi.Manifest{Name: "mcp.files", Hooks: []hostabi.Hook{hostabi.HookContribute, hostabi.HookTool}, Tools: []string{"files__*"}}
+			return &engine.OpFunc{M: m, F: func(ctx context.Context, v *hostabi.View, r engine.Reader) ([]hostabi.Effect, error) {
+				if replaying {
+					t.Errorf("the replay asked the source at %s", v.Hook)
+				}
+				switch {
+				case v.Hook == hostabi.HookContribute:
+					return []hostabi.Effect{{Kind: hostabi.KindTool, Tool: &hostabi.ToolSpec{Name: "files__read", Server: "files", Annotations: &hostabi.ToolAnnotations{ReadOnly: true}}}}, nil
+				case v.Tool.Run != "":
+					return []hostabi.Effect{{Kind: hostabi.KindResult, CallID: v.Tool.Run, Content: "the file"}}, nil
+				}
+				return nil, nil
+			}}
+		}
+	}
+	env := &et.Env{Log: store.NewMemory(), Session: "s", Ops: func() []engine.Operation { return []engine.Operation{source(t, false)()} },
+		Provider: &et.Scripted{Answer: func(req *provider.Request) et.Reply {
+			if last := req.Messages[len(req.Messages)-1]; last.Role == "tool" {
+				return et.Reply{Text: "read: " + last.Content}
+			}
+			return et.Reply{Calls: []hostabi.ToolCall{et.Call("r1", "files__read", `{}`)}}
+		}}}
+	env.Create(t)
+	env.Send(t, "read it")
+	env.RunContinuous(t)
+	unchanged(t, mustRun(t, replay.Options{Session: "s", Events: env.Events(t), Pipeline: pipeline(source(t, true))}))
+}
+
+// Compaction: the recorded summary is fed to the same compaction op; a
+// pipeline without it diverges (no compaction), one that compacts where
+// the recording did not stops (there is no summary to feed).
+func TestReplayCompaction(t *testing.T) {
+	sized := provider.Func(func(ctx context.Context, req *provider.Request, onDelta func(provider.Delta)) (*provider.Response, error) {
+		if req.Attempt == 0 {
+			return &provider.Response{Content: "a summary", Usage: provider.Usage{InputTokens: 5, OutputTokens: 2}}, nil
+		}
+		return &provider.Response{Content: "answer " + req.Messages[len(req.Messages)-1].Content, FinishReason: "stop",
+			Usage: provider.Usage{InputTokens: 100 * len(req.Messages), OutputTokens: 10}}, nil
+	})
+	compactor := func(over int) func() engine.Operation {
+		return func() engine.Operation {
+			m := &hostabi.Manifest{Name: "compactor", Hooks: []hostabi.Hook{hostabi.HookCompact}}
+			return &engine.OpFunc{M: m, F: func(ctx context.Context, v *hostabi.View, r engine.Reader) ([]hostabi.Effect, error) {
+				if v.Compact.Tokens < over {
+					return nil, nil
+				}
+				return []hostabi.Effect{{Kind: hostabi.KindCompact, Text: "summarise"}}, nil
+			}}
+		}
+	}
+	env := &et.Env{Log: store.NewMemory(), Session: "s", Provider: sized, Ops: func() []engine.Operation { return []engine.Operation{compactor(350)()} }}
+	env.Create(t)
+	for _, p := range []string{"one", "two", "three", "four"} {
+		env.Send(t, p)
+		env.RunContinuous(t)
+	}
+	evs := env.Events(t)
+	if n := countType(evs, engine.EvContextCompacted); n == 0 {
+		t.Fatal("the recording has no compaction")
+	}
+	unchanged(t, mustRun(t, replay.Options{Session: "s", Events: evs, Pipeline: pipeline(compactor(350))}))
+
+	rep := mustRun(t, replay.Options{Session: "s", Events: evs, Pipeline: pipeline(compactor(100))})
+	if rep.Stopped == nil || !strings.Contains(rep.Stopped.Reason, "compacts the conversation") {
+		t.Errorf("an earlier compaction: stopped %+v, divergences %+v", rep.Stopped, rep.Divergences)
+	}
+}
+
+func countType(evs []store.Event, typ string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// A prompt op that rewrites the input changes the conversation: the
+// replay stops at the admission.
+func TestReplayRewrittenPrompt(t *testing.T) {
+	env := &et.Env{Log: store.NewMemory(), Session: "s", Provider: &et.Scripted{Answer: et.Echo}, Ops: func() []engine.Operation { return nil }}
+	env.Create(t)
+	env.Send(t, "hello")
+	env.RunContinuous(t)
+	env.Send(t, "again")
+	env.RunContinuous(t)
+	shout := func() engine.Operation {
+		m := &hostabi.Manifest{Name: "shout", Hooks: []hostabi.Hook{hostabi.HookPrompt}}
+		return &engine.OpFunc{M: m, F: func(ctx context.Context, v *hostabi.View, r engine.Reader) ([]hostabi.Effect, error) {
+			b := v.Prompt.Batch
+			for i := range b {
+				b[i].Content = strings.ToUpper(b[i].Content)
+			}
+			return []hostabi.Effect{{Kind: hostabi.KindRewrite, Messages: b}}, nil
+		}}
+	}
+	rep := mustRun(t, replay.Options{Session: "s", Events: env.Events(t), Pipeline: pipeline(shout)})
+	if len(rep.Divergences) != 1 || rep.Divergences[0].Kind != "changed" || rep.Divergences[0].Hook != "prompt" || !strings.Contains(rep.Divergences[0].Diff, `"HELLO"`) {
+		t.Fatalf("divergences %+v", rep.Divergences)
+	}
+	if rep.Stopped == nil || !strings.Contains(rep.Stopped.Reason, `admits message m2-0 as "HELLO"`) {
+		t.Errorf("stopped %+v", rep.Stopped)
+	}
+}
