@@ -117,24 +117,6 @@ func describe(e store.Event, id func(string) string) (d decision, ok bool) {
 	return d, true
 }
 
-// keyOf identifies any event the machine appends, for finding the move
-// before a recorded cancellation in the replay.
-func (r *run) keyOf(e store.Event, replayed bool) string {
-	id := func(s string) string { return s }
-	if replayed {
-		id = r.recID
-	}
-	if d, ok := describe(e, id); ok {
-		return d.key
-	}
-	if e.Type == engine.EvAssistantAttempt {
-		var x engine.AssistantAttempt
-		json.Unmarshal(e.Data, &x)
-		return fmt.Sprintf("%s %d.%d %d", e.Type, e.Turn, e.Step, x.Attempt)
-	}
-	return fmt.Sprintf("%s %d.%d", e.Type, e.Turn, e.Step)
-}
-
 // list makes the decisions of one log, each key made unique by its
 // occurrence (a note written twice in a step).
 func list(evs []store.Event, keep func(e store.Event) ([2]int, bool), id func(string) string) (map[string]decision, []string) {

@@ -33,6 +33,13 @@ const (
 	skipped
 )
 
+// moveKey names a move of the machine by its place in either log.
+type moveKey struct {
+	bc  int
+	typ string
+	nth int
+}
+
 // stepKey names a step (step 0: in the turn, outside any step).
 type stepKey struct{ turn, step int }
 
@@ -73,6 +80,9 @@ type recording struct {
 	// event i; off[i] is i's place among the machine's events since the
 	// last of them.
 	bc, off []int
+	// move[i] names a machine event by its place: the boundary moves
+	// before it, its type, and how many of that type came since.
+	move []moveKey
 	groups  []group
 
 	answers   map[stepKey][]answer
@@ -116,7 +126,7 @@ func isMessage(e store.Event) bool {
 // the replay makes again (the events before it are copied as they are).
 func read(session string, evs []store.Event, start int) (*recording, error) {
 	r := &recording{session: session, evs: evs, start: start,
-		origin: make([]origin, len(evs)), bc: make([]int, len(evs)), off: make([]int, len(evs)),
+		origin: make([]origin, len(evs)), bc: make([]int, len(evs)), off: make([]int, len(evs)), move: make([]moveKey, len(evs)),
 		answers: map[stepKey][]answer{}, summaries: map[stepKey][]engine.ContextCompacted{},
 		headers: map[stepKey]*engine.RequestHeader{}, steers: map[stepKey][]hostabi.InputMessage{},
 		runs: map[string]*ran{}, results: map[string]store.Event{}, persons: map[string]engine.ApprovalDecision{},
@@ -127,6 +137,7 @@ func read(session string, evs []store.Event, start int) (*recording, error) {
 	var running *ran
 	runningID := ""
 	bc, off := 0, 0
+	nth := map[string]int{}
 	var g *group
 	lastMachine := -1
 	for i, e := range evs {
@@ -231,10 +242,13 @@ func read(session string, evs []store.Event, start int) (*recording, error) {
 			}
 		}
 		lastMachine = i
+		r.move[i] = moveKey{bc, e.Type, nth[e.Type]}
+		nth[e.Type]++
 		off++
 		if isBoundary(e.Type) {
 			bc++
 			off = 0
+			clear(nth)
 		}
 	}
 	r.final = st

@@ -169,7 +169,8 @@ type run struct {
 	turnMsgs         map[int]int
 	compactions      map[stepKey]int
 	steered          map[stepKey]int
-	seen             map[string]bool // keys of the machine's events
+	seen             map[moveKey]bool // the machine's moves
+	nth              map[string]int   // moves of each type since the last boundary
 	machine          map[uint64]bool // seqs the machine appended
 	pos              map[uint64][2]int
 	injecting        bool
@@ -216,7 +217,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("%w: %v", ErrRecording, err)
 	}
 	r := &run{opts: opts, rec: rec, scratch: store.NewMemory(),
-		turnMsgs: map[int]int{}, compactions: map[stepKey]int{}, steered: map[stepKey]int{}, seen: map[string]bool{},
+		turnMsgs: map[int]int{}, compactions: map[stepKey]int{}, steered: map[stepKey]int{}, seen: map[moveKey]bool{}, nth: map[string]int{},
 		machine: map[uint64]bool{}, pos: map[uint64][2]int{}, rep2rec: map[string]string{}, rec2rep: map[string]string{},
 		decided: map[string]bool{}, cancel: func() {}}
 	r.report = Report{Session: opts.Session, From: max(opts.From, 1), Head: evs[len(evs)-1].Seq}
@@ -389,7 +390,7 @@ func sameSet(a, b []string) bool {
 func (r *run) feedReady(ctx context.Context, force bool) error {
 	for r.next < len(r.rec.groups) && !r.halted() {
 		g := r.rec.groups[r.next]
-		ready := r.bc >= g.need && (!g.midStep || g.prev < 0 || r.seen[r.keyOf(r.rec.evs[g.prev], false)])
+		ready := r.bc >= g.need && (!g.midStep || g.prev < 0 || r.seen[r.rec.move[g.prev]])
 		if !ready && !force {
 			return nil
 		}
@@ -490,10 +491,13 @@ func (r *run) see(e store.Event) {
 func (r *run) made(e store.Event) {
 	r.machine[e.Seq] = true
 	r.pos[e.Seq] = [2]int{r.bc, r.off}
+	r.seen[moveKey{r.bc, e.Type, r.nth[e.Type]}] = true
+	r.nth[e.Type]++
 	r.off++
 	if isBoundary(e.Type) {
 		r.bc++
 		r.off = 0
+		clear(r.nth)
 	}
 	switch e.Type {
 	case engine.EvInboxSpliced:
@@ -538,7 +542,6 @@ func (r *run) made(e store.Event) {
 			r.halt(seq, fmt.Sprintf("the new pipeline ends turn %d (%s) with %d message(s); in the recording it went on to %d", d.Turn, d.Reason, r.turnMsgs[d.Turn], r.rec.turnMsgs[d.Turn]))
 		}
 	}
-	r.seen[r.keyOf(e, true)] = true
 }
 
 // steer pairs the replay's steering with the recording's at the same
