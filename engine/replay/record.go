@@ -82,8 +82,8 @@ type recording struct {
 	bc, off []int
 	// move[i] names a machine event by its place: the boundary moves
 	// before it, its type, and how many of that type came since.
-	move []moveKey
-	groups  []group
+	move   []moveKey
+	groups []group
 
 	answers   map[stepKey][]answer
 	summaries map[stepKey][]engine.ContextCompacted

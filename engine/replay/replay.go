@@ -171,7 +171,7 @@ type run struct {
 	steered          map[stepKey]int
 	seen             map[moveKey]bool // the machine's moves
 	nth              map[string]int   // moves of each type since the last boundary
-	machine          map[uint64]bool // seqs the machine appended
+	machine          map[uint64]bool  // seqs the machine appended
 	pos              map[uint64][2]int
 	injecting        bool
 	rep2rec, rec2rep map[string]string
