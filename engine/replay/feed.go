@@ -140,7 +140,7 @@ func (r *run) haltRun(seq uint64, why string) {
 // recordedOffer is what a tool source contributed to the recorded request
 // header of this step.
 func (r *run) recordedOffer(op string) []hostabi.Effect {
-	h := r.rec.headers[r.at()]
+	h := r.rec.header(r.at())
 	if h == nil {
 		return nil
 	}

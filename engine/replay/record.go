@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -87,7 +88,7 @@ type recording struct {
 
 	answers   map[stepKey][]answer
 	summaries map[stepKey][]engine.ContextCompacted
-	headers   map[stepKey]*engine.RequestHeader
+	headers   map[stepKey]int // index of each step's request header
 	steers    map[stepKey][]hostabi.InputMessage
 	runs      map[string]*ran // by call id
 	results   map[string]store.Event
@@ -115,6 +116,9 @@ func isMessage(e store.Event) bool {
 	case engine.EvAssistantMessage, engine.EvToolResult:
 		return true
 	case engine.EvUserMessage:
+		if !bytes.Contains(e.Data, []byte(`"command"`)) {
+			return true // the common case, without decoding
+		}
 		var d engine.UserMessage
 		json.Unmarshal(e.Data, &d)
 		return d.Command == ""
@@ -128,7 +132,7 @@ func read(session string, evs []store.Event, start int) (*recording, error) {
 	r := &recording{session: session, evs: evs, start: start,
 		origin: make([]origin, len(evs)), bc: make([]int, len(evs)), off: make([]int, len(evs)), move: make([]moveKey, len(evs)),
 		answers: map[stepKey][]answer{}, summaries: map[stepKey][]engine.ContextCompacted{},
-		headers: map[stepKey]*engine.RequestHeader{}, steers: map[stepKey][]hostabi.InputMessage{},
+		headers: map[stepKey]int{}, steers: map[stepKey][]hostabi.InputMessage{},
 		runs: map[string]*ran{}, results: map[string]store.Event{}, persons: map[string]engine.ApprovalDecision{},
 		users: map[string]store.Event{}, turnMsgs: map[int]int{}, turnEnds: map[int]uint64{}}
 	r.classify()
@@ -231,9 +235,7 @@ func read(session string, evs []store.Event, start int) (*recording, error) {
 			json.Unmarshal(e.Data, &d)
 			r.summaries[key] = append(r.summaries[key], d)
 		case engine.EvRequestHeader:
-			var d engine.RequestHeader
-			json.Unmarshal(e.Data, &d)
-			r.headers[key] = &d
+			r.headers[key] = i // decoded when a tool source asks (header)
 		case engine.EvInboxSpliced:
 			var d engine.InboxSpliced
 			json.Unmarshal(e.Data, &d)
@@ -423,4 +425,17 @@ func (r *recording) bcEnd() int {
 		}
 	}
 	return 0
+}
+
+// header is the recorded request header of a step, or nil.
+func (r *recording) header(key stepKey) *engine.RequestHeader {
+	i, ok := r.headers[key]
+	if !ok {
+		return nil
+	}
+	var d engine.RequestHeader
+	if json.Unmarshal(r.evs[i].Data, &d) != nil {
+		return nil
+	}
+	return &d
 }

@@ -46,6 +46,7 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -501,6 +502,9 @@ func (r *run) made(e store.Event) {
 	}
 	switch e.Type {
 	case engine.EvInboxSpliced:
+		if !bytes.Contains(e.Data, []byte(`"inserted"`)) {
+			break // a claim
+		}
 		var d engine.InboxSpliced
 		json.Unmarshal(e.Data, &d)
 		if len(d.Inserted) > 0 {
