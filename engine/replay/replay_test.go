@@ -40,14 +40,29 @@ func model(req *provider.Request) et.Reply {
 	return et.Echo(req)
 }
 
+// offline is the recording's model; once the recording is done, a
+// request fails the test (a replay never asks a model).
+type offline struct {
+	t    *testing.T
+	done bool
+}
+
+func (p *offline) Complete(ctx context.Context, req *provider.Request, onDelta func(provider.Delta)) (*provider.Response, error) {
+	if p.done {
+		p.t.Errorf("a model was asked after the recording: %+v", req.Messages[len(req.Messages)-1])
+	}
+	return (&et.Scripted{Answer: model}).Complete(ctx, req, onDelta)
+}
+
 // recorded is a session of two turns: a retry, a person allowing
 // calc_add ("always"), the guard allowing calc_multiply and calc_total by
-// rule, then calc_subtract allowed by the remembered decision? No: it is
-// denied by a person.
+// rule; then a person denying calc_subtract.
 func recorded(t *testing.T) []store.Event {
 	t.Helper()
 	ctx := context.Background()
-	env := &et.Env{Log: store.NewMemory(), Session: "s", Provider: &et.Scripted{Answer: model},
+	llm := &offline{t: t}
+	defer func() { llm.done = true }()
+	env := &et.Env{Log: store.NewMemory(), Session: "s", Provider: llm,
 		Ops: func() []engine.Operation {
 			return []engine.Operation{et.Approver([]string{"calc_multiply", "calc_total"}, nil), et.Calculator(), et.Retrier(3, 0)}
 		}}
@@ -120,7 +135,8 @@ func seqOf(t *testing.T, evs []store.Event, typ, contains string) uint64 {
 
 // The same pipeline makes the same decisions: nothing diverges, no tool
 // runs (the calculator fails the test if asked to run a call) and no
-// model is asked (the replay has no provider to ask).
+// model is asked (the recording's fails the test once it is done; the
+// replay is given none).
 func TestReplayUnchanged(t *testing.T) {
 	evs := recorded(t)
 	rep, err := replay.Run(context.Background(), replay.Options{Session: "s", Events: evs,
