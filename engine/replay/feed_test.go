@@ -236,3 +236,57 @@ func TestReplayRewrittenPrompt(t *testing.T) {
 		t.Errorf("stopped %+v", rep.Stopped)
 	}
 }
+
+// A session whose settings changed between turns is replayed with the
+// pipeline for each part's settings; a forked session replays through its
+// fork point.
+func TestReplaySettingsAndForks(t *testing.T) {
+	ctx := context.Background()
+	ops := func(set engine.SessionCreated) []engine.Operation {
+		if set.Pipeline == "strict" {
+			return []engine.Operation{et.Approver([]string{"calc_add", "calc_multiply", "calc_total"}, nil), et.Calculator()}
+		}
+		return []engine.Operation{et.Calculator()}
+	}
+	log := store.NewMemory()
+	var set engine.SessionCreated
+	env := &et.Env{Log: log, Session: "s", Provider: &et.Scripted{Answer: func(req *provider.Request) et.Reply {
+		if req.Attempt == 1 && req.Messages[len(req.Messages)-1].Role == "user" {
+			return et.Reply{Calls: []hostabi.ToolCall{et.Call(callID(len(req.Messages)), "calc_add", `{"value":1}`)}}
+		}
+		return et.Echo(req)
+	}}, Ops: func() []engine.Operation { return ops(set) }}
+	env.Create(t)
+	env.Send(t, "one")
+	env.RunContinuous(t)
+	set.Pipeline = "strict"
+	if err := env.Open(t).ChangePipeline(ctx, engine.PipelineChanged{Pipeline: "strict", Model: "test-model"}); err != nil {
+		t.Fatal(err)
+	}
+	env.Writer = "another process" // so the replay's log (one writer) is shorter
+	env.Send(t, "two")
+	env.RunContinuous(t)
+	evs := env.Events(t)
+	var asked []string
+	p := func(s engine.SessionCreated) (*engine.Pipeline, error) {
+		asked = append(asked, s.Pipeline)
+		return engine.NewPipeline(ops(s)...)
+	}
+	unchanged(t, mustRun(t, replay.Options{Session: "s", Events: evs, Pipeline: p}))
+	if strings.Join(asked, ",") != ",strict" {
+		t.Errorf("pipelines built for settings %q, want the session's and then the changed ones", asked)
+	}
+
+	// The fork's copy holds two writers' events; the replay's log has one
+	// writer, so its fork point is at another seq.
+	end2 := evs[len(evs)-1].Seq
+	if err := engine.Fork(ctx, log, "s", end2, "f", et.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	fork := &et.Env{Log: log, Session: "f", Provider: env.Provider, Ops: env.Ops}
+	fork.Send(t, "three")
+	fork.RunContinuous(t)
+	unchanged(t, mustRun(t, replay.Options{Session: "f", Events: fork.Events(t), Pipeline: p}))
+}
+
+func callID(n int) string { return "add-" + strings.Repeat("i", n) }

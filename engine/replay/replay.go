@@ -295,6 +295,7 @@ func (r *run) drive(ctx context.Context) error {
 		if err != nil {
 			if errors.Is(err, engine.ErrCorruptLog) {
 				r.halt(r.rec.segmentSeq(r.bc), "what the recording fed here does not fit the replayed session: "+strings.TrimPrefix(err.Error(), engine.ErrCorruptLog.Error()+": "))
+				r.stopAt = r.head
 				return nil
 			}
 			return fmt.Errorf("replay: %w", err)
@@ -433,6 +434,12 @@ func (r *run) feed(ctx context.Context, g group) error {
 			json.Unmarshal(e.Data, &d)
 			r.settings.Pipeline, r.settings.Model, r.settings.Settings = d.Pipeline, d.Model, d.Settings
 			changed = true
+		case engine.EvSessionForked:
+			// The fork point is the event before it, in the scratch log too.
+			var d engine.SessionForked
+			json.Unmarshal(e.Data, &d)
+			d.Seq = e.Seq - 1
+			e.Data, _ = json.Marshal(d)
 		}
 		evs = append(evs, e)
 	}
