@@ -290,3 +290,27 @@ func TestReplaySettingsAndForks(t *testing.T) {
 }
 
 func callID(n int) string { return "add-" + strings.Repeat("i", n) }
+
+// A recording that ends waiting for a person replays to the same wait;
+// a guard that allows the call instead diverges, and the replay ends
+// where the recording does (the call never ran there).
+func TestReplayOfASessionThatWaits(t *testing.T) {
+	env := &et.Env{Log: store.NewMemory(), Session: "s", Provider: &et.Scripted{Answer: func(req *provider.Request) et.Reply {
+		return et.Reply{Calls: []hostabi.ToolCall{et.Call("a1", "calc_add", `{"value":1}`)}}
+	}}, Ops: func() []engine.Operation { return []engine.Operation{et.Approver(nil, nil), et.Calculator()} }}
+	env.Create(t)
+	env.Send(t, "add one")
+	if o := env.RunContinuous(t); o != engine.Waiting {
+		t.Fatalf("%v, want waiting", o)
+	}
+	evs := env.Events(t)
+	rep := mustRun(t, replay.Options{Session: "s", Events: evs, Pipeline: pipeline(approver(nil, nil), et.Calculator)})
+	unchanged(t, rep)
+	if !strings.Contains(rep.Ended, "waiting for a person to decide a1") {
+		t.Errorf("ended %q", rep.Ended)
+	}
+	rep = mustRun(t, replay.Options{Session: "s", Events: evs, Pipeline: pipeline(approver([]string{"calc_add"}, nil), et.Calculator)})
+	if !rep.Diverged() || len(rep.Divergences) < 2 || rep.Ended == "" {
+		t.Errorf("a laxer guard: ended %q, stopped %+v, divergences %+v", rep.Ended, rep.Stopped, rep.Divergences)
+	}
+}
