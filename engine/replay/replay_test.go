@@ -3,6 +3,7 @@ package replay_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -282,9 +283,4 @@ func TestReplayWithoutRetries(t *testing.T) {
 	}
 }
 
-func u(n uint64) string { return strings.TrimSpace(fmtUint(n)) }
-
-func fmtUint(n uint64) string {
-	b, _ := json.Marshal(n)
-	return string(b)
-}
+func u(n uint64) string { return strconv.FormatUint(n, 10) }
