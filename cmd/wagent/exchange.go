@@ -178,8 +178,9 @@ func forkCommand(env *cliEnv) *cli.Command {
 SEQ is a turn boundary: the seq of a turn/end, or the last event before a
 turn/start (wagent log SESSION --json shows the seqs). The new session's log
 is a copy of the original's up to SEQ, followed by session/forked naming the
-origin and seq; it runs on its own from there, with the original's settings.
-A SEQ inside a turn is refused with the nearest boundaries before and after.
+origin and seq; it runs on its own from there, with the original's settings
+(input queued at SEQ is copied too: the fork runs it when it next runs). A SEQ
+inside a turn is refused with the nearest boundaries before and after.
 
 Examples:
    wagent fork 20261130-a1b2c3 --at 39 --as retry-turn-2
