@@ -120,11 +120,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	if !catchUp() {
 		return
 	}
+	// A status always follows the catch-up, so that a client knows the
+	// stream is open (wagent run sends its input then, so as to miss none
+	// of the lines that are only streamed).
 	if sess, ok := s.host.Get(id); ok {
 		sum := sess.Summary()
 		write("", StreamEvent{Kind: "status", Status: sum.Status, Head: sum.Head})
-		flusher.Flush()
+	} else {
+		head, _ := s.o.Log.Head(ctx, id)
+		write("", StreamEvent{Kind: "status", Status: string(engine.DriverIdle), Head: head})
 	}
+	flusher.Flush()
 	ping := time.NewTicker(15 * time.Second)
 	defer ping.Stop()
 	for {

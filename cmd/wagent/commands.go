@@ -11,6 +11,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
@@ -363,14 +364,26 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 }
 
 func opsCommand(env *cliEnv) *cli.Command {
-	load := func(c *cli.Context) (*wasmhost.Module, *wasmhost.Runtime, []byte, error) {
-		if err := needArgs(c, 1, 1, "FILE.wasm"); err != nil {
-			return nil, nil, nil, err
+	// load reads FILE.wasm, or builtin:NAME (the bundle, with NAME the
+	// op to look at).
+	load := func(c *cli.Context) (*wasmhost.Module, *wasmhost.Runtime, []byte, string, error) {
+		if err := needArgs(c, 1, 1, "FILE.wasm or builtin:NAME"); err != nil {
+			return nil, nil, nil, "", err
 		}
 		path := c.Args().First()
-		wasm, err := os.ReadFile(path)
-		if err != nil {
-			return nil, nil, nil, fail(exitFailure, "%v", err)
+		var wasm []byte
+		var op string
+		if name, ok := strings.CutPrefix(path, pipeline.BuiltinPrefix); ok {
+			b := builtinModules()
+			var found bool
+			if wasm, op, found = b.Lookup(name); !found {
+				return nil, nil, nil, "", fail(exitUsage, "unknown built-in %q; the built-ins are: %s", name, strings.Join(b.Names(), ", "))
+			}
+		} else {
+			var err error
+			if wasm, err = os.ReadFile(path); err != nil {
+				return nil, nil, nil, "", fail(exitFailure, "%v", err)
+			}
 		}
 		ctx := context.Background()
 		opts := []wasmhost.Option{wasmhost.WithLogger(warnings(env.stderr))}
@@ -379,14 +392,14 @@ func opsCommand(env *cliEnv) *cli.Command {
 		}
 		rt, err := wasmhost.NewRuntime(ctx, opts...)
 		if err != nil {
-			return nil, nil, nil, fail(exitFailure, "start the wasm runtime: %v", err)
+			return nil, nil, nil, "", fail(exitFailure, "start the wasm runtime: %v", err)
 		}
 		m, err := rt.Load(ctx, wasm)
 		if err != nil {
 			rt.Close(ctx)
-			return nil, nil, nil, fail(exitFailure, "%s: %v", path, err)
+			return nil, nil, nil, "", fail(exitFailure, "%s: %v", path, err)
 		}
-		return m, rt, wasm, nil
+		return m, rt, wasm, op, nil
 	}
 	return &cli.Command{
 		Name:  "ops",
@@ -395,19 +408,48 @@ func opsCommand(env *cliEnv) *cli.Command {
 			opsNewCommand(env),
 			opsBuildCommand(env),
 			{
-				Name:      "inspect",
-				Usage:     "print a module's manifest (without running it)",
-				UsageText: "wagent ops inspect FILE.wasm [--json]\n\nExample:\n   wagent ops inspect examples/wasm-ops/calculator/calculator.wasm",
-				Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print the manifest as JSON"}},
+				Name:  "inspect",
+				Usage: "print a module's manifest (without running it)",
+				UsageText: "wagent ops inspect FILE.wasm|builtin:NAME [--pipeline FILE] [--json]\n\n" +
+					"Capabilities show what the module requests; with --pipeline, also what each entry of the pipeline\n" +
+					"that runs the module gets (requested ∩ granted).\n\n" +
+					"Examples:\n   wagent ops inspect examples/wasm-ops/calculator/calculator.wasm\n   wagent ops inspect builtin:shell --pipeline examples/coding-agent/pipeline.yaml",
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "json", Usage: "print the manifest as JSON"},
+					&cli.StringFlag{Name: "pipeline", Usage: "show what the pipeline's entries that run this module get"},
+				},
 				Action: func(c *cli.Context) error {
-					m, rt, wasm, err := load(c)
+					m, rt, wasm, only, err := load(c)
 					if err != nil {
 						return err
 					}
 					defer rt.Close(context.Background())
 					mans := m.Manifests()
+					if only != "" {
+						mans = nil
+						for _, man := range m.Manifests() {
+							if man.Name == only {
+								mans = append(mans, man)
+							}
+						}
+					}
+					var where []string
+					var granted []*wasmhost.Op
+					if p := c.String("pipeline"); p != "" {
+						if where, granted, err = pipelineOps(p, c.Args().First(), m, rt); err != nil {
+							return fail(exitFailure, "%v", err)
+						}
+					}
 					if c.Bool("json") {
-						printJSON(env.stdout, map[string]any{"sha256": m.Digest(), "bytes": len(wasm), "ops": mans})
+						out := map[string]any{"sha256": m.Digest(), "bytes": len(wasm), "ops": mans}
+						if c.IsSet("pipeline") {
+							var eff []map[string]any
+							for i, op := range granted {
+								eff = append(eff, map[string]any{"at": where[i], "op": op.Manifest().Name, "mounts": op.Mounts(), "http": op.HTTP(), "exec": op.Exec()})
+							}
+							out["granted"] = eff
+						}
+						printJSON(env.stdout, out)
 						return nil
 					}
 					tprintf(env.stdout, "sha256:   %s (%d bytes)\n", m.Digest(), len(wasm))
@@ -427,8 +469,35 @@ func opsCommand(env *cliEnv) *cli.Command {
 						if man.Guard {
 							tprintln(env.stdout, "guard:    yes (fails closed)")
 						}
-						if len(man.Capabilities.Mounts) > 0 {
-							tprintf(env.stdout, "mounts:   %s (read-only, if the pipeline grants them)\n", strings.Join(man.Capabilities.Mounts, ", "))
+						req := requestedLines(man)
+						for i, l := range req {
+							label := "         "
+							if i == 0 {
+								label = "requests:"
+							}
+							tprintf(env.stdout, "%s %s\n", label, l)
+						}
+						if len(req) > 0 && !c.IsSet("pipeline") {
+							tprintln(env.stdout, "gets:     what a pipeline grants of it (--pipeline FILE shows it; ops check grants samples)")
+						}
+						for i, op := range granted {
+							if op.Manifest().Name != man.Name {
+								continue
+							}
+							eff := effectiveLines(op)
+							if len(eff) == 0 {
+								eff = []string{"nothing"}
+							}
+							for j, l := range eff {
+								label := "         "
+								if j == 0 {
+									label = "gets:    "
+								}
+								if j == 0 {
+									l += " (" + where[i] + ")"
+								}
+								tprintf(env.stdout, "%s %s\n", label, l)
+							}
 						}
 					}
 					return nil
@@ -437,18 +506,20 @@ func opsCommand(env *cliEnv) *cli.Command {
 			{
 				Name:  "check",
 				Usage: "load a module, start each op under its limits and call each hook it declares once",
-				UsageText: "wagent ops check FILE.wasm [--op NAME] [--config JSON] [--mount DIR:/PATH] [--timeout-ms N] [--memory-mb N]\n\n" +
+				UsageText: "wagent ops check FILE.wasm|builtin:NAME [--op NAME] [--config JSON] [--mount DIR:/PATH[:rw]] [--http HOST] [--exec CMD] [--unconfined] [--timeout-ms N] [--memory-mb N]\n\n" +
 					"Each hook gets a small view (a prompt, a call to decide or to run, a failed request, an answer, a command);\n" +
-					"a trap, timeout or invalid effect is reported as a session would record it, and the exit code is 1.\n\n" +
+					"a trap, timeout or invalid effect is reported as a session would record it, and the exit code is 1.\n" +
+					"Each op's requested and effective capabilities are shown; a capability the op requests and no flag grants\n" +
+					"gets a sample grant that reaches nothing (an empty folder, the host check.invalid, the command true).\n\n" +
 					"Examples:\n   wagent ops check ./ops/deny-word.wasm && echo ok\n   wagent ops check builtins.wasm --op max-turns --config '{\"max_steps\":3}'",
 				Flags: checkFlags,
 				Action: func(c *cli.Context) error {
-					m, rt, _, err := load(c)
+					m, rt, _, only, err := load(c)
 					if err != nil {
 						return err
 					}
 					defer rt.Close(context.Background())
-					return checkOps(context.Background(), c, env, rt, m)
+					return checkOps(context.Background(), c, env, rt, m, only)
 				},
 			},
 		},

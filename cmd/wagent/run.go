@@ -344,14 +344,20 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	}
 	out := newPrinter(env, c.Bool("json"), id)
 	out.start(isNew)
-	if prompt != "" {
-		if _, err := cl.Input(ctx, id, "send", prompt); err != nil {
+	// The input goes in once the stream is open: lines that are not
+	// recorded (op logs, what the host did for an op) are only streamed,
+	// and a run that sent first could miss the first ones.
+	kick := func() error {
+		if prompt != "" {
+			if _, err := cl.Input(ctx, id, "send", prompt); err != nil {
+				return apiFail(err)
+			}
+		} else if _, err := cl.Resume(ctx, id); err != nil {
 			return apiFail(err)
 		}
-	} else if _, err := cl.Resume(ctx, id); err != nil {
-		return apiFail(err)
+		return nil
 	}
-	return follow(ctx, env, cl, id, from, out)
+	return follow(ctx, env, cl, id, from, out, kick)
 }
 
 // apiFail turns an error from the owner into the command's.
@@ -370,16 +376,17 @@ func apiFail(err error) error {
 // follow prints a session's events from seq from until it is idle or
 // waits for a person; at a terminal it asks about waiting calls and goes
 // on. A signal or a closed stdout cancels the running turn, as Ctrl-C.
-func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from uint64, out *printer) error {
+func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from uint64, out *printer, opened func() error) error {
 	in := newLineReader(env.stdin)
 	for {
-		status, last, err := stream(ctx, cl, id, from, out)
+		status, last, err := stream(ctx, cl, id, from, out, opened)
+		opened = nil
 		if err != nil && ctx.Err() != nil {
 			why := stopCause(ctx)
 			bg := context.Background()
 			cl.Cancel(bg, id, server.CancelRequest{Reason: why.cause.Reason, KeepInbox: true, Cause: why.cause.Kind})
 			// The cancellation is recorded; show how the turn ended.
-			stream(bg, cl, id, last+1, out)
+			stream(bg, cl, id, last+1, out, nil)
 			out.finish()
 			if why.quiet {
 				return &exitError{code: exitFailure}
@@ -426,11 +433,18 @@ func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from
 
 // stream prints the session's stream from seq from until the session is
 // idle or waiting with every event up to then printed, and returns that
-// status and the last seq printed.
-func stream(ctx context.Context, cl *server.Client, id string, from uint64, out *printer) (status string, last uint64, err error) {
+// status and the last seq printed. With opened set, it is called once the
+// stream is open (at the owner's first status, which is then not the
+// end: the session is about to move).
+func stream(ctx context.Context, cl *server.Client, id string, from uint64, out *printer, opened func() error) (status string, last uint64, err error) {
 	last = from - 1
 	var head uint64
 	err = cl.Stream(ctx, id, from, func(ev server.StreamEvent) error {
+		if ev.Kind == "status" && opened != nil {
+			kick := opened
+			opened = nil
+			return kick()
+		}
 		switch ev.Kind {
 		case "event":
 			last = ev.Event.Seq
