@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/tools/mcp"
 	"github.com/wagent/wagent/wasmhost"
 )
 
@@ -16,6 +18,26 @@ import (
 // each mistake names its own line.
 
 const execKeys = "cmd, shell, env, read, write, timeout_ms, output_kb, network, unconfined"
+
+// expandPath replaces ${VAR} in a grant's host path with the variable's
+// value (${HOME}/src). A project is better named relative to the pipeline
+// file (./): the file is read again whenever the session is, by whichever
+// process owns the store, and a path that depends on where that process
+// runs would mount another folder.
+func expandPath(s string) (string, error) { return mcp.ExpandEnv(s, os.LookupEnv) }
+
+// mountGrants expands the mounts of an entry.
+func mountGrants(mounts []string, at string) ([]string, error) {
+	var out []string
+	for _, m := range mounts {
+		x, err := expandPath(m)
+		if err != nil {
+			return nil, fmt.Errorf("%s: grants.mounts %q: %v", at, m, err)
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
 
 // httpGrants reads grants: {http: [HOST, …]}.
 func httpGrants(n *yaml.Node, file string) ([]string, error) {
@@ -68,7 +90,13 @@ func execGrants(n *yaml.Node, file, dir string) ([]wasmhost.ExecGrant, error) {
 				case "unconfined":
 					err = v.Decode(&g.Unconfined)
 				case "env":
-					err = v.Decode(&g.Env)
+					if err = v.Decode(&g.Env); err == nil {
+						for i, e := range g.Env {
+							if g.Env[i], err = expandPath(e); err != nil {
+								break
+							}
+						}
+					}
 				case "read":
 					err = v.Decode(&g.Read)
 				case "write":
@@ -112,6 +140,11 @@ func execGrants(n *yaml.Node, file, dir string) ([]wasmhost.ExecGrant, error) {
 		// Relative paths are the pipeline file's, like mounts.
 		for _, list := range []*[]string{&g.Read, &g.Write} {
 			for i, p := range *list {
+				p, err := expandPath(p)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %v", at, err)
+				}
+				(*list)[i] = p
 				if !filepath.IsAbs(p) && !strings.HasPrefix(p, "~/") {
 					(*list)[i] = filepath.Join(dir, p)
 				}

@@ -62,6 +62,25 @@ ops:
 	}
 }
 
+// ${VAR} in a grant's path is the environment's.
+func TestGrantPathsExpand(t *testing.T) {
+	t.Setenv("CAPS_TEST_DIR", "/srv/data")
+	s, err := pipeline.Parse([]byte("ops:\n  - use: builtin:shell\n    grants:\n      mounts: [\"./:/work:rw\", \"${CAPS_TEST_DIR}/x:/x\"]\n      exec: [{cmd: go vet, write: [\"${CAPS_TEST_DIR}/cache\"]}]\n"), "p.yaml", "/base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Ops[0].Mounts; !reflect.DeepEqual(got, []string{"./:/work:rw", "/srv/data/x:/x"}) {
+		t.Errorf("mounts %q", got)
+	}
+	if got := s.Ops[0].Exec[0].Write; !reflect.DeepEqual(got, []string{"/srv/data/cache"}) {
+		t.Errorf("write %q", got)
+	}
+	_, err = pipeline.Parse([]byte("ops:\n  - use: builtin:shell\n    grants: {mounts: [\"${NO_SUCH_VAR_HERE}:/w\"]}\n"), "p.yaml", "/base")
+	if err == nil || err.Error() != `pipeline p.yaml:2: op 1: grants.mounts "${NO_SUCH_VAR_HERE}:/w": environment variable NO_SUCH_VAR_HERE is not set` {
+		t.Errorf("an unset variable: %v", err)
+	}
+}
+
 // A grant that cannot be one is refused with its own line.
 func TestParseGrantErrors(t *testing.T) {
 	for _, tc := range []struct{ name, grants, want string }{

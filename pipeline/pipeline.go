@@ -27,7 +27,9 @@
 //	  - use: builtin:fetch
 //	    grants: {http: ["pkg.go.dev", "127.0.0.1:8080"]}
 //
-// Grants (hostabi/ABI.md §6): mounts are HOST_DIR:GUEST_PATH[:ro|:rw]; http
+// Grants (hostabi/ABI.md §6): mounts are HOST_DIR:GUEST_PATH[:ro|:rw] (a
+// relative HOST_DIR is the file's directory's; ${VAR} is the
+// environment's); http
 // lists hosts (wasmhost.Grants.HTTP); exec lists argv patterns, each a
 // string or a mapping of cmd and wasmhost.ExecGrant's options (shell,
 // env, read, write, timeout_ms, output_kb, network, unconfined). A pattern
@@ -187,8 +189,11 @@ func Parse(data []byte, name, dir string) (*Spec, error) {
 		if o.Use == "" {
 			return nil, fmt.Errorf("%s: missing use: (builtin:NAME or a path to a .wasm file) or mcp: NAME", at)
 		}
-		op := OpSpec{Use: o.Use, Op: o.Op, Mounts: o.Grants.Mounts, SHA256: strings.ToLower(o.SHA256), Line: line}
+		op := OpSpec{Use: o.Use, Op: o.Op, SHA256: strings.ToLower(o.SHA256), Line: line}
 		var err error
+		if op.Mounts, err = mountGrants(o.Grants.Mounts, at); err != nil {
+			return nil, err
+		}
 		if op.HTTP, err = httpGrants(&o.Grants.HTTP, name); err != nil {
 			return nil, err
 		}
