@@ -20,7 +20,7 @@ import (
 // The hostile matrix is in hostile_caps_test.go.
 
 // builtin returns an op of the built-in bundle.
-func builtin(t *testing.T, op string, cfg Config) *Op {
+func builtin(t testing.TB, op string, cfg Config) *Op {
 	t.Helper()
 	cfg.Op = op
 	return newOp(t, load(t, "builtins/builtins.wasm"), cfg)
@@ -28,7 +28,7 @@ func builtin(t *testing.T, op string, cfg Config) *Op {
 
 // runCall runs a started call of an op's tool and returns its result and
 // the host's lines for watchers.
-func runCall(t *testing.T, o *Op, tool, args string) (hostabi.Effect, []string) {
+func runCall(t testing.TB, o *Op, tool, args string) (hostabi.Effect, []string) {
 	t.Helper()
 	v := &hostabi.View{Hook: hostabi.HookTool, Session: "s1", Op: o.Manifest().Name, Turn: 1, Step: 1, Tool: &hostabi.ToolView{
 		Run:   "c1",

@@ -328,7 +328,7 @@ func run(ctx context.Context, s runSpec) hostabi.ExecResponse {
 	var readers sync.WaitGroup
 	drain := func(r *os.File, c *capture) {
 		defer readers.Done()
-		buf := make([]byte, 64<<10)
+		buf := make([]byte, 32<<10)
 		for {
 			n, err := r.Read(buf)
 			if n > 0 {

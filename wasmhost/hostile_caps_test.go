@@ -255,7 +255,7 @@ func TestHostileHTTP(t *testing.T) {
 }
 
 // shellOp is the shell built-in on a fresh project folder.
-func shellOp(t *testing.T, limits Limits, grants ...ExecGrant) (*Op, string) {
+func shellOp(t testing.TB, limits Limits, grants ...ExecGrant) (*Op, string) {
 	t.Helper()
 	dir := t.TempDir()
 	return builtin(t, "shell", Config{Limits: limits, Grants: Grants{Mounts: []Mount{{HostDir: dir, GuestPath: "/work", Write: true}}, Exec: grants}}), dir

@@ -30,10 +30,11 @@ type Policy struct {
 // version 3 on, truncating a file outside the policy is refused too.
 const MinLevel = 3
 
-// Start starts cmd, confined by p (nil: not confined), from an OS thread
-// that lives as long as the command, so that SysProcAttr.Pdeathsig ends
-// the command when the process that started it dies. The channel receives
-// cmd.Wait's result once the command has exited.
+// Start starts cmd, confined by p (nil: not confined), and returns a
+// channel that receives cmd.Wait's result once the command has exited. A
+// confined command is started from an OS thread of its own that lives as
+// long as the command, so that SysProcAttr.Pdeathsig (tied to the thread
+// that started the child) still means the death of the process.
 func Start(cmd *exec.Cmd, p *Policy) (<-chan error, error) {
 	return start(cmd, p)
 }

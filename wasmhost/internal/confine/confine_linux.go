@@ -73,8 +73,18 @@ func start(cmd *exec.Cmd, p *Policy) (<-chan error, error) {
 		}
 		defer unix.Close(fd) // needed only until the thread restricted itself
 	}
-	started := make(chan error, 1)
 	done := make(chan error, 1)
+	if p == nil {
+		// Not confined: no thread of its own is needed. The Go runtime
+		// never ends a thread that is not locked, so Pdeathsig still
+		// means the process's death.
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		go func() { done <- cmd.Wait() }()
+		return done, nil
+	}
+	started := make(chan error, 1)
 	go func() {
 		// Never unlocked: when this goroutine returns, the Go runtime
 		// ends the thread, and its Landlock domain with it.
