@@ -153,3 +153,43 @@ func TestE2ECodingSession(t *testing.T) {
 		t.Errorf("%d tool calls ran, want 3", len(calls))
 	}
 }
+
+// ops inspect shows what a module requests, and with --pipeline what each
+// entry gets; ops check what its flags (or sample grants) give it.
+func TestOpsShowCapabilities(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "p.yaml"), []byte("ops:\n  - use: builtin:shell\n    grants:\n      mounts: [\"./:/work:rw\"]\n      exec: [{cmd: \"git status\", unconfined: true}, {cmd: \"make *\", shell: true, unconfined: true}]\n  - use: builtin:fetch\n    grants: {http: [\"go.dev\"]}\n"), 0o644)
+	r := wag(t, t.TempDir(), "ops", "inspect", "builtin:shell", "--pipeline", filepath.Join(dir, "p.yaml"))
+	for _, want := range []string{
+		"name:     shell 1.0.0",
+		"requests: mounts /work (read-write)\n          exec whichever commands the pipeline grants\n",
+		"gets:     mount /work = " + dir + " (read-write) (" + filepath.Join(dir, "p.yaml") + ":2)\n",
+		"          exec git status (timeout 1m0s, 1024 KiB of output kept, confinement: none)\n",
+		"          exec sh -c \"make *\" (timeout 1m0s",
+	} {
+		if r.code != exitOK || !strings.Contains(r.stdout, want) {
+			t.Errorf("inspect lacks %q: exit %d\n%s%s", want, r.code, r.stdout, r.stderr)
+		}
+	}
+	if strings.Contains(r.stdout, "name:     fetch") {
+		t.Errorf("inspect builtin:shell shows other ops:\n%s", r.stdout)
+	}
+	r = wag(t, t.TempDir(), "ops", "check", "builtin:fetch", "--http", "127.0.0.1:9")
+	for _, want := range []string{
+		"ok: fetch 1.0.0 (abi 1.2, hooks contribute, tool)\n  requests http to whichever hosts the pipeline grants\n  gets http 127.0.0.1:9 (at most 2048 KiB",
+		"  tool: 1 effect (result)",
+	} {
+		if r.code != exitOK || !strings.Contains(r.stdout, want) {
+			t.Errorf("check lacks %q: exit %d\n%s%s", want, r.code, r.stdout, r.stderr)
+		}
+	}
+	// Without the flag, a sample grant that reaches nothing.
+	if r := wag(t, t.TempDir(), "ops", "check", "builtin:fetch"); r.code != exitOK || !strings.Contains(r.stdout, "gets http check.invalid") {
+		t.Errorf("check without --http: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// A grant the op refuses is the op's failure, in one line.
+	r = wag(t, t.TempDir(), "ops", "check", "builtin:files", "--mount", dir+":/work")
+	if r.code != exitFailure || !strings.Contains(r.stdout, "fail: files: op files requests /work read-write, but the pipeline grants it read-only") {
+		t.Errorf("check with a read-only mount: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
