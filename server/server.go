@@ -82,6 +82,11 @@ type Server struct {
 	// decideMu serialises decisions per session, so that of two clients
 	// deciding one call, the second sees the first's decision.
 	decideMu map[string]*sync.Mutex
+
+	// subs are the streams following each session: one host watcher
+	// hands each notification to its session's followers only.
+	subsMu sync.Mutex
+	subs   map[string]map[*follower]struct{}
 }
 
 // New returns a server over the options' store.
@@ -95,7 +100,8 @@ func New(o Options) (*Server, error) {
 	if o.StreamBuffer <= 0 {
 		o.StreamBuffer = 1024
 	}
-	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{}}
+	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{},
+		subs: map[string]map[*follower]struct{}{}}
 	base := o.Base
 	base.Log = o.Log
 	s.host = engine.NewHostWith(base, func(ctx context.Context, id string, settings *engine.SessionCreated) (engine.Config, error) {
@@ -104,6 +110,7 @@ func New(o Options) (*Server, error) {
 		s.mu.Unlock()
 		return o.Resolve(ctx, id, settings, sec)
 	})
+	s.host.Watch(s.dispatch)
 	s.routes()
 	return s, nil
 }

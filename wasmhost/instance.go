@@ -185,6 +185,7 @@ type callState struct {
 	note      []byte
 	lastError string
 	fault     *hostabi.Fault
+	filter    DocumentFilter // see WithDocumentFilter; nil for none
 	// The capabilities' part (capcall.go): the last response, how many
 	// requests and commands the call made, and the lines that tell
 	// watchers about them.
@@ -363,6 +364,10 @@ func (inst *instance) handle(ctx context.Context, o *Op, view *hostabi.View, r e
 		reader:   r,
 		msgIndex: -1,
 		msgBuf:   c.msgBuf[:0],
+		filter:   documentFilter(ctx),
+	}
+	if c.filter != nil {
+		c.viewJSON = c.filter(DocView, c.viewJSON)
 	}
 	defer func() { c.active, c.reader, c.view, c.ctx, c.op, c.resp = false, nil, nil, nil, nil, nil }()
 	inst.out.reset()

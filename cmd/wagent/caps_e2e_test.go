@@ -161,17 +161,27 @@ func TestOpsShowCapabilities(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "p.yaml"), []byte("ops:\n  - use: builtin:shell\n    grants:\n      mounts: [\"./:/work:rw\"]\n      exec: [{cmd: \"git status\", unconfined: true}, {cmd: \"make *\", shell: true, unconfined: true}]\n  - use: builtin:fetch\n    grants: {http: [\"go.dev\"]}\n"), 0o644)
 	r := wag(t, t.TempDir(), "ops", "inspect", "builtin:shell", "--pipeline", filepath.Join(dir, "p.yaml"))
 	for _, want := range []string{
-		"name:     shell 1.0.0",
-		"requests: mounts /work (read-write)\n          exec whichever commands the pipeline grants\n",
-		"gets:     mount /work = " + dir + " (read-write) (" + filepath.Join(dir, "p.yaml") + ":2)\n",
-		"          exec git status (timeout 1m0s, 1024 KiB of output kept, confinement: none)\n",
-		"          exec sh -c \"make *\" (timeout 1m0s",
+		"\nop shell 1.0.0\n",
+		"  requests:   read-write mount /work; commands whichever the pipeline grants (",
+		"  in " + filepath.Join(dir, "p.yaml") + ":2 (entry 1, use: builtin:shell, this module):\n",
+		"    mount:    /work <- " + dir + " (read-write)\n",
+		"    exec:     git status (timeout 1m0s, 1,024 KiB of output kept, confinement: none)\n",
+		"    exec:     sh -c \"make *\" (timeout 1m0s",
 	} {
 		if r.code != exitOK || !strings.Contains(r.stdout, want) {
 			t.Errorf("inspect lacks %q: exit %d\n%s%s", want, r.code, r.stdout, r.stderr)
 		}
 	}
-	if strings.Contains(r.stdout, "name:     fetch") {
+	r2 := wag(t, t.TempDir(), "ops", "inspect", "builtin:fetch", "--pipeline", filepath.Join(dir, "p.yaml"))
+	for _, want := range []string{
+		"  requests:   outbound HTTP to whichever hosts the pipeline grants (",
+		"    http:     go.dev (at most 2,048 KiB of each response; loopback and private addresses only for hosts granted by name)\n",
+	} {
+		if r2.code != exitOK || !strings.Contains(r2.stdout, want) {
+			t.Errorf("inspect builtin:fetch lacks %q: exit %d\n%s%s", want, r2.code, r2.stdout, r2.stderr)
+		}
+	}
+	if strings.Contains(r.stdout, "\nop fetch ") {
 		t.Errorf("inspect builtin:shell shows other ops:\n%s", r.stdout)
 	}
 	r = wag(t, t.TempDir(), "ops", "check", "builtin:fetch", "--http", "127.0.0.1:9")

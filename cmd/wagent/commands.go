@@ -403,106 +403,12 @@ func opsCommand(env *cliEnv) *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "ops",
-		Usage: "write, build, inspect and check operation modules",
+		Usage: "write, build, inspect, check and test operation modules",
 		Subcommands: []*cli.Command{
 			opsNewCommand(env),
 			opsBuildCommand(env),
-			{
-				Name:  "inspect",
-				Usage: "print a module's manifest (without running it)",
-				UsageText: "wagent ops inspect FILE.wasm|builtin:NAME [--pipeline FILE] [--json]\n\n" +
-					"Capabilities show what the module requests; with --pipeline, also what each entry of the pipeline\n" +
-					"that runs the module gets (requested ∩ granted).\n\n" +
-					"Examples:\n   wagent ops inspect examples/wasm-ops/calculator/calculator.wasm\n   wagent ops inspect builtin:shell --pipeline examples/coding-agent/pipeline.yaml",
-				Flags: []cli.Flag{
-					&cli.BoolFlag{Name: "json", Usage: "print the manifest as JSON"},
-					&cli.StringFlag{Name: "pipeline", Usage: "show what the pipeline's entries that run this module get"},
-				},
-				Action: func(c *cli.Context) error {
-					m, rt, wasm, only, err := load(c)
-					if err != nil {
-						return err
-					}
-					defer rt.Close(context.Background())
-					mans := m.Manifests()
-					if only != "" {
-						mans = nil
-						for _, man := range m.Manifests() {
-							if man.Name == only {
-								mans = append(mans, man)
-							}
-						}
-					}
-					var where []string
-					var granted []*wasmhost.Op
-					if p := c.String("pipeline"); p != "" {
-						if where, granted, err = pipelineOps(p, c.Args().First(), m, rt); err != nil {
-							return fail(exitFailure, "%v", err)
-						}
-					}
-					if c.Bool("json") {
-						out := map[string]any{"sha256": m.Digest(), "bytes": len(wasm), "ops": mans}
-						if c.IsSet("pipeline") {
-							var eff []map[string]any
-							for i, op := range granted {
-								eff = append(eff, map[string]any{"at": where[i], "op": op.Manifest().Name, "mounts": op.Mounts(), "http": op.HTTP(), "exec": op.Exec()})
-							}
-							out["granted"] = eff
-						}
-						printJSON(env.stdout, out)
-						return nil
-					}
-					tprintf(env.stdout, "sha256:   %s (%d bytes)\n", m.Digest(), len(wasm))
-					if len(mans) > 1 {
-						tprintf(env.stdout, "bundle:   %d ops (name one with op: NAME in a pipeline)\n", len(mans))
-					}
-					for _, man := range mans {
-						tprintf(env.stdout, "\nname:     %s %s\n", man.Name, man.Version)
-						tprintf(env.stdout, "abi:      %s\n", man.ABI)
-						tprintf(env.stdout, "hooks:    %s\n", joinHooks(man.Hooks))
-						if len(man.Tools) > 0 {
-							tprintf(env.stdout, "tools:    %s\n", strings.Join(man.Tools, ", "))
-						}
-						if len(man.Commands) > 0 {
-							tprintf(env.stdout, "commands: /%s\n", strings.Join(man.Commands, ", /"))
-						}
-						if man.Guard {
-							tprintln(env.stdout, "guard:    yes (fails closed)")
-						}
-						req := requestedLines(man)
-						for i, l := range req {
-							label := "         "
-							if i == 0 {
-								label = "requests:"
-							}
-							tprintf(env.stdout, "%s %s\n", label, l)
-						}
-						if len(req) > 0 && !c.IsSet("pipeline") {
-							tprintln(env.stdout, "gets:     what a pipeline grants of it (--pipeline FILE shows it; ops check grants samples)")
-						}
-						for i, op := range granted {
-							if op.Manifest().Name != man.Name {
-								continue
-							}
-							eff := effectiveLines(op)
-							if len(eff) == 0 {
-								eff = []string{"nothing"}
-							}
-							for j, l := range eff {
-								label := "         "
-								if j == 0 {
-									label = "gets:    "
-								}
-								if j == 0 {
-									l += " (" + where[i] + ")"
-								}
-								tprintf(env.stdout, "%s %s\n", label, l)
-							}
-						}
-					}
-					return nil
-				},
-			},
+			opsTestCommand(env),
+			opsInspectCommand(env),
 			{
 				Name:  "check",
 				Usage: "load a module, start each op under its limits and call each hook it declares once",

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
 
 	"github.com/wagent/wagent/hostabi"
-	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/wasmhost"
 )
 
@@ -111,61 +108,4 @@ func checkGrants(man *hostabi.Manifest, mounts []wasmhost.Mount, http, exec []st
 		}
 	}
 	return g, nil
-}
-
-// pipelineOps returns the entries of a pipeline file that run the module
-// at path (or the built-in name), built as the pipeline builds them.
-func pipelineOps(file, path string, m *wasmhost.Module, rt *wasmhost.Runtime) ([]string, []*wasmhost.Op, error) {
-	spec, err := pipeline.ParseFile(file)
-	if err != nil {
-		return nil, nil, err
-	}
-	var where []string
-	var ops []*wasmhost.Op
-	b := builtinModules()
-	for i, o := range spec.Ops {
-		if o.MCP != nil {
-			continue
-		}
-		name := o.Op
-		switch {
-		case strings.HasPrefix(o.Use, pipeline.BuiltinPrefix):
-			wasm, op, ok := b.Lookup(strings.TrimPrefix(o.Use, pipeline.BuiltinPrefix))
-			if !ok || digest(wasm) != m.Digest() {
-				continue
-			}
-			if name == "" {
-				name = op
-			}
-		default:
-			p := o.Use
-			if !strings.HasPrefix(p, "/") {
-				p = spec.Dir + "/" + p
-			}
-			wasm, err := os.ReadFile(p)
-			if err != nil || digest(wasm) != m.Digest() {
-				continue
-			}
-		}
-		grants := wasmhost.Grants{HTTP: o.HTTP, Exec: o.Exec}
-		for _, s := range o.Mounts {
-			mt, err := wasmhost.ParseMount(spec.Dir, s)
-			if err != nil {
-				return nil, nil, fmt.Errorf("pipeline %s:%d: %v", file, o.Line, err)
-			}
-			grants.Mounts = append(grants.Mounts, mt)
-		}
-		op, err := rt.NewOp(m, wasmhost.Config{Op: name, Config: o.Config, Limits: o.Limits, Grants: grants})
-		if err != nil {
-			return nil, nil, fmt.Errorf("pipeline %s:%d: op %d (%s): %v", file, o.Line, i+1, o.Use, err)
-		}
-		where = append(where, fmt.Sprintf("%s:%d", file, o.Line))
-		ops = append(ops, op)
-	}
-	return where, ops, nil
-}
-
-func digest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }
