@@ -212,3 +212,34 @@ func TestFilesThroughTheHost(t *testing.T) {
 		t.Errorf("a file was written outside the mount")
 	}
 }
+
+// The capability built-ins declare which tools may run again after a
+// crash: the reads (and fetch's GET) are idempotent; write_file, edit_file
+// and shell are not, so a call interrupted mid-way is answered
+// TOOL_OUTCOME_UNKNOWN instead of repeated (the engine's rule, tested in
+// engine/exactlyonce_test.go).
+func TestCapabilityToolsIdempotent(t *testing.T) {
+	m := load(t, "builtins/builtins.wasm")
+	want := map[string]struct{ tools, idempotent string }{
+		"files": {"read_file write_file edit_file list_dir glob grep", "read_file list_dir glob grep"},
+		"fetch": {"fetch", "fetch"},
+		"shell": {"shell", ""},
+	}
+	seen := 0
+	for _, man := range m.Manifests() {
+		w, ok := want[man.Name]
+		if !ok {
+			continue
+		}
+		seen++
+		if got := strings.Join(man.Tools, " "); got != w.tools {
+			t.Errorf("%s tools %q, want %q", man.Name, got, w.tools)
+		}
+		if got := strings.Join(man.Idempotent, " "); got != w.idempotent {
+			t.Errorf("%s idempotent %q, want %q", man.Name, got, w.idempotent)
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("the bundle has %d of the %d capability ops", seen, len(want))
+	}
+}
