@@ -26,7 +26,7 @@ func AgentsMD() Op {
 		Manifest: hostabi.Manifest{
 			Name:         "agents-md",
 			Version:      "1.0.0",
-			Capabilities: hostabi.Capabilities{Mounts: []string{"/project"}},
+			Capabilities: hostabi.Capabilities{Mounts: []hostabi.GuestMount{{Path: "/project"}}},
 			ConfigSchema: strictSchema(`"dir":{"type":"string","pattern":"^/"},` +
 				`"files":{"type":"array","maxItems":8,"items":{"type":"string","pattern":"^[^/]+$"}},` +
 				`"max_bytes":{"type":"integer","minimum":1,"maximum":262144}`),

@@ -60,7 +60,7 @@ func Skills() Op {
 			Tools:        []string{"load_skill", "read_skill_file"},
 			Commands:     []string{"skills"},
 			Idempotent:   []string{"load_skill", "read_skill_file"},
-			Capabilities: hostabi.Capabilities{Mounts: []string{"/skills"}},
+			Capabilities: hostabi.Capabilities{Mounts: []hostabi.GuestMount{{Path: "/skills"}}},
 			ConfigSchema: strictSchema(`"dir":{"type":"string","pattern":"^/"},` +
 				`"max_prompt_bytes":{"type":"integer","minimum":1,"maximum":1048576},` +
 				`"max_description_bytes":{"type":"integer","minimum":16,"maximum":1048576},` +
