@@ -85,6 +85,11 @@ type Server struct {
 	// decideMu serialises decisions per session, so that of two clients
 	// deciding one call, the second sees the first's decision.
 	decideMu map[string]*sync.Mutex
+	// writing are the sessions a fork or an import is writing: a log
+	// longer than one append is written in several, and until the last
+	// one the session is not there for anyone (opening it half written
+	// would let its driver or a client's input append in between).
+	writing map[string]bool
 
 	// subs are the streams following each session: one host watcher
 	// hands each notification to its session's followers only.
@@ -104,7 +109,7 @@ func New(o Options) (*Server, error) {
 		o.StreamBuffer = 1024
 	}
 	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{},
-		subs: map[string]map[*follower]struct{}{}}
+		writing: map[string]bool{}, subs: map[string]map[*follower]struct{}{}}
 	base := o.Base
 	base.Log = o.Log
 	s.host = engine.NewHostWith(base, func(ctx context.Context, id string, settings *engine.SessionCreated) (engine.Config, error) {
@@ -323,7 +328,14 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) (*engine.Sessio
 		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
 		return nil, false
 	}
-	sess, err := s.host.Open(r.Context(), id)
+	s.mu.Lock()
+	writing := s.writing[id]
+	s.mu.Unlock()
+	var sess *engine.Session
+	err := store.ErrNotFound
+	if !writing {
+		sess, err = s.host.Open(r.Context(), id)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no session %q in this store (GET /v1/sessions lists them)", id))
 		return nil, false
