@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -97,3 +102,102 @@ func decodeSplice(t *testing.T, e store.Event) engine.InboxSpliced {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// "." and ".." are dot segments: a client's URL for such a session is
+// cleaned to another route, so no command could name the session again.
+// Creating, forking to or importing as one is refused, and nothing is
+// made.
+func TestDotSegmentSessionIDsAreRefused(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.client.Create(ctx, &server.CreateRequest{ID: "s", Prompt: "hi"})
+	untilIdle(t, f.client, "s", 1)
+	evs, _ := f.log.Read(ctx, "s", 1, 0)
+	var file bytes.Buffer
+	jsonl.Write(&file, jsonl.Header{Session: "s"}, evs)
+	for _, id := range []string{".", ".."} {
+		_, err := f.client.Create(ctx, &server.CreateRequest{ID: id})
+		if !server.IsCode(err, server.CodeBadRequest) {
+			t.Errorf("create %q: %v, want bad_request", id, err)
+		}
+		_, err = f.client.Fork(ctx, "s", server.ForkRequest{At: uint64(len(evs)), As: id})
+		if !server.IsCode(err, server.CodeBadRequest) {
+			t.Errorf("fork as %q: %v, want bad_request", id, err)
+		}
+	}
+	ids, _ := f.log.Sessions(ctx)
+	if len(ids) != 1 {
+		t.Fatalf("sessions %v, want only s", ids)
+	}
+}
+
+// A store whose path is too long for a socket address has its socket in
+// a directory under the temporary directory, which every user can write.
+// Another user who made that directory first could swap the owner's
+// socket for one of their own and read what clients send (API keys among
+// it). An owner refuses a directory it does not own alone, and a client
+// does not dial into one.
+func TestSocketDirectoryPlantedByAnotherUser(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	long := filepath.Join(t.TempDir(), strings.Repeat("d", 120))
+	if err := os.MkdirAll(long, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sock := server.SocketPath(long)
+	if !strings.HasPrefix(sock, tmp) {
+		t.Fatalf("socket %s is not under the temporary directory %s", sock, tmp)
+	}
+	plant := func(t *testing.T, mode os.FileMode, uid int) {
+		os.RemoveAll(filepath.Dir(sock))
+		if err := os.Mkdir(filepath.Dir(sock), mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Dir(sock), mode)
+		if uid >= 0 {
+			if err := os.Chown(filepath.Dir(sock), uid, uid); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check := func(t *testing.T) {
+		ln, closeFn, err := server.Listen(long)
+		if err == nil {
+			closeFn()
+			ln.Close()
+			t.Fatal("the owner listened in a directory others control")
+		}
+		if !strings.Contains(err.Error(), filepath.Dir(sock)) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("the refusal does not name the directory on one line: %v", err)
+		}
+		// Someone else's socket there is not dialled.
+		other, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		f := newFixture(t)
+		go f.srv.Serve(other, true)
+		if _, err := server.Dial(context.Background(), long); !errors.Is(err, server.ErrNoOwner) {
+			t.Errorf("a client dialled a socket in a directory others control: %v", err)
+		}
+	}
+	t.Run("world-writable", func(t *testing.T) {
+		plant(t, 0o777, -1)
+		check(t)
+	})
+	if os.Getuid() == 0 {
+		t.Run("another user's", func(t *testing.T) {
+			plant(t, 0o700, 65534)
+			check(t)
+		})
+	}
+	// Our own private directory is used as before.
+	os.RemoveAll(filepath.Dir(sock))
+	ln, closeFn, err := server.Listen(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeFn()
+	ln.Close()
+}
