@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -200,4 +202,113 @@ func TestSocketDirectoryPlantedByAnotherUser(t *testing.T) {
 	}
 	closeFn()
 	ln.Close()
+}
+
+// A follower that stops reading altogether (its socket's buffers full)
+// is cut off once a write has waited StreamStall: the stream does not sit
+// blocked in a write forever, holding its connection and buffers.
+func TestStalledFollowerIsCutOff(t *testing.T) {
+	f := newFixture(t, func(o *server.Options) { o.StreamBuffer = 4; o.StreamStall = 100 * time.Millisecond })
+	ctx := context.Background()
+	f.client.Create(ctx, &server.CreateRequest{ID: "s"})
+	w := &deadlined{stalled: stalled{h: http.Header{}, release: make(chan struct{})}}
+	defer close(w.release)
+	req := httptest.NewRequest(http.MethodGet, "/v1/sessions/s/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		f.srv.ServeHTTP(w, req)
+	}()
+	for i := range 10 {
+		f.client.Input(ctx, "s", "send", fmt.Sprintf("message %d", i))
+	}
+	untilIdle(t, f.client, "s", 1)
+	select {
+	case <-served:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream of a client that reads nothing is still blocked in a write")
+	}
+}
+
+// deadlined is a stalled connection that honours write deadlines, as a
+// network connection does (http.ResponseController finds the method).
+type deadlined struct {
+	stalled
+	mu       sync.Mutex
+	deadline time.Time
+}
+
+func (w *deadlined) SetWriteDeadline(t time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.deadline = t
+	return nil
+}
+
+func (w *deadlined) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	d := w.deadline
+	w.mu.Unlock()
+	if d.IsZero() {
+		return w.stalled.Write(b)
+	}
+	select {
+	case <-w.release:
+		return len(b), nil
+	case <-time.After(time.Until(d)):
+		return 0, os.ErrDeadlineExceeded
+	}
+}
+
+// Health answers anyone on TCP, so a page in a browser (through DNS
+// rebinding, say) can read it: without the token it says the owner is
+// alive and its version, not where the store is or the owner's process.
+func TestHealthWithoutTokenSaysNothingOfTheMachine(t *testing.T) {
+	f := newFixture(t, func(o *server.Options) { o.StoreName = "/home/alice/secret-project/.wagent" })
+	get := func(token string) server.Health {
+		req, _ := http.NewRequest(http.MethodGet, f.http.URL+"/v1/health", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("health: %v %v", resp, err)
+		}
+		defer resp.Body.Close()
+		var h server.Health
+		json.NewDecoder(resp.Body).Decode(&h)
+		return h
+	}
+	if h := get(""); h.Status != "ok" || h.Version != "test" || h.Store != "" || h.PID != 0 {
+		t.Errorf("health without a token: %+v, want status and version only", h)
+	}
+	if h := get("wrong"); h.Store != "" || h.PID != 0 {
+		t.Errorf("health with a wrong token: %+v", h)
+	}
+	if h := get(f.token); h.Store == "" || h.PID == 0 {
+		t.Errorf("health with the token: %+v, want the store and pid", h)
+	}
+}
+
+// One request that decides a call twice (allow and deny) is refused as
+// what it is, and decides nothing; the call still waits.
+func TestOneRequestDecidingACallTwice(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.client.Create(ctx, &server.CreateRequest{ID: "s", Prompt: "add two"})
+	if _, status := untilIdle(t, f.client, "s", 1); status != "waiting" {
+		t.Fatalf("status %q, want waiting", status)
+	}
+	before, _ := f.log.Head(ctx, "s")
+	_, err := f.client.Decide(ctx, "s", server.DecideRequest{Decisions: []server.Decision{{CallID: "c1", Allow: true}, {CallID: "c1"}}})
+	if !server.IsCode(err, server.CodeBadRequest) || !strings.Contains(err.Error(), "c1") || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("deciding c1 twice in one request: %v, want bad_request saying so", err)
+	}
+	if h, _ := f.log.Head(ctx, "s"); h != before {
+		t.Errorf("the log moved from %d to %d", before, h)
+	}
+	if ap, _ := f.client.Approvals(ctx); len(ap.Approvals) != 1 {
+		t.Errorf("approvals %+v, want c1 still waiting", ap)
+	}
 }

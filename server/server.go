@@ -67,6 +67,10 @@ type Options struct {
 	// StreamBuffer is how many stream events a slow client may fall behind
 	// before it is dropped (default 1024).
 	StreamBuffer int
+	// StreamStall is how long a write to a stream may take before the
+	// client is taken to have stopped reading and its connection is
+	// closed (default 30s).
+	StreamStall time.Duration
 	// MaxImport bounds the body of an import, a whole exported log
 	// (default DefaultMaxImport).
 	MaxImport int64
@@ -107,6 +111,9 @@ func New(o Options) (*Server, error) {
 	}
 	if o.StreamBuffer <= 0 {
 		o.StreamBuffer = 1024
+	}
+	if o.StreamStall <= 0 {
+		o.StreamStall = 30 * time.Second
 	}
 	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{},
 		writing: map[string]bool{}, subs: map[string]map[*follower]struct{}{}}
@@ -348,7 +355,14 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) (*engine.Sessio
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, Health{Status: "ok", Version: s.o.Version, Store: s.o.StoreName, Open: len(s.host.Sessions()), PID: os.Getpid()})
+	h := Health{Status: "ok", Version: s.o.Version}
+	// Anyone on TCP may ask (a page in a browser too, through DNS
+	// rebinding): where the store is and which process holds it are for
+	// clients that are trusted or show the token.
+	if local, _ := r.Context().Value(localKey).(bool); local || s.authorized(r) {
+		h.Store, h.Open, h.PID = s.o.StoreName, len(s.host.Sessions()), os.Getpid()
+	}
+	writeJSON(w, http.StatusOK, h)
 }
 
 // summary returns a session's summary: live if the owner has it open,
