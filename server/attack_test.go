@@ -1,11 +1,13 @@
 package server_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -310,5 +312,43 @@ func TestOneRequestDecidingACallTwice(t *testing.T) {
 	}
 	if ap, _ := f.client.Approvals(ctx); len(ap.Approvals) != 1 {
 		t.Errorf("approvals %+v, want c1 still waiting", ap)
+	}
+}
+
+// Anyone who can reach the TCP port may ask for /v1/health and keep the
+// connection open: with no idle timeout, thousands of such connections
+// hold the owner's file descriptors (which its store needs too) for ever.
+// An idle connection is closed after Options.IdleTimeout.
+func TestIdleConnectionOfAStrangerIsClosed(t *testing.T) {
+	srv, err := server.New(server.Options{Log: store.NewMemory(), Token: "s3cret", IdleTimeout: 200 * time.Millisecond,
+		Resolve: func(context.Context, string, *engine.SessionCreated, map[string]string) (engine.Config, error) {
+			return engine.Config{}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go srv.Serve(ln, false)
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("health: %v %v", resp, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the idle connection is still open: %v", err)
 	}
 }

@@ -71,6 +71,10 @@ type Options struct {
 	// client is taken to have stopped reading and its connection is
 	// closed (default 30s).
 	StreamStall time.Duration
+	// IdleTimeout closes a connection that waits longer than this for its
+	// next request (default 2 minutes): anyone who reaches the TCP port
+	// may ask for /v1/health and then hold the connection open.
+	IdleTimeout time.Duration
 	// MaxImport bounds the body of an import, a whole exported log
 	// (default DefaultMaxImport).
 	MaxImport int64
@@ -115,6 +119,9 @@ func New(o Options) (*Server, error) {
 	if o.StreamStall <= 0 {
 		o.StreamStall = 30 * time.Second
 	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 2 * time.Minute
+	}
 	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{},
 		writing: map[string]bool{}, subs: map[string]map[*follower]struct{}{}}
 	base := o.Base
@@ -154,6 +161,7 @@ func (s *Server) Serve(ln net.Listener, local bool) error {
 	hs := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       s.o.IdleTimeout,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, localKey, local)
 		},
