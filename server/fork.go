@@ -60,6 +60,10 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 	if req.As == "" {
 		req.As = NewSessionID()
 	}
+	if !s.reserve(w, req.As) {
+		return
+	}
+	defer s.release(req.As)
 	if err := engine.Fork(r.Context(), s.o.Log, id, req.At, req.As, time.Now()); err != nil {
 		s.writeFailure(w, err, id)
 		return
@@ -83,11 +87,35 @@ func (s *Server) importLog(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
 		return
 	}
+	if !s.reserve(w, id) {
+		return
+	}
+	defer s.release(id)
 	if err := engine.Import(r.Context(), s.o.Log, id, evs); err != nil {
 		s.writeFailure(w, err, id)
 		return
 	}
 	s.created(w, r.Context(), id)
+}
+
+// reserve marks session id as being written by a fork or an import, so
+// that no one opens it before its log is whole; a second writer of the
+// same id is told it exists.
+func (s *Server) reserve(w http.ResponseWriter, id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.writing[id] {
+		writeError(w, http.StatusConflict, CodeExists, "a session of that id already exists: choose another")
+		return false
+	}
+	s.writing[id] = true
+	return true
+}
+
+func (s *Server) release(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.writing, id)
 }
 
 // writeFailure writes what a refused fork or import deserves.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -295,6 +296,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	for _, d := range decisions {
 		if d.CallID == "" {
 			writeError(w, http.StatusBadRequest, CodeBadRequest, "a decision without a call_id (use \"all\": true to decide every waiting call)")
+			return
+		}
+		if slices.Contains(ids, d.CallID) {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("call %s is decided twice in this request: send one decision per call", d.CallID))
 			return
 		}
 		scope := hostabi.ScopeOnce

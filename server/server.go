@@ -68,6 +68,14 @@ type Options struct {
 	// StreamBuffer is how many stream events a slow client may fall behind
 	// before it is dropped (default 1024).
 	StreamBuffer int
+	// StreamStall is how long a write to a stream may take before the
+	// client is taken to have stopped reading and its connection is
+	// closed (default 30s).
+	StreamStall time.Duration
+	// IdleTimeout closes a connection that waits longer than this for its
+	// next request (default 2 minutes): anyone who reaches the TCP port
+	// may ask for /v1/health and then hold the connection open.
+	IdleTimeout time.Duration
 	// MaxImport bounds the body of an import, a whole exported log
 	// (default DefaultMaxImport).
 	MaxImport int64
@@ -89,6 +97,11 @@ type Server struct {
 	// pipes is the pipeline each open session was resolved with (for its
 	// commands).
 	pipes map[string]*engine.Pipeline
+	// writing are the sessions a fork or an import is writing: a log
+	// longer than one append is written in several, and until the last
+	// one the session is not there for anyone (opening it half written
+	// would let its driver or a client's input append in between).
+	writing map[string]bool
 
 	// subs are the streams following each session: one host watcher
 	// hands each notification to its session's followers only.
@@ -107,8 +120,14 @@ func New(o Options) (*Server, error) {
 	if o.StreamBuffer <= 0 {
 		o.StreamBuffer = 1024
 	}
+	if o.StreamStall <= 0 {
+		o.StreamStall = 30 * time.Second
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 2 * time.Minute
+	}
 	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{}, pipes: map[string]*engine.Pipeline{},
-		subs: map[string]map[*follower]struct{}{}}
+		writing: map[string]bool{}, subs: map[string]map[*follower]struct{}{}}
 	base := o.Base
 	base.Log = o.Log
 	s.host = engine.NewHostWith(base, func(ctx context.Context, id string, settings *engine.SessionCreated) (engine.Config, error) {
@@ -152,6 +171,7 @@ func (s *Server) Serve(ln net.Listener, local bool) error {
 	hs := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       s.o.IdleTimeout,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, localKey, local)
 		},
@@ -333,7 +353,14 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) (*engine.Sessio
 		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
 		return nil, false
 	}
-	sess, err := s.host.Open(r.Context(), id)
+	s.mu.Lock()
+	writing := s.writing[id]
+	s.mu.Unlock()
+	var sess *engine.Session
+	err := store.ErrNotFound
+	if !writing {
+		sess, err = s.host.Open(r.Context(), id)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no session %q in this store (GET /v1/sessions lists them)", id))
 		return nil, false
@@ -346,7 +373,14 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) (*engine.Sessio
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, Health{Status: "ok", Version: s.o.Version, Store: s.o.StoreName, Open: len(s.host.Sessions()), PID: os.Getpid()})
+	h := Health{Status: "ok", Version: s.o.Version}
+	// Anyone on TCP may ask (a page in a browser too, through DNS
+	// rebinding): where the store is and which process holds it are for
+	// clients that are trusted or show the token.
+	if local, _ := r.Context().Value(localKey).(bool); local || s.authorized(r) {
+		h.Store, h.Open, h.PID = s.o.StoreName, len(s.host.Sessions()), os.Getpid()
+	}
+	writeJSON(w, http.StatusOK, h)
 }
 
 // summary returns a session's summary: live if the owner has it open,

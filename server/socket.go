@@ -51,6 +51,11 @@ func Dial(ctx context.Context, dir string) (*Client, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, ErrNoOwner
 	}
+	if filepath.Dir(path) != mustAbs(dir) && checkPrivate(filepath.Dir(path)) != nil {
+		// A socket in a shared directory someone else controls is not
+		// the owner's: Listen refuses to serve there, saying why.
+		return nil, ErrNoOwner
+	}
 	c := NewUnixClient(path)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -69,6 +74,11 @@ func Listen(dir string) (net.Listener, func(), error) {
 	if filepath.Dir(path) != mustAbs(dir) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, nil, fmt.Errorf("server: make the socket directory: %w", err)
+		}
+		// It is under the shared temporary directory: whoever made it
+		// first could replace the socket, so it must be ours alone.
+		if err := checkPrivate(filepath.Dir(path)); err != nil {
+			return nil, nil, fmt.Errorf("server: %w", err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, pointerName), []byte(path+"\n"), 0o600); err != nil {
 			return nil, nil, fmt.Errorf("server: %w", err)

@@ -123,12 +123,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	sub, unsubscribe := s.subscribe(id, s.o.StreamBuffer)
 	defer unsubscribe()
 
+	// Every write has until StreamStall to go out: a client that stopped
+	// reading is cut off then, not waited for forever (the driver never
+	// waits for it anyway; this frees the connection and its buffers).
+	rc := http.NewResponseController(w)
+	stall := func() { rc.SetWriteDeadline(time.Now().Add(s.o.StreamStall)) }
+	stall()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	next := max(from, 1)
 	write := func(id string, ev StreamEvent) bool {
+		stall()
 		b, _ := json.Marshal(ev)
 		if id != "" {
 			if _, err := fmt.Fprintf(w, "id: %s\n", id); err != nil {
@@ -248,6 +255,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 			}
 			flusher.Flush()
 		case <-ping.C:
+			stall()
 			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
 				return
 			}

@@ -158,10 +158,15 @@ const MaxSnapshotBytes = 8 << 20
 
 // ValidSessionID reports why id cannot name a session, or nil if it can.
 // Ids are 1 to MaxSessionIDLen bytes of letters, digits, '-', '_', '.' and
-// ':', so that they are safe in file names, keys and shell commands.
+// ':', so that they are safe in file names, keys and shell commands, and
+// are not "." or "..", which a URL path cannot carry as a segment (they
+// are cleaned away, so no client of the API could name the session).
 func ValidSessionID(id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty session id", ErrInvalid)
+	}
+	if id == "." || id == ".." {
+		return fmt.Errorf("%w: session id %q is a path's dot segment; choose another", ErrInvalid, id)
 	}
 	if len(id) > MaxSessionIDLen {
 		return fmt.Errorf("%w: session id is %d bytes, the limit is %d", ErrInvalid, len(id), MaxSessionIDLen)

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -106,23 +108,75 @@ func tokenPath(env *cliEnv) (string, error) {
 	return filepath.Join(home, ".local", "share", "wagent", "token"), nil
 }
 
-// loadToken reads the token, making one on first use.
+// loadToken reads the token, making one on first use. The file is made
+// whole under another name and linked into place, which fails if it is
+// there already: of two wagent serve starting at once, both use the token
+// the first made. A file others can read is refused: it is no secret.
 func loadToken(env *cliEnv) (string, error) {
 	path, err := tokenPath(env)
 	if err != nil {
 		return "", err
 	}
-	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
-		return strings.TrimSpace(string(b)), nil
+	for tries := 0; ; tries++ {
+		if tok, err := readToken(path); err != nil || tok != "" {
+			return tok, err
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return "", fail(exitFailure, "%v", err)
+		}
+		token := randomToken()
+		f, err := os.CreateTemp(filepath.Dir(path), ".token-*") // 0600
+		if err != nil {
+			return "", fail(exitFailure, "write the token: %v", err)
+		}
+		_, err = f.WriteString(token + "\n")
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Link(f.Name(), path)
+		}
+		os.Remove(f.Name())
+		switch {
+		case err == nil:
+			return token, nil
+		case errors.Is(err, fs.ErrExist) && tries < 3:
+			continue // another wagent made it first: use theirs
+		default:
+			return "", fail(exitFailure, "write the token: %v", err)
+		}
 	}
-	token := randomToken()
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", fail(exitFailure, "%v", err)
+}
+
+// readToken returns the token in the file at path, "" if there is none.
+func readToken(path string) (string, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
 	}
-	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
-		return "", fail(exitFailure, "write the token: %v", err)
+	if err != nil {
+		return "", fail(exitFailure, "read the token: %v", err)
 	}
-	return token, nil
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", fail(exitFailure, "read the token: %v", err)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return "", fail(exitFailure, "the token file %s is readable by others (mode %04o), so it is no secret: remove it and a new token is made", path, perm)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return "", fail(exitFailure, "read the token: %v", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < 32 || strings.ContainsAny(tok, " \t\r\n") {
+		return "", fail(exitFailure, "the token file %s holds no token (one line of at least 32 characters): remove it and a new one is made", path)
+	}
+	return tok, nil
 }
 
 func randomToken() string {

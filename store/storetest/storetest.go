@@ -456,6 +456,8 @@ func testBadInput(t *testing.T, l store.Log) {
 		{"create with empty id", func() error { return l.Create(ctx(t), "") }, store.ErrInvalid, ""},
 		{"create with slash in id", func() error { return l.Create(ctx(t), "a/b") }, store.ErrInvalid, "a/b"},
 		{"create with space in id", func() error { return l.Create(ctx(t), "a b") }, store.ErrInvalid, "a b"},
+		{"create with id ..", func() error { return l.Create(ctx(t), "..") }, store.ErrInvalid, ".."},
+		{"create with id .", func() error { return l.Create(ctx(t), ".") }, store.ErrInvalid, "."},
 		{"create with too long id", func() error { return l.Create(ctx(t), tooLong) }, store.ErrInvalid, ""},
 		{"create existing", func() error { return l.Create(ctx(t), "s") }, store.ErrExists, "s"},
 		{"append with empty id", func() error { _, err := l.Append(ctx(t), "", 0, ev("t", 1, 0)); return err }, store.ErrInvalid, ""},
