@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -80,7 +81,13 @@ func TestKilledOwnerLosesNoAcknowledgedInput(t *testing.T) {
 	env := map[string]string{"WAGENT_HOME": t.TempDir(), "WAGENT_CACHE_DIR": sharedE2ECache(t)}
 	demo, _ := filepath.Abs(filepath.Join("..", "..", "examples", "demo"))
 	serve := start(t, env, "serve")
-	waitFor(t, "the owner to answer", func() bool { return exe(t, env, "sessions").code == exitOK })
+	// sessions succeeds without an owner too (it opens the store read-only),
+	// so the owner is ready when its socket answers.
+	sock := server.NewUnixClient(server.SocketPath(filepath.Join(env["WAGENT_HOME"], "store")))
+	waitFor(t, "the owner to answer on its socket", func() bool {
+		_, err := sock.Health(context.Background())
+		return err == nil
+	})
 	r := exe(t, env, "run", "--session", "k", "--pipeline", filepath.Join(demo, "ask.yaml"), "--script", filepath.Join(demo, "script.yaml"), "What is (2 + 40) * 3?")
 	if r.code != exitWaiting {
 		t.Fatalf("run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
