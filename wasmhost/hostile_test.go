@@ -85,6 +85,10 @@ func TestHostileCall(t *testing.T) {
 		{file: "trap", kind: hostabi.FaultTrap, want: "unreachable"},
 		{file: "recurse", kind: hostabi.FaultTrap, want: "stack overflow (recursion too deep: over the 16 MiB of stack a call may use)"},
 		{file: "frames", kind: hostabi.FaultTrap, want: "stack overflow (recursion too deep"},
+		// SIMD is instrumented like the rest: the rewriter's deadline and
+		// stack bound, not wazero's ceiling.
+		{file: "simd_loop", limits: Limits{Timeout: 50 * time.Millisecond}, kind: hostabi.FaultTimeout, want: "call exceeded its deadline of 50ms", maxDelay: 2 * time.Second},
+		{file: "simd_recurse", kind: hostabi.FaultTrap, want: "stack overflow (recursion too deep: over the 16 MiB of stack a call may use)"},
 		{file: "tables", kind: hostabi.FaultTrap, want: "invalid table access"},
 		{file: "oob_read", kind: hostabi.FaultABI, want: "view: buffer at 0xfde8 of 4096 bytes is outside the guest's 65536 bytes of memory"},
 		{file: "overflow", kind: hostabi.FaultABI, want: "view: buffer at 0xfffffff0 of 32 bytes wraps past 4 GiB"},

@@ -451,6 +451,11 @@ func (s *shape) constExpr(r *wreader, kind string, i uint32) error {
 			}
 		case op == 0xd0: // ref.null
 			r.byte()
+		case op == 0xfd: // v128.const
+			if sub := r.u32(); r.err == nil && sub != 0x0c {
+				return invalidf("%s has instruction 0xfd %#x in its constant expression", what(), sub)
+			}
+			r.skipN(16)
 		case op == 0xd2: // ref.func
 			if f := r.u32(); r.err == nil && f >= s.funcs() {
 				return invalidf("%s names function %d but the module has %d functions", what(), f, s.funcs())
