@@ -295,16 +295,19 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	var from uint64
 	isNew := false
 	var info *server.Session
-	if id != "" {
-		info, err = cl.Session(ctx, id)
-		if err != nil && !server.IsCode(err, server.CodeNotFound) {
-			return apiFail(err)
+	// A second run naming the same new session may create it first: then
+	// this one continues it, as if it had come a moment later.
+	for raced := false; ; raced = true {
+		info = nil
+		if id != "" {
+			info, err = cl.Session(ctx, id)
+			if err != nil && !server.IsCode(err, server.CodeNotFound) {
+				return apiFail(err)
+			}
 		}
-	}
-	switch {
-	case info == nil && c.Command.Name != "run":
-		return fail(exitFailure, "no session %q in this store (wagent sessions lists them)", id)
-	case info == nil:
+		if info != nil || c.Command.Name != "run" {
+			break
+		}
 		s := flagSettings(c, settings{}).withDefaults(env)
 		if err := s.check(); err != nil {
 			return err
@@ -314,11 +317,20 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 		if k := apiKey(c, env, s); k != "" {
 			req.Secrets = map[string]string{secretAPIKey: k}
 		}
-		info, err = cl.Create(ctx, req)
+		created, err := cl.Create(ctx, req)
 		if err != nil {
+			if id != "" && !raced && server.IsCode(err, server.CodeExists) {
+				continue
+			}
 			return apiFail(err)
 		}
-		id, isNew = info.ID, true
+		info, id, isNew = created, created.ID, true
+		break
+	}
+	switch {
+	case isNew:
+	case info == nil && c.Command.Name != "run":
+		return fail(exitFailure, "no session %q in this store (wagent sessions lists them)", id)
 	default:
 		var recorded settings
 		json.Unmarshal(info.Settings, &recorded)
