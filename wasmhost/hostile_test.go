@@ -88,6 +88,10 @@ func TestHostileCall(t *testing.T) {
 		{file: "trap", kind: hostabi.FaultTrap, want: "unreachable"},
 		{file: "recurse", kind: hostabi.FaultTrap, want: "stack overflow (recursion too deep: over the 16 MiB of stack a call may use)"},
 		{file: "frames", kind: hostabi.FaultTrap, want: "stack overflow (recursion too deep"},
+		// SIMD is instrumented like the rest: the rewriter's deadline and
+		// stack bound, not wazero's ceiling.
+		{file: "simd_loop", limits: Limits{Timeout: 50 * time.Millisecond}, kind: hostabi.FaultTimeout, want: "call exceeded its deadline of 50ms", maxDelay: 2 * time.Second},
+		{file: "simd_recurse", kind: hostabi.FaultTrap, want: "stack overflow (recursion too deep: over the 16 MiB of stack a call may use)"},
 		{file: "tables", kind: hostabi.FaultTrap, want: "invalid table access"},
 		{file: "oob_read", kind: hostabi.FaultABI, want: "view: buffer at 0xfde8 of 4096 bytes is outside the guest's 65536 bytes of memory"},
 		{file: "overflow", kind: hostabi.FaultABI, want: "view: buffer at 0xfffffff0 of 32 bytes wraps past 4 GiB"},
@@ -187,5 +191,58 @@ func TestCancelStopsCall(t *testing.T) {
 	_, err := op.Handle(ctx, toolView("x"), nil)
 	if err != context.DeadlineExceeded {
 		t.Fatalf("err = %v, want the context's own error", err)
+	}
+}
+
+// Modules whose few bytes a decoder expands: a 30 MB element segment of
+// 30,000,000 entries took the host 84 s and 2 GB to load; 120,000 bodies
+// declaring 65,000 locals each (a 1 MB module) took more than 5 minutes
+// and many GB; an 8 MB name section, 64 MiB. Too big or too many to keep
+// as files, they are made here.
+func TestHostileLoadDecoderBombs(t *testing.T) {
+	u := func(v uint64) []byte { return appendU32(nil, uint32(v)) }
+	sec := func(id byte, body []byte) []byte { return append(append([]byte{id}, u(uint64(len(body)))...), body...) }
+	module := func(funcs int, elem, code []byte) []byte {
+		m := []byte("\x00asm\x01\x00\x00\x00")
+		m = append(m, sec(1, []byte("\x01\x60\x00\x00"))...) // type () -> ()
+		m = append(m, sec(3, append(u(uint64(funcs)), make([]byte, funcs)...))...)
+		m = append(m, sec(5, []byte("\x01\x00\x01"))...)
+		m = append(m, sec(7, []byte("\x01\x06memory\x02\x00"))...)
+		if elem != nil {
+			m = append(m, sec(9, elem)...)
+		}
+		return append(m, sec(10, code)...)
+	}
+	empty := []byte("\x02\x00\x0b")
+	n := maxElemEntries + 1
+	elem := append(append([]byte("\x01\x01\x00"), u(uint64(n))...), make([]byte, n)...)                // one passive segment of function 0s
+	body := append(append([]byte("\x01"), u(60000)...), 0x7f, 0x0b)                                    // 60,000 i32 locals
+	wide := append(append(append(append([]byte("\x02"), u(40000)...), 0x7f), u(40000)...), 0x7f, 0x0b) // 2 x 40,000 locals
+	many := u(18)
+	for range 18 {
+		many = append(append(many, u(uint64(len(body)))...), body...)
+	}
+	for _, tc := range []struct {
+		name string
+		wasm []byte
+		want string
+	}{
+		{"elements", module(1, elem, append(u(1), empty...)), "module's element segments hold 1048577 entries or more, over the limit of 1048576"},
+		{"locals", module(18, nil, many), "module's functions have 1080000 locals or more in all, over the limit of 1048576"},
+		{"names", append(module(1, nil, append(u(1), empty...)), sec(0, append([]byte("\x04name\x01"), make([]byte, maxNameBytes)...))...),
+			"the name section is 1048577 bytes, over the limit of 1024 KiB (strip it, or build without so many names)"},
+		{"locals in one function", module(1, nil, append(append(u(1), u(uint64(len(wide)))...), wide...)),
+			"function 0 has 80000 locals or more, over the limit of 65536"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := rt(t).Load(context.Background(), tc.wasm)
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("load error = %v, want %q", err, tc.want)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("refusing it took %v", d)
+			}
+		})
 	}
 }

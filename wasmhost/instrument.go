@@ -43,10 +43,11 @@ const instrumentVersion = "i2"
 // (Go's wasm code has a loop in every function).
 //
 // The rewriter knows the MVP instruction set and the sign-extension,
-// saturating-truncation, bulk-memory, reference-type and tail-call
-// extensions. A module with other instructions (SIMD, threads, exception
-// handling) is not instrumented: errUninstrumentable sends it to wazero's
-// checks instead, with its tables still bounded.
+// saturating-truncation, bulk-memory, reference-type, tail-call and
+// fixed-width SIMD extensions. A module with other instructions (relaxed
+// SIMD, threads, exception handling) is not instrumented:
+// errUninstrumentable sends it to wazero's checks instead, with its tables
+// still bounded.
 
 // Export names of the injected globals (they start with reservedPrefix,
 // which a module's own exports may not).
@@ -517,6 +518,27 @@ func (rw *codeRewriter) instr(r *wreader, fi uint32, locals uint64, depth *uint3
 		case sub >= 15 && sub <= 17: // table.grow, table.size, table.fill
 			_, err = idx("table", uint32(len(s.tables)))
 		default:
+			return false, errUninstrumentable
+		}
+	case op == 0xfd: // SIMD: only immediates to move past; no index but memory 0
+		switch sub := r.u32(); {
+		case sub <= 0x0b || sub == 0x5c || sub == 0x5d: // loads and stores
+			if align := r.u32(); align&0x40 != 0 {
+				return bad("names a memory index (multi-memory is not supported)")
+			}
+			r.u32() // offset
+		case sub == 0x0c || sub == 0x0d: // v128.const, i8x16.shuffle
+			r.skipN(16)
+		case sub >= 0x15 && sub <= 0x22: // extract_lane, replace_lane
+			r.byte()
+		case sub >= 0x54 && sub <= 0x5b: // load_lane, store_lane
+			if align := r.u32(); align&0x40 != 0 {
+				return bad("names a memory index (multi-memory is not supported)")
+			}
+			r.u32() // offset
+			r.byte()
+		case sub <= 0xff: // no immediates (wazero refuses an opcode that does not exist)
+		default: // relaxed SIMD and beyond
 			return false, errUninstrumentable
 		}
 	default:

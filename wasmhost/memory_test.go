@@ -32,7 +32,7 @@ var memoryCases = []struct {
 }{
 	{file: "loop"}, {file: "init_loop"}, {file: "grow"}, {file: "huge_output", pages: 200},
 	{file: "many_effects"}, {file: "flood", pages: 65}, {file: "deep", view: "contribute"},
-	{file: "malformed"}, {file: "unknown_kind"}, {file: "trap"}, {file: "recurse"}, {file: "frames"},
+	{file: "malformed"}, {file: "unknown_kind"}, {file: "trap"}, {file: "recurse"}, {file: "frames"}, {file: "simd_loop"}, {file: "simd_recurse"},
 	{file: "tables"}, {file: "oob_read"}, {file: "overflow"}, {file: "init_calls_host"}, {file: "bad_status"},
 	{file: "go_hostile", view: "hog", pages: 256}, {file: "go_hostile", view: "spin"}, {file: "go_hostile", view: "panic"},
 }

@@ -102,7 +102,7 @@ func (r *Runtime) Load(ctx context.Context, wasm []byte, opts ...LoadOption) (*M
 		case ierr == nil:
 			cm, err = r.compile(ctx, iw, m.digest, class{modeInstrumented})
 		case errors.Is(ierr, errUninstrumentable):
-			// Instructions the rewriter does not know (SIMD, for one):
+			// Instructions the rewriter does not know (threads, for one):
 			// wazero's deadline checks, on the module as written.
 			cm, err = asWritten(class{modeChecked})
 		default:

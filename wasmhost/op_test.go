@@ -224,17 +224,22 @@ func TestOpsSharePool(t *testing.T) {
 }
 
 func TestInstrumentRefusesUnknownInstructions(t *testing.T) {
-	// (module (memory (export "memory") 1) (func (drop (v128.const i64x2 0 0))))
-	mod := []byte("\x00asm\x01\x00\x00\x00" +
+	// (module (memory (export "memory") 1) (func (atomic.fence)))
+	head := "\x00asm\x01\x00\x00\x00" +
 		"\x01\x04\x01\x60\x00\x00" + // type () -> ()
 		"\x03\x02\x01\x00" + // one function of type 0
 		"\x05\x03\x01\x00\x01" + // memory 1
-		"\x07\x0a\x01\x06memory\x02\x00" + // export memory
-		"\x0a\x17\x01\x15\x00\xfd\x0c" + strings.Repeat("\x00", 16) + "\x1a\x0b") // v128.const, drop, end
+		"\x07\x0a\x01\x06memory\x02\x00" // export memory
+	mod := []byte(head + "\x0a\x07\x01\x05\x00\xfe\x03\x00\x0b") // atomic.fence, end
 	if _, err := instrument(mod); err != errUninstrumentable {
 		t.Fatalf("instrument = %v, want errUninstrumentable", err)
 	}
-	mod = append(mod[:len(mod)-25], "\x0a\x04\x01\x02\x00\x0b"...) // an empty body instead
+	// Fixed-width SIMD is instrumented: (drop (v128.const i64x2 0 0)).
+	simd := []byte(head + "\x0a\x17\x01\x15\x00\xfd\x0c" + strings.Repeat("\x00", 16) + "\x1a\x0b")
+	if _, err := instrument(simd); err != nil {
+		t.Fatalf("instrument (SIMD) = %v", err)
+	}
+	mod = append([]byte(head), "\x0a\x04\x01\x02\x00\x0b"...) // an empty body instead
 	out, err := instrument(mod)
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +257,7 @@ func TestInstrumentRefusesUnknownInstructions(t *testing.T) {
 // Every module the tests run, Go guests and WAT alike, is instrumented
 // rather than left to wazero's slower checks.
 func TestModulesAreInstrumented(t *testing.T) {
-	for _, f := range []string{"guests/examples/policy/policy.wasm", "testdata/hostile/go_hostile.wasm", "testdata/wat/ping.wasm", "testdata/hostile/loop.wasm"} {
+	for _, f := range []string{"guests/examples/policy/policy.wasm", "testdata/hostile/go_hostile.wasm", "testdata/wat/ping.wasm", "testdata/hostile/loop.wasm", "testdata/hostile/simd_loop.wasm", "testdata/hostile/simd_recurse.wasm"} {
 		if m := load(t, f); m.cm.mode != modeInstrumented {
 			t.Errorf("%s runs in mode %v", f, m.cm.mode)
 		}

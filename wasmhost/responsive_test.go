@@ -27,6 +27,7 @@ func TestHostStaysResponsive(t *testing.T) {
 		want string
 	}{
 		{"call (WAT loop)", "testdata/hostile/loop.wasm", Limits{Timeout: deadline}, toolView("x"), "call exceeded its deadline of 1s"},
+		{"call (SIMD loop)", "testdata/hostile/simd_loop.wasm", Limits{Timeout: deadline}, toolView("x"), "call exceeded its deadline of 1s"},
 		{"call (Go loop)", "testdata/hostile/go_hostile.wasm", Limits{Timeout: deadline}, commandView("spin"), "call exceeded its deadline of 1s"},
 		{"_initialize", "testdata/hostile/init_loop.wasm", Limits{InitTimeout: deadline}, toolView("x"), "starting the module: call exceeded its deadline of 1s"},
 	} {

@@ -39,9 +39,12 @@ const (
 	maxGlobals       = 1 << 14
 	maxExports       = 1 << 16
 	maxElemSegments  = 1 << 14
-	maxDataSegments  = 1 << 18   // the Go toolchain emits one per 100 bytes or so: 46,000 for the bundle
-	maxLocals        = 1 << 16   // per function, parameters included
-	maxFunctionBytes = 512 << 10 // one body; the bundle's largest is 50 KB
+	maxElemEntries   = maxTableEntries // in all segments together: a decoder keeps each apart
+	maxDataSegments  = 1 << 18         // the Go toolchain emits one per 100 bytes or so: 46,000 for the bundle
+	maxLocals        = 1 << 16         // per function, parameters included
+	maxTotalLocals   = 1 << 20         // in all functions together; the built-in bundle has 14,353
+	maxFunctionBytes = 512 << 10       // one body; the bundle's largest is 50 KB
+	maxNameBytes     = 1 << 20         // the name section; the bundle's is 86 KB
 )
 
 // errInvalid is wrapped by every refusal of a module that breaks the
@@ -70,9 +73,13 @@ type shape struct {
 	globals    uint32
 	elems      uint32
 	datas      uint32
-	hasStart   bool
-	exports    map[string]bool
-	manifest   int // bytes of the manifest section(s)
+	// What a decoder expands: element entries and locals, each counted
+	// over the whole module.
+	elemEntries, locals uint64
+	hasStart            bool
+	exports             map[string]bool
+	manifest            int // bytes of the manifest section(s)
+	names               int // bytes of the name section(s)
 }
 
 type funcType struct {
@@ -146,7 +153,15 @@ func (s *shape) read(id byte, body []byte) error {
 				return fmt.Errorf("the %s section is %d bytes, over the limit of %d KiB", hostabi.ManifestSection, s.manifest, hostabi.MaxManifestBytes>>10)
 			}
 		}
-		return nil // a custom section's contents are not the host's concern
+		if r.err == nil && name == "name" {
+			// wazero decodes the names (for stack traces) into about eight
+			// times their size.
+			s.names += len(body) - r.i
+			if s.names > maxNameBytes {
+				return fmt.Errorf("the name section is %d bytes, over the limit of %d KiB (strip it, or build without so many names)", s.names, maxNameBytes>>10)
+			}
+		}
+		return nil // other custom sections' contents are not the host's concern
 	case 1:
 		err = s.readTypes(r)
 	case 2:
@@ -248,9 +263,35 @@ func (s *shape) read(id byte, body []byte) error {
 		}
 	case 10:
 		// Bodies are checked by the rewriter (or by wazero, for modules it
-		// compiles as written); only the count is read here.
-		if n := r.u32(); r.err == nil && n != s.funcs()-s.funcImport {
+		// compiles as written); here only their count and their locals,
+		// which a decoder expands (a few bytes declare 65,536 of them).
+		n := r.u32()
+		if r.err == nil && n != s.funcs()-s.funcImport {
 			return invalidf("the code section has %d bodies for %d functions", n, s.funcs()-s.funcImport)
+		}
+		for j := uint32(0); j < n && r.err == nil; j++ {
+			fi := s.funcImport + j
+			size := r.u32()
+			if r.err != nil || uint64(size) > uint64(len(r.b)-r.i) {
+				return invalidf("function %d's body is truncated", fi)
+			}
+			fn := &wreader{b: r.b[r.i : r.i+int(size)]}
+			r.i += int(size)
+			locals := uint64(s.types[s.funcTypes[fi]].params)
+			decls := fn.u32()
+			for k := uint32(0); k < decls && fn.err == nil && locals <= maxLocals; k++ {
+				locals += uint64(fn.u32())
+				fn.byte()
+			}
+			if fn.err != nil {
+				return invalidf("function %d: locals: %v", fi, fn.err)
+			}
+			if locals > maxLocals {
+				return fmt.Errorf("function %d has %d locals or more, over the limit of %d", fi, locals, maxLocals)
+			}
+			if s.locals += locals; s.locals > maxTotalLocals {
+				return fmt.Errorf("module's functions have %d locals or more in all, over the limit of %d", s.locals, maxTotalLocals)
+			}
 		}
 		return r.err
 	case 11:
@@ -416,6 +457,9 @@ func (s *shape) readElements(r *wreader) error {
 			r.byte()
 		}
 		count := r.u32()
+		if s.elemEntries += uint64(count); r.err == nil && s.elemEntries > maxElemEntries {
+			return fmt.Errorf("module's element segments hold %d entries or more, over the limit of %d", s.elemEntries, maxElemEntries)
+		}
 		for k := uint32(0); k < count && r.err == nil; k++ {
 			if flags&4 == 0 { // function indices
 				if f := r.u32(); r.err == nil && f >= s.funcs() {
@@ -451,6 +495,11 @@ func (s *shape) constExpr(r *wreader, kind string, i uint32) error {
 			}
 		case op == 0xd0: // ref.null
 			r.byte()
+		case op == 0xfd: // v128.const
+			if sub := r.u32(); r.err == nil && sub != 0x0c {
+				return invalidf("%s has instruction 0xfd %#x in its constant expression", what(), sub)
+			}
+			r.skipN(16)
 		case op == 0xd2: // ref.func
 			if f := r.u32(); r.err == nil && f >= s.funcs() {
 				return invalidf("%s names function %d but the module has %d functions", what(), f, s.funcs())

@@ -64,7 +64,11 @@ func connect(ctx context.Context, c *cli.Context, env *cliEnv, m mode) (*conn, e
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(3 * time.Second)
+	// A held lock means a live process: the kernel drops it when one dies.
+	// An owner that is busy (starting, compiling a pipeline, on a loaded
+	// machine) may take seconds to answer its socket, so a command waits
+	// for it rather than fail for coming at the same instant as another.
+	deadline := time.Now().Add(lockPatience)
 	for {
 		if cl, err := server.Dial(ctx, dir); err == nil {
 			return &conn{client: cl, dir: dir}, nil
@@ -121,6 +125,10 @@ type loadedPipeline struct {
 	digest [32]byte
 	l      *pipeline.Loaded
 }
+
+// lockPatience is how long a command waits for a store another process
+// holds to answer on its socket.
+const lockPatience = 30 * time.Second
 
 // exitLocked marks an open refused because another process holds the
 // store (connect waits and asks its socket again).

@@ -183,3 +183,32 @@ func TestServeOverTCPNeedsTheToken(t *testing.T) {
 		t.Errorf("serve after SIGTERM: exit %d", code)
 	}
 }
+
+// Several shells run the same new session at the same instant, through
+// one owner: one creates it, the others continue it (each prompt queued
+// as the next turn's input), none fails for coming second. Before, a run
+// that lost the race between looking the session up and creating it
+// exited 1 ("store: session already exists") and its prompt was lost.
+func TestSameNewSessionFromManyShells(t *testing.T) {
+	env := map[string]string{"WAGENT_HOME": t.TempDir(), "WAGENT_CACHE_DIR": sharedE2ECache(t)}
+	script := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(script, []byte("fallback: {content: \"ok\"}\n"), 0o644)
+	start(t, env, "serve")
+	waitFor(t, "the owner to answer", func() bool { return exe(t, env, "sessions").code == exitOK })
+	const shells = 6
+	results := make(chan result, shells)
+	for i := range shells {
+		go func() {
+			results <- exe(t, env, "run", "--session", "same", "--script", script, fmt.Sprintf("prompt %d", i))
+		}()
+	}
+	for range shells {
+		if r := <-results; r.code != exitOK {
+			t.Errorf("run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	}
+	r := exe(t, env, "log", "--json", "same")
+	if n := strings.Count(r.stdout, `"type":"user/message"`); n != shells {
+		t.Errorf("the log has %d user messages, want %d:\n%s", n, shells, r.stdout)
+	}
+}

@@ -340,6 +340,19 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 // session, flags (and an explicit --profile) that change its recorded
 // settings are recorded as pipeline/changed.
 func openSession(ctx context.Context, c *cli.Context, env *cliEnv, cl *server.Client, id string, create bool) (*server.Session, bool, error) {
+	info, isNew, err := openSessionOnce(ctx, c, env, cl, id, create)
+	if id != "" && create && server.IsCode(err, server.CodeExists) {
+		// A second command naming the same new session created it first:
+		// this one continues it, as if it had come a moment later.
+		info, isNew, err = openSessionOnce(ctx, c, env, cl, id, false)
+	}
+	if server.IsCode(err, server.CodeExists) {
+		err = apiFail(err)
+	}
+	return info, isNew, err
+}
+
+func openSessionOnce(ctx context.Context, c *cli.Context, env *cliEnv, cl *server.Client, id string, create bool) (*server.Session, bool, error) {
 	var info *server.Session
 	var err error
 	if id != "" {
@@ -372,6 +385,9 @@ func openSession(ctx context.Context, c *cli.Context, env *cliEnv, cl *server.Cl
 			req.Secrets = map[string]string{secretAPIKey: k}
 		}
 		info, err = cl.Create(ctx, req)
+		if server.IsCode(err, server.CodeExists) {
+			return nil, false, err
+		}
 		if err != nil {
 			return nil, false, apiFail(err)
 		}
