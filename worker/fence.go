@@ -44,7 +44,7 @@ type fencedLog struct {
 	lease   *lease
 
 	mu    sync.Mutex
-	own   bool   // this writer's session/writer is in the log
+	own   uint64 // the seq of this writer's session/writer, once in the log
 	by    string // the writer that superseded this one
 	bySeq uint64
 	seen  uint64 // the highest seq this incarnation saw
@@ -82,11 +82,15 @@ func (f *fencedLog) saw(evs []store.Event) {
 			continue
 		}
 		if w.ID == f.writer {
-			f.own = true
+			if f.own == 0 {
+				f.own = e.Seq
+			}
 			continue
 		}
+		// Reads may go back over history: only what came after our own
+		// writer event, or a later lease, supersedes us.
 		_, epoch, isWorker := ParseWriterID(w.ID)
-		if f.by == "" && (f.own || isWorker && epoch > f.epoch) {
+		if f.by == "" && (f.own > 0 && e.Seq > f.own || isWorker && epoch > f.epoch) {
 			f.by, f.bySeq = w.ID, e.Seq
 		}
 	}
