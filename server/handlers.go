@@ -69,6 +69,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			fail(w, err)
 			return
 		}
+		if err := s.wake(r.Context(), req.ID); err != nil {
+			wakeFailed(w, req.ID, err)
+			return
+		}
 	}
 	out.Summary = sess.Summary()
 	writeJSON(w, http.StatusCreated, out)
@@ -169,6 +173,12 @@ func (s *Server) input(list string, wake bool) http.HandlerFunc {
 			fail(w, err)
 			return
 		}
+		if wake {
+			if err := s.wake(r.Context(), sess.ID()); err != nil {
+				wakeFailed(w, sess.ID(), err)
+				return
+			}
+		}
 		head, _ := s.o.Log.Head(r.Context(), sess.ID())
 		writeJSON(w, http.StatusAccepted, Queued{MessageID: ids[0], List: list, Head: head})
 	}
@@ -197,6 +207,12 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
+	if err := s.wake(r.Context(), sess.ID()); err != nil {
+		// A worker driving the turn sees the cancellation at its next
+		// append; a kept inbox waits for the next wake-up.
+		wakeFailed(w, sess.ID(), err)
+		return
+	}
 	head, _ := s.o.Log.Head(r.Context(), sess.ID())
 	writeJSON(w, http.StatusOK, Canceled{Recorded: rec, Head: head})
 }
@@ -207,10 +223,18 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess.Wake()
+	if err := s.wake(r.Context(), sess.ID()); err != nil {
+		wakeFailed(w, sess.ID(), err)
+		return
+	}
 	writeJSON(w, http.StatusAccepted, Woken{Status: sess.Status()})
 }
 
 func (s *Server) step(w http.ResponseWriter, r *http.Request) {
+	if s.remote() {
+		writeError(w, http.StatusConflict, CodeBusy, "this server's sessions are driven by workers; a step here would make it a second writer beside them (wake the session instead: POST …/resume)")
+		return
+	}
 	sess, ok := s.session(w, r)
 	if !ok {
 		return
@@ -266,7 +290,17 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	decisions := req.Decisions
 	if req.All {
 		var waiting []string
-		for _, c := range sess.Waiting() {
+		list := sess.Waiting()
+		if s.remote() {
+			// The session parked in a worker, after this server opened it.
+			sum, err := s.summary(r.Context(), sess.ID())
+			if err != nil {
+				fail(w, err)
+				return
+			}
+			list = sum.Waiting
+		}
+		for _, c := range list {
 			waiting = append(waiting, c.ID)
 		}
 		if len(waiting) == 0 {
@@ -308,6 +342,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		}
 		fail(w, err)
 		return
+	}
+	if len(sess.Waiting()) == 0 {
+		if err := s.wake(r.Context(), sess.ID()); err != nil {
+			wakeFailed(w, sess.ID(), err)
+			return
+		}
 	}
 	head, _ := s.o.Log.Head(r.Context(), sess.ID())
 	writeJSON(w, http.StatusOK, Decided{Decided: ids, Waiting: sess.Waiting(), Head: head})

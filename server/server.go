@@ -67,6 +67,11 @@ type Options struct {
 	// StreamBuffer is how many stream events a slow client may fall behind
 	// before it is dropped (default 1024).
 	StreamBuffer int
+	// Wake, if set, means the sessions are driven elsewhere (workers
+	// sharing the store, see remote.go): the server records what clients
+	// send but never runs a session, and calls Wake after each change
+	// that needs a drive, once it is durable.
+	Wake func(ctx context.Context, session string) error
 }
 
 // Server serves one store's sessions. It is an http.Handler.
@@ -98,6 +103,9 @@ func New(o Options) (*Server, error) {
 	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{}}
 	base := o.Base
 	base.Log = o.Log
+	if o.Wake != nil {
+		base.Passive = true
+	}
 	s.host = engine.NewHostWith(base, func(ctx context.Context, id string, settings *engine.SessionCreated) (engine.Config, error) {
 		s.mu.Lock()
 		sec := s.secrets[id]
@@ -330,7 +338,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 // summary returns a session's summary: live if the owner has it open,
 // otherwise folded from the store (cached by head).
 func (s *Server) summary(ctx context.Context, id string) (engine.Summary, error) {
-	if sess, ok := s.host.Get(id); ok {
+	if sess, ok := s.host.Get(id); ok && !s.remote() {
 		return sess.Summary(), nil
 	}
 	head, err := s.o.Log.Head(ctx, id)
@@ -352,6 +360,9 @@ func (s *Server) summary(ctx context.Context, id string) (engine.Summary, error)
 		return engine.Summary{ID: id, Status: "broken: " + err.Error(), Head: head}, nil
 	}
 	sum = engine.Summarize(st)
+	if s.remote() {
+		sum.Status = logStatus(st)
+	}
 	s.mu.Lock()
 	s.summaries[id] = sum
 	s.mu.Unlock()

@@ -53,6 +53,15 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	heads, stopHeads := s.o.Log.Watch(id)
 	defer stopHeads()
+	// Sessions driven elsewhere: the status comes from the log.
+	var fol *follower
+	if s.remote() {
+		var err error
+		if fol, err = s.newFollower(ctx, id, max(from, 1)); err != nil {
+			fail(w, err)
+			return
+		}
+	}
 	live := make(chan StreamEvent, s.o.StreamBuffer)
 	var dropped atomic.Bool
 	stopLive := s.host.Watch(func(n engine.Notification) {
@@ -110,8 +119,16 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 					return false
 				}
 				next = evs[i].Seq + 1
+				if fol != nil {
+					fol.apply(evs[i])
+				}
 			}
 			if len(evs) < 512 {
+				if fol != nil {
+					if ev, ok := fol.changed(); ok && !write("", ev) {
+						return false
+					}
+				}
 				flusher.Flush()
 				return true
 			}
