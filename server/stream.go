@@ -137,7 +137,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	if !catchUp() {
 		return
 	}
-	if sess, ok := s.host.Get(id); ok {
+	if sess, ok := s.host.Get(id); ok && fol == nil {
 		sum := sess.Summary()
 		write("", StreamEvent{Kind: "status", Status: sum.Status, Head: sum.Head})
 		flusher.Flush()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -37,7 +38,26 @@ type settings struct {
 	BaseURL  string `json:"base_url,omitempty"`
 	Model    string `json:"model,omitempty"`
 	Script   string `json:"script,omitempty"` // absolute path
+	// APIKeyEnv names the environment variable that holds the API key
+	// wherever the session runs (a worker's environment); the key itself
+	// is never recorded.
+	APIKeyEnv string `json:"api_key_env,omitempty"`
 }
+
+// inDir returns the settings with their pipeline and script looked up by
+// file name in dir: a worker with --pipelines DIR runs what its folder
+// holds, whatever path the session's creator recorded.
+func (s settings) inDir(dir string) settings {
+	if s.Pipeline != "" {
+		s.Pipeline = filepath.Join(dir, filepath.Base(s.Pipeline))
+	}
+	if s.Script != "" {
+		s.Script = filepath.Join(dir, filepath.Base(s.Script))
+	}
+	return s
+}
+
+var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 var providerFlags = []cli.Flag{
 	&cli.StringFlag{Name: "pipeline", Usage: "pipeline `FILE` (YAML); default: the built-in pipeline"},
@@ -45,6 +65,7 @@ var providerFlags = []cli.Flag{
 	&cli.StringFlag{Name: "base-url", Usage: "API `URL` (default: $OPENAI_BASE_URL or https://api.openai.com/v1; for anthropic $ANTHROPIC_BASE_URL or https://api.anthropic.com)"},
 	&cli.StringFlag{Name: "model", Usage: "model `NAME` (default: $WAGENT_MODEL)"},
 	&cli.StringFlag{Name: "api-key", Usage: "API `KEY` (default: $OPENAI_API_KEY, or $ANTHROPIC_API_KEY for anthropic; never written to the store)"},
+	&cli.StringFlag{Name: "api-key-env", Usage: "the environment variable `NAME` that holds the API key where the session runs (recorded; for workers, which never see --api-key)"},
 	&cli.StringFlag{Name: "script", Usage: "scripted replies `FILE` for --provider script (offline runs)"},
 	&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line (live events and log events)"},
 }
@@ -53,13 +74,20 @@ func runCommand(env *cliEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "run",
 		Usage: "start or continue a session and stream what happens",
-		UsageText: `wagent run [--session ID] [--pipeline FILE] [--provider openai|anthropic|script] [--model M] [--json] [PROMPT]
+		UsageText: `wagent run [--session ID] [--pipeline FILE] [--provider openai|anthropic|script] [--model M] [--json] [--detach] [PROMPT]
+
+With --detach the session is created (its settings recorded), the prompt
+queued and the session woken, and run prints the session id and returns at
+once: the store's owner runs it, or on a NATS store any worker (wagent
+worker). wagent log -f SESSION follows it.
 
 Examples:
    wagent run --model gpt-4o-mini "what is 6 times 7?"
    wagent run --provider script --script replies.yaml --pipeline agent.yaml "add 2 and 40"
-   wagent run --session 20261130-a1b2c3 "and now subtract 2"`,
-		Flags: append([]cli.Flag{storeFlag, &cli.StringFlag{Name: "session", Usage: "session `ID` to continue or create (default: a new one)"}}, providerFlags...),
+   wagent run --session 20261130-a1b2c3 "and now subtract 2"
+   wagent run --store nats://127.0.0.1:4222 --detach --model gpt-4o-mini --api-key-env OPENAI_API_KEY "hello"`,
+		Flags: append([]cli.Flag{storeFlag, &cli.StringFlag{Name: "session", Usage: "session `ID` to continue or create (default: a new one)"},
+			&cli.BoolFlag{Name: "detach", Usage: "queue the prompt, wake the session and print its id without waiting for it"}}, providerFlags...),
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 0, 1, "[flags] [PROMPT]"); err != nil {
 				return err
@@ -112,6 +140,9 @@ func flagSettings(c *cli.Context, recorded settings) settings {
 	if v := c.String("model"); v != "" {
 		s.Model = v
 	}
+	if v := c.String("api-key-env"); v != "" {
+		s.APIKeyEnv = v
+	}
 	return s
 }
 
@@ -131,6 +162,9 @@ func (s settings) withDefaults(env *cliEnv) settings {
 
 // check says what the settings lack, as a usage error.
 func (s settings) check() error {
+	if s.APIKeyEnv != "" && !envNameRe.MatchString(s.APIKeyEnv) {
+		return fail(exitUsage, "--api-key-env %q is not an environment variable name (letters, digits and _, not starting with a digit)", s.APIKeyEnv)
+	}
 	switch s.Provider {
 	case "script":
 		if s.Script == "" {
@@ -161,6 +195,9 @@ func apiKey(c *cli.Context, env *cliEnv, s settings) string {
 // buildProvider makes the settings' provider; key, if set, is the API key
 // a client handed over (otherwise the owner's environment's).
 func buildProvider(env *cliEnv, s settings, key string) (provider.Provider, error) {
+	if key == "" && s.APIKeyEnv != "" {
+		key = env.getenv(s.APIKeyEnv)
+	}
 	switch s.Provider {
 	case "script":
 		p, err := script.Load(s.Script)
@@ -286,11 +323,19 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 			return fail(exitUsage, "%v", err)
 		}
 	}
-	cn, err := connect(ctx, c, env, modeDrive)
+	detach := c.Command.Name == "run" && c.Bool("detach")
+	m := modeDrive
+	if detach {
+		m = modeRecord
+	}
+	cn, err := connect(ctx, c, env, m)
 	if err != nil {
 		return err
 	}
 	defer cn.close()
+	if cn.remote && c.String("api-key") != "" {
+		return fail(exitUsage, "--api-key cannot reach the workers that run a NATS store's sessions (keys are never recorded): pass --api-key-env NAME and set NAME in the workers' environment")
+	}
 	cl := cn.client
 	var from uint64
 	isNew := false
@@ -342,6 +387,12 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	if !isNew {
 		from = info.Head + 1
 	}
+	if detach {
+		return detached(ctx, env, cn, c.Bool("json"), id, isNew, prompt)
+	}
+	if cn.remote {
+		tprintf(env.stderr, "wagent: workers run session %s; following it (Ctrl-C cancels its turn)\n", id)
+	}
 	out := newPrinter(env, c.Bool("json"), id)
 	out.start(isNew)
 	if prompt != "" {
@@ -352,6 +403,36 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 		return apiFail(err)
 	}
 	return follow(ctx, env, cl, id, from, out)
+}
+
+// detached queues a detached run's prompt (or wakes the session), prints
+// the session id and returns.
+func detached(ctx context.Context, env *cliEnv, cn *conn, asJSON bool, id string, isNew bool, prompt string) error {
+	var msgID string
+	switch {
+	case prompt != "":
+		q, err := cn.client.Input(ctx, id, "send", prompt)
+		if err != nil {
+			return apiFail(err)
+		}
+		msgID = q.MessageID
+	case !isNew:
+		if _, err := cn.client.Resume(ctx, id); err != nil {
+			return apiFail(err)
+		}
+	}
+	if asJSON {
+		printJSON(env.stdout, map[string]any{"session": id, "created": isNew, "message_id": msgID})
+	} else {
+		tprintln(env.stdout, id)
+	}
+	switch {
+	case cn.remote:
+		tprintf(env.stderr, "wagent: queued for the workers; follow it with: wagent log -f %s\n", id)
+	case cn.own != nil:
+		tprintf(env.stderr, "wagent: queued; no process runs this store now: wagent resume %s runs it (or wagent serve)\n", id)
+	}
+	return nil
 }
 
 // apiFail turns an error from the owner into the command's.
