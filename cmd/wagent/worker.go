@@ -156,7 +156,9 @@ func eventPrinter(env *cliEnv) func(worker.Event) {
 }
 
 // safeWriter writes log lines through the terminal sanitiser.
-type safeWriter struct{ w interface{ Write([]byte) (int, error) } }
+type safeWriter struct {
+	w interface{ Write([]byte) (int, error) }
+}
 
 func (s safeWriter) Write(p []byte) (int, error) {
 	tprintf(s.w, "%s", string(p))
