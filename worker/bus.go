@@ -105,29 +105,55 @@ func OpenBus(ctx context.Context, nc *nats.Conn, o BusOptions) (*Bus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker bus: %w", err)
 	}
-	ctx, cancel := withTimeout(ctx, 2*o.Timeout)
+	// A cluster that is still electing its leaders answers with timeouts
+	// for a while; so does one where several workers start at once.
+	ctx, cancel := withTimeout(ctx, 6*o.Timeout)
 	defer cancel()
 	b := &Bus{nc: nc, js: js, o: o}
-	b.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        o.Stream,
-		Description: "wagent wake-ups: a worker takes one, advances the session until it yields, and acknowledges",
-		Subjects:    []string{o.Subject + ".now.*", o.Subject + ".at.*"},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    o.Replicas,
-		// One pending wake-up per session is enough: a new one replaces
-		// it, and a schedule replaces an older schedule.
-		MaxMsgsPerSubject: 1,
-		Discard:           jetstream.DiscardOld,
-		AllowMsgSchedules: true,
-		AllowRollup:       true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("worker bus: wake-up stream %s: %w", o.Stream, err)
+	if err := settle(ctx, o.Timeout, b.ensure); err != nil {
+		return nil, err
 	}
-	b.kv, err = js.KeyValue(ctx, o.Bucket)
+	if b.ttl < time.Second {
+		return nil, fmt.Errorf("%w: worker bus: the lease bucket %s has TTL %v; leases need one of at least 1s (delete the bucket, or name another)", store.ErrInvalid, o.Bucket, b.ttl)
+	}
+	return b, nil
+}
+
+// ensure finds the wake-up stream and the lease bucket, creating what is
+// missing. An existing stream or bucket is used as it is: workers starting
+// together must not keep rewriting each other's configuration.
+func (b *Bus) ensure(ctx context.Context) error {
+	o := b.o
+	st, err := b.js.Stream(ctx, o.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		st, err = b.js.CreateStream(ctx, jetstream.StreamConfig{
+			Name:        o.Stream,
+			Description: "wagent wake-ups: a worker takes one, advances the session until it yields, and acknowledges",
+			Subjects:    []string{o.Subject + ".now.*", o.Subject + ".at.*"},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    o.Replicas,
+			// One pending wake-up per session is enough: a new one replaces
+			// it, and a schedule replaces an older schedule.
+			MaxMsgsPerSubject: 1,
+			Discard:           jetstream.DiscardOld,
+			AllowMsgSchedules: true,
+			AllowRollup:       true,
+		})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			st, err = b.js.Stream(ctx, o.Stream)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("worker bus: wake-up stream %s: %w", o.Stream, err)
+	}
+	if cfg := st.CachedInfo().Config; cfg.Retention != jetstream.WorkQueuePolicy || !cfg.AllowMsgSchedules {
+		return fmt.Errorf("%w: worker bus: stream %s is not a work queue that allows message schedules", store.ErrInvalid, o.Stream)
+	}
+	b.stream = st
+	kv, err := b.js.KeyValue(ctx, o.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		b.kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		kv, err = b.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:      o.Bucket,
 			Description: "wagent leases: the worker driving each session",
 			TTL:         o.LeaseTTL,
@@ -135,20 +161,40 @@ func OpenBus(ctx context.Context, nc *nats.Conn, o BusOptions) (*Bus, error) {
 			Storage:     jetstream.FileStorage,
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			b.kv, err = js.KeyValue(ctx, o.Bucket) // another worker was first
+			kv, err = b.js.KeyValue(ctx, o.Bucket)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("worker bus: lease bucket %s: %w", o.Bucket, err)
+		return fmt.Errorf("worker bus: lease bucket %s: %w", o.Bucket, err)
 	}
-	st, err := b.kv.Status(ctx)
+	kst, err := kv.Status(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("worker bus: lease bucket %s: %w", o.Bucket, err)
+		return fmt.Errorf("worker bus: lease bucket %s: %w", o.Bucket, err)
 	}
-	if b.ttl = st.TTL(); b.ttl < time.Second {
-		return nil, fmt.Errorf("%w: worker bus: the lease bucket %s has TTL %v; leases need one of at least 1s (delete the bucket, or name another)", store.ErrInvalid, o.Bucket, b.ttl)
+	b.kv, b.ttl = kv, kst.TTL()
+	return nil
+}
+
+// settle runs op, each try bounded by per, until it succeeds, fails for a
+// reason a retry will not change, or ctx ends.
+func settle(ctx context.Context, per time.Duration, op func(context.Context) error) error {
+	pause := 100 * time.Millisecond
+	for {
+		tctx, cancel := context.WithTimeout(ctx, per)
+		err := op(tctx)
+		cancel()
+		if err == nil || errors.Is(err, store.ErrInvalid) || ctx.Err() != nil {
+			return err
+		}
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.Code == 400 {
+			return err // a configuration the server refuses
+		}
+		if sleepCtx(ctx, pause) != nil {
+			return err
+		}
+		pause = min(2*pause, 2*time.Second)
 	}
-	return b, nil
 }
 
 // LeaseTTL returns how long a lease lasts unrenewed: the bucket's TTL.
@@ -208,19 +254,30 @@ func (b *Bus) WakeAt(ctx context.Context, session string, t time.Time) error {
 // lease expires; a live one says it is in progress as it renews), no
 // delivery limit.
 func (b *Bus) consumer(ctx context.Context) (jetstream.Consumer, error) {
-	ctx, cancel := withTimeout(ctx, 2*b.o.Timeout)
+	ctx, cancel := withTimeout(ctx, 6*b.o.Timeout)
 	defer cancel()
-	c, err := b.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       b.o.Consumer,
-		Description:   "wagent workers",
-		FilterSubject: b.o.Subject + ".now.*",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       b.ttl,
-		MaxDeliver:    -1,
-		// Wake-ups waiting for a lease sit here with a delay; they are
-		// not work in progress and must not stall the queue.
-		MaxAckPending: 1 << 20,
-		Replicas:      0, // the stream's
+	var c jetstream.Consumer
+	err := settle(ctx, b.o.Timeout, func(ctx context.Context) error {
+		var err error
+		c, err = b.stream.Consumer(ctx, b.o.Consumer)
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return err
+		}
+		c, err = b.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:       b.o.Consumer,
+			Description:   "wagent workers",
+			FilterSubject: b.o.Subject + ".now.*",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       b.ttl,
+			MaxDeliver:    -1,
+			// Wake-ups waiting for a lease sit here with a delay; they are
+			// not work in progress and must not stall the queue.
+			MaxAckPending: 1 << 20,
+		})
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			c, err = b.stream.Consumer(ctx, b.o.Consumer)
+		}
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("worker bus: consumer %s: %w", b.o.Consumer, err)
