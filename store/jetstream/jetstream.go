@@ -232,9 +232,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open jetstream store: %w", err)
 	}
-	ctx, cancel := withTimeout(ctx, opts.Timeout)
-	defer cancel()
-	st, err := ensureStream(ctx, js, opts, int32(need))
+	st, err := settleStream(ctx, js, opts, int32(need))
 	if err != nil {
 		return nil, err
 	}
@@ -290,6 +288,29 @@ func (o Options) normalise() (Options, error) {
 		return bad("timeout %v: want a positive duration (0 for the default)", o.Timeout)
 	}
 	return o, nil
+}
+
+// settleStream is ensureStream, tried again while the answer is a
+// timeout: a cluster still electing the new stream's leader, or several
+// processes (a fleet of workers starting together) creating it at once,
+// can keep the first tries waiting. Each try is bounded by opts.Timeout,
+// all of them by six times that unless ctx says otherwise.
+func settleStream(ctx context.Context, js natsjs.JetStream, opts Options, maxMsgSize int32) (natsjs.Stream, error) {
+	ctx, cancel := withTimeout(ctx, 6*opts.Timeout)
+	defer cancel()
+	for {
+		tctx, tcancel := context.WithTimeout(ctx, opts.Timeout)
+		st, err := ensureStream(tctx, js, opts, maxMsgSize)
+		tcancel()
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, natsjs.ErrNoStreamResponse)) {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // ensureStream creates the stream, or checks that the existing one can hold
