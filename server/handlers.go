@@ -207,9 +207,12 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
+	if s.remote() && s.o.Interrupt != nil {
+		// Best effort: a worker that misses it sees the cancellation at
+		// its next append.
+		s.o.Interrupt(context.WithoutCancel(r.Context()), sess.ID())
+	}
 	if err := s.wake(r.Context(), sess.ID()); err != nil {
-		// A worker driving the turn sees the cancellation at its next
-		// append; a kept inbox waits for the next wake-up.
 		wakeFailed(w, sess.ID(), err)
 		return
 	}

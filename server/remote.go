@@ -12,7 +12,8 @@ import (
 // store that workers drive (wagent serve --nats): it records what clients
 // send (input, decisions, cancellations, settings) with the expected head,
 // exactly as it does for its own sessions, then calls Wake instead of
-// running the session itself. Its sessions are passive, so it never writes
+// running the session itself (and, after a cancellation, Interrupt, so the
+// drive in progress stops at once). Its sessions are passive, so it never writes
 // a session/writer of its own and never runs a tool or a model request.
 //
 // What it shows is read from the log, since the driver is in another

@@ -72,6 +72,10 @@ type Options struct {
 	// send but never runs a session, and calls Wake after each change
 	// that needs a drive, once it is durable.
 	Wake func(ctx context.Context, session string) error
+	// Interrupt, with Wake, is called after a cancellation is recorded, to
+	// stop a drive in progress elsewhere at once (a model request, a retry
+	// wait) rather than at its next append.
+	Interrupt func(ctx context.Context, session string) error
 }
 
 // Server serves one store's sessions. It is an http.Handler.

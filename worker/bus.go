@@ -249,6 +249,28 @@ func (b *Bus) WakeAt(ctx context.Context, session string, t time.Time) error {
 	return nil
 }
 
+func (b *Bus) interruptSubject(session string) string {
+	return b.o.Subject + ".interrupt." + natsstore.SessionToken(session)
+}
+
+// Interrupt tells the worker driving the session, if one is, to stop its
+// drive at once: how a cancellation recorded elsewhere (wagent cancel, a
+// server) reaches a model request or retry wait in progress. It is best
+// effort, a plain NATS message that nothing stores: a worker that misses
+// it finds the cancellation in the log at its next append. The worker lets
+// the session go and wakes it again, so input the cancellation kept runs.
+func (b *Bus) Interrupt(ctx context.Context, session string) error {
+	if err := store.ValidSessionID(session); err != nil {
+		return err
+	}
+	if err := b.nc.Publish(b.interruptSubject(session), nil); err != nil {
+		return fmt.Errorf("interrupt session %s: %w", session, err)
+	}
+	ctx, cancel := withTimeout(ctx, b.o.Timeout)
+	defer cancel()
+	return b.nc.FlushWithContext(ctx)
+}
+
 // consumer returns the workers' durable consumer: explicit acks, an ack
 // wait of one lease (a worker that dies is redelivered about when its
 // lease expires; a live one says it is in progress as it renews), no

@@ -60,6 +60,15 @@
 // a later one for the session replaces it. The worker that takes it waits
 // out the last moments in place and makes the request.
 //
+// # Cancellations
+//
+// A cancellation is recorded by whoever receives it (a server, wagent
+// cancel), with the expected head like any append; Bus.Interrupt then
+// tells the worker driving the session, which stops its model request or
+// retry wait at once, lets the session go and wakes it again (for input
+// the cancellation kept). A worker that misses the message finds the
+// cancellation in the log at its next append and decides again from it.
+//
 // # Failures
 //
 // Store requests that fail for a reason that may pass (a timeout, a

@@ -2,15 +2,18 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/engine/provider"
 	"github.com/wagent/wagent/server"
 )
 
@@ -21,7 +24,7 @@ func serveRemote(t *testing.T, f *fleet) *server.Client {
 	p := f.proc()
 	srv, err := server.New(server.Options{
 		Log:  p.log,
-		Wake: p.bus.Wake,
+		Wake: p.bus.Wake, Interrupt: p.bus.Interrupt,
 		Resolve: func(ctx context.Context, id string, created *engine.SessionCreated, secrets map[string]string) (engine.Config, error) {
 			return engine.Config{}, nil // recording needs no pipeline or provider
 		},
@@ -124,4 +127,63 @@ func TestServeFrontsWorkers(t *testing.T) {
 	if _, err := cl.Session(ctx, "nope"); !errors.As(err, &ae) || ae.Code != server.CodeNotFound {
 		t.Errorf("an unknown session: %v", err)
 	}
+}
+
+// TestCancelInterruptsTheWorker: a client cancels a turn whose model
+// request is in progress in a worker. The server records the cancellation
+// and interrupts the worker, whose request ends at once (not when the
+// model would have answered); the prompt the cancellation kept runs next.
+func TestCancelInterruptsTheWorker(t *testing.T) {
+	f := newFleet(t, startServer(t), 1, 2*time.Second)
+	admin := f.proc()
+	f.cleanup(admin.nc)
+	interrupted := make(chan struct{}, 1)
+	p := &et.Scripted{Answer: et.Echo, Hold: func(ctx context.Context, req *provider.Request) {
+		if req.Messages[len(req.Messages)-1].Content != "slow" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			interrupted <- struct{}{}
+		case <-time.After(30 * time.Second):
+		}
+	}}
+	runWorker(t, f, "w1", base(t, newSideEffects(), p))
+	cl := serveRemote(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cl.Create(ctx, &server.CreateRequest{ID: "c", Prompt: "slow"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the model request", func() bool {
+		s, err := cl.Session(ctx, "c")
+		return err == nil && s.TurnOpen && s.Queued == 0
+	})
+	if _, err := cl.Input(ctx, "c", "send", "next"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := cl.Cancel(ctx, "c", server.CancelRequest{Reason: "changed my mind", KeepInbox: true}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-interrupted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the worker's model request went on after the cancellation")
+	}
+	waitFor(t, 10*time.Second, "the kept prompt to run", func() bool { return turnsEnded(events(t, admin.log, "c")) == 2 })
+	evs := events(t, admin.log, "c")
+	checkSession(t, "c", evs, nil)
+	var reasons []string
+	for _, e := range evs {
+		if e.Type == engine.EvTurnEnd {
+			var te engine.TurnEnd
+			json.Unmarshal(e.Data, &te)
+			reasons = append(reasons, te.Reason)
+		}
+	}
+	if strings.Join(reasons, ",") != "aborted,completed" {
+		t.Errorf("turns ended %v, want aborted then completed", reasons)
+	}
+	t.Logf("interrupted %v after the cancel", time.Since(start).Round(time.Millisecond))
 }

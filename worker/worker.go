@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/wagent/wagent/engine"
@@ -77,14 +78,15 @@ type EventKind string
 
 // Kinds of Event.
 const (
-	EventHeld       EventKind = "held"        // another worker holds the lease: the wake-up waits
-	EventAcquired   EventKind = "acquired"    // the lease is ours
-	EventRenewed    EventKind = "renewed"     // the lease was extended
-	EventDrove      EventKind = "drove"       // the session yielded (idle or waiting)
-	EventRetryLater EventKind = "retry-later" // a retry is due later: a delayed wake-up was published
-	EventLost       EventKind = "lost"        // the lease was lost or another writer took over
-	EventFailed     EventKind = "failed"      // the drive failed; the wake-up comes back later
-	EventReleased   EventKind = "released"    // the lease was let go
+	EventHeld        EventKind = "held"        // another worker holds the lease: the wake-up waits
+	EventAcquired    EventKind = "acquired"    // the lease is ours
+	EventRenewed     EventKind = "renewed"     // the lease was extended
+	EventDrove       EventKind = "drove"       // the session yielded (idle or waiting)
+	EventRetryLater  EventKind = "retry-later" // a retry is due later: a delayed wake-up was published
+	EventLost        EventKind = "lost"        // the lease was lost or another writer took over
+	EventFailed      EventKind = "failed"      // the drive failed; the wake-up comes back later
+	EventReleased    EventKind = "released"    // the lease was let go
+	EventInterrupted EventKind = "interrupted" // Bus.Interrupt stopped the drive
 )
 
 // Worker drives the sessions it is woken for, one lease per session, as
@@ -228,6 +230,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	writer := WriterID(w.o.Name, l.epoch)
 	w.observe(Event{Kind: EventAcquired, Session: id, Writer: writer, Until: l.renewedUntil()})
 	dctx, cancel := context.WithCancelCause(ctx)
+	if sub, err := w.o.Bus.nc.Subscribe(w.o.Bus.interruptSubject(id), func(*nats.Msg) { cancel(errInterrupted) }); err == nil {
+		defer sub.Unsubscribe()
+	}
 	kept := make(chan struct{})
 	go func() {
 		defer close(kept)
@@ -235,8 +240,11 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	}()
 	f := newFencedLog(w.o.Log, id, writer, l.epoch, l)
 	n, out, err := w.drive(dctx, id, writer, f)
-	if err != nil && errors.Is(context.Cause(dctx), errLeaseLost) {
-		err = fmt.Errorf("%w: %w", errLeaseLost, err)
+	if err != nil {
+		switch cause := context.Cause(dctx); {
+		case errors.Is(cause, errLeaseLost), errors.Is(cause, errInterrupted):
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
 	}
 	cancel(nil)
 	<-kept
@@ -268,6 +276,9 @@ func (w *Worker) keep(ctx context.Context, l *lease, msg jetstream.Msg, writer s
 		w.observe(Event{Kind: EventRenewed, Session: l.session, Writer: writer, Until: l.renewedUntil()})
 	}
 }
+
+// errInterrupted: Bus.Interrupt asked for the drive to stop.
+var errInterrupted = errors.New("worker: the drive was interrupted (a cancellation recorded elsewhere)")
 
 // retryLater: the session's next move is a retry due at At, later than
 // the worker waits in place.
@@ -339,6 +350,16 @@ func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, l *lease, f *fen
 		release()
 		msg.Ack()
 		w.observe(Event{Kind: EventRetryLater, Session: id, Writer: writer, Until: later.at, Transitions: n})
+	case errors.Is(err, errInterrupted):
+		// The cancellation is in the log; whatever it left to do (input it
+		// kept) starts with a fresh drive.
+		release()
+		if werr := w.o.Bus.Wake(bg, id); werr != nil {
+			msg.NakWithDelay(time.Second)
+		} else {
+			msg.Ack()
+		}
+		w.observe(Event{Kind: EventInterrupted, Session: id, Writer: writer, Transitions: n})
 	case errors.Is(err, ErrSuperseded) || errors.Is(err, errLeaseLost):
 		// Whoever holds the session now drives it; if nobody does, this
 		// wake-up comes back soon and someone will.

@@ -56,7 +56,7 @@ func openNATSOwner(ctx context.Context, env *cliEnv, rawURL string) (*owner, err
 	}
 	o := &owner{env: env, mode: modeRecord, log: l, bus: bus, pipes: map[string]*loadedPipeline{}, mcp: mcp.NewHub()}
 	o.srv, err = server.New(server.Options{
-		Log: l, Wake: bus.Wake, Token: randomToken(), Version: version, StoreName: redactURL(rawURL),
+		Log: l, Wake: bus.Wake, Interrupt: bus.Interrupt, Token: randomToken(), Version: version, StoreName: redactURL(rawURL),
 		Base:    engine.Config{Durability: engine.SyncAtBoundaries, Warn: func(msg string) { tprintln(env.stderr, "wagent: "+oneLine(msg)) }},
 		Resolve: o.resolve, Prepare: o.prepare,
 		Console: console.FS(),

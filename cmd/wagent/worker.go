@@ -179,7 +179,7 @@ func serveNATS(ctx context.Context, c *cli.Context, env *cliEnv, u, token string
 	defer l.Close()
 	o := &owner{env: env, mode: modeRecord, log: l, bus: bus, pipes: map[string]*loadedPipeline{}, mcp: mcp.NewHub()}
 	srv, err := server.New(server.Options{
-		Log: l, Wake: bus.Wake, Token: token, Version: version, StoreName: redactURL(u),
+		Log: l, Wake: bus.Wake, Interrupt: bus.Interrupt, Token: token, Version: version, StoreName: redactURL(u),
 		Base:    engine.Config{Durability: engine.SyncAtBoundaries, Warn: func(msg string) { tprintln(env.stderr, "wagent: "+oneLine(msg)) }},
 		Resolve: o.resolve, Prepare: o.prepare,
 		Console: console.FS(),
