@@ -25,7 +25,10 @@ import (
 	"github.com/wagent/wagent/worker"
 )
 
-var soak = flag.Bool("soak", false, "run the long versions of the worker tests")
+var (
+	soak    = flag.Bool("soak", false, "run the long versions of the worker tests")
+	useNATS = flag.String("nats", "", "run against this NATS server or cluster (comma-separated URLs) instead of an embedded one; every test makes streams of its own names and deletes them")
+)
 
 // fleet is what the tests share: the NATS servers and, per test, unique
 // names for the log stream, the wake-up stream and the lease bucket, so
@@ -259,6 +262,10 @@ type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
+// startServer starts an embedded server, or returns -nats.
 func startServer(t testing.TB) string {
+	if *useNATS != "" {
+		return *useNATS
+	}
 	return natstest.Start(t).ClientURL()
 }
