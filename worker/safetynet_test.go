@@ -14,6 +14,7 @@ import (
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/internal/natstest"
 	"github.com/wagent/wagent/store"
 )
 
@@ -52,7 +53,16 @@ func (l appendLog) Append(ctx context.Context, session string, expected uint64, 
 // every call has exactly one result, the non-idempotent tool ran at most
 // once.
 func TestTwoWritersOneWinnerPerHead(t *testing.T) {
-	f := newFleet(t, startServer(t), 1, 2*time.Second)
+	t.Run("one server", func(t *testing.T) { twoWriters(t, newFleet(t, startServer(t), 1, 2*time.Second)) })
+	t.Run("three servers, R3", func(t *testing.T) {
+		if *useNATS != "" {
+			t.Skip("-nats names one deployment")
+		}
+		twoWriters(t, newFleet(t, natstest.StartCluster(t, 3).URL(), 3, 2*time.Second))
+	})
+}
+
+func twoWriters(t *testing.T, f *fleet) {
 	client := f.proc()
 	f.cleanup(client.nc)
 	ctx := context.Background()
@@ -117,6 +127,17 @@ func TestTwoWritersOneWinnerPerHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkCalls(t, "two", evs, ops)
+	// Both asked the model for the first answer; the loser's was dropped,
+	// not appended beside the winner's: it decided again from the log.
+	answers := 0
+	for _, e := range evs {
+		if e.Type == engine.EvAssistantMessage {
+			answers++
+		}
+	}
+	if answers != 2 {
+		t.Errorf("%d answers in the log, want 2 (the first, then the one after the tools)", answers)
+	}
 	t.Logf("%d events, %d appends won, %d lost a race", len(evs), len(wins), lost)
 }
 
