@@ -42,9 +42,11 @@ test:
 #  - the MCP server suites (the real npm servers that .ci/run installs,
 #    and Go fakes) under the race detector, and the MCP benchmarks once,
 #    so that the figures in BENCHMARKS.md keep a command that works;
-#  - 300 sessions over three wagent worker processes on a 3-node NATS
-#    cluster (embedded in the test), one worker SIGKILLed and one server
-#    shut down mid-run (build tag e2e; -workers.sessions=N for more).
+#  - 300 sessions over three wagent worker processes on a cluster of three
+#    nats-server processes (built from the module), with workers and
+#    servers SIGKILLed and workers SIGSTOPped past their lease at random
+#    moments (build tag e2e; -workers.sessions=N for more, -workers.seed=S
+#    to repeat a schedule the log printed).
 E2E_OUT ?= e2e-out
 e2e:
 	mkdir -p $(E2E_OUT)
