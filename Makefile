@@ -31,7 +31,7 @@ test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
 	$(GO) test -race $(TESTFLAGS) ./engine/ ./store/ ./store/badger/
 	$(GO) test -race $(TESTFLAGS) -run 'Hammer|Race|Watch|Concurrent' ./store/jetstream/
-	$(GO) test -race $(TESTFLAGS) -run 'Hammer|TwoWriters|Fence|Workers|DeadWorker' ./worker/
+	$(GO) test -race $(TESTFLAGS) -run 'Hammer|TwoWriters|Fence|Workers|DeadWorker|SameInstant|Paused' ./worker/
 
 # e2e runs the slower end-to-end suites:
 #  - the web console's browser tests (build tag e2e): headless Chromium

@@ -249,6 +249,28 @@ func (b *Bus) WakeAt(ctx context.Context, session string, t time.Time) error {
 	return nil
 }
 
+// sessionOf returns the session a wake-up is for. Its subject and its
+// body both name it, and must agree: the queue keeps one pending wake-up
+// per subject, so a body that named another session would drive that one
+// while its own wake-ups went on coalescing under a subject that is not
+// its own. Anything else on the queue (an empty or oversized body, a
+// token no session id encodes to, a body that is not a valid id) names
+// no session.
+func (b *Bus) sessionOf(msg jetstream.Msg) (string, error) {
+	tok, ok := strings.CutPrefix(msg.Subject(), b.o.Subject+".now.")
+	if !ok {
+		return "", fmt.Errorf("%w: wake-up on subject %q, want %s.now.TOKEN", store.ErrInvalid, msg.Subject(), b.o.Subject)
+	}
+	id, ok := natsstore.SessionOfToken(tok)
+	if !ok {
+		return "", fmt.Errorf("%w: wake-up subject token %q encodes no session id", store.ErrInvalid, tok)
+	}
+	if body := msg.Data(); string(body) != id {
+		return "", fmt.Errorf("%w: wake-up for %s carries %.64q", store.ErrInvalid, id, body)
+	}
+	return id, nil
+}
+
 func (b *Bus) interruptSubject(session string) string {
 	return b.o.Subject + ".interrupt." + natsstore.SessionToken(session)
 }

@@ -87,6 +87,7 @@ const (
 	EventFailed      EventKind = "failed"      // the drive failed; the wake-up comes back later
 	EventReleased    EventKind = "released"    // the lease was let go
 	EventInterrupted EventKind = "interrupted" // Bus.Interrupt stopped the drive
+	EventMalformed   EventKind = "malformed"   // a wake-up that names no session, or not the one of its subject: dropped
 )
 
 // Worker drives the sessions it is woken for, one lease per session, as
@@ -207,10 +208,11 @@ func (w *Worker) Run(ctx context.Context) error {
 // handle takes one wake-up: the lease, the drive, and what the wake-up
 // becomes (acknowledged, handed back, delayed).
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
-	id := string(msg.Data())
-	if err := store.ValidSessionID(id); err != nil {
-		w.log.Error("a wake-up that names no session; dropped", "subject", msg.Subject(), "err", err)
-		msg.Term()
+	id, err := w.o.Bus.sessionOf(msg)
+	if err != nil {
+		w.log.Error("a malformed wake-up; dropped", "subject", msg.Subject(), "err", err)
+		msg.TermWithReason("malformed wake-up")
+		w.observe(Event{Kind: EventMalformed, Err: err})
 		return
 	}
 	l, err := w.o.Bus.acquire(ctx, id, w.o.Name)
