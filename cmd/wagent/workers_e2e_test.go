@@ -37,6 +37,7 @@ import (
 
 var (
 	e2eSessions = flag.Int("workers.sessions", 300, "sessions in TestE2EWorkersSurviveKills")
+	e2eChaos    = flag.Duration("workers.chaos", 30*time.Second, "how long TestE2EWorkersSurviveKills goes on killing")
 	e2eSeed     = flag.Uint64("workers.seed", 0, "seed of TestE2EWorkersSurviveKills' kill schedule (0: the clock)")
 )
 
@@ -178,6 +179,9 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 	go func() {
 		defer close(chaosDone)
 		for i := 0; ; i++ {
+			if i >= len(kinds) && time.Since(start) > *e2eChaos {
+				return
+			}
 			if !pause(between(300*time.Millisecond, 2500*time.Millisecond)) {
 				return
 			}
@@ -293,13 +297,14 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 			if evs, err := lg.Read(ctx, id, 1, 0); err == nil && ended(evs) == 1 {
 				break
 			}
-			if time.Since(start) > 5*time.Minute {
+			if time.Since(start) > *e2eChaos+3*time.Minute {
+				reportStuck(t, lg, n)
 				wmu.Lock()
 				for _, w := range workers {
-					t.Logf("worker stderr:\n%s", w.errb.String())
+					t.Logf("worker stderr (last 4 KB):\n%s", tail(w.errb.String(), 4096))
 				}
 				wmu.Unlock()
-				t.Fatalf("session %s did not complete in 5 minutes", id)
+				t.Fatalf("session %s did not complete within 3 minutes of the schedule's end", id)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -369,6 +374,30 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 		}
 	}
 }
+
+// reportStuck logs the sessions that have not completed, with their last
+// events.
+func reportStuck(t *testing.T, lg *jetstream.Log, n int) {
+	stuck := 0
+	for i := range n {
+		id := fmt.Sprintf("task-%04d", i)
+		evs, err := lg.Read(context.Background(), id, 1, 0)
+		if err == nil && ended(evs) == 1 {
+			continue
+		}
+		if stuck++; stuck > 10 {
+			continue
+		}
+		var last []string
+		for _, e := range evs[max(0, len(evs)-6):] {
+			last = append(last, fmt.Sprintf("%d %s %.160s", e.Seq, e.Type, e.Data))
+		}
+		t.Logf("%s stuck (%v), last events:\n  %s", id, err, strings.Join(last, "\n  "))
+	}
+	t.Logf("%d sessions stuck", stuck)
+}
+
+func tail(s string, n int) string { return s[max(0, len(s)-n):] }
 
 // createAcknowledged creates a session with its prompt and wakes it,
 // trying again while the answer is a failure. A try that failed may have
