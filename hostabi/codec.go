@@ -824,9 +824,9 @@ func parseToolCalls(d *reader) ([]ToolCall, error) {
 }
 
 // ParseEffects decodes a guest's output, a JSON array of effects, and
-// appends them to dst. It is stricter than DecodeEffects: keys must match
-// exactly (no case folding) and unknown keys are refused. Empty input and
-// null give no effects. It does not Check the effects.
+// appends them to dst. It is the host's only effect decoder: keys must
+// match exactly (no case folding), unknown keys are refused, and empty
+// input and null give no effects. It does not Check the effects.
 func ParseEffects(dst []Effect, b []byte) ([]Effect, error) {
 	return ParseEffectsLimit(dst, b, -1)
 }

@@ -1,7 +1,6 @@
 package hostabi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -327,26 +326,4 @@ func (f fields) first() string {
 		}
 	}
 	return "?"
-}
-
-// DecodeEffects parses a guest's output: a JSON array of effects. Unknown
-// fields and trailing data are errors. It does not Check the effects.
-func DecodeEffects(b []byte) ([]Effect, error) {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 {
-		return nil, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var out []Effect
-	if err := dec.Decode(&out); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrEffect, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: data after the effect list", ErrEffect)
-	}
-	if _, err := dec.Token(); err == nil {
-		return nil, fmt.Errorf("%w: data after the effect list", ErrEffect)
-	}
-	return out, nil
 }

@@ -198,4 +198,7 @@ type StreamEvent struct {
 	// taken: a client that stops at "idle" or "waiting" stops once it has
 	// read up to it.
 	Head uint64 `json:"head,omitempty"`
+	// Initial marks the status taken when the stream opened: a client
+	// that sends input after opening knows it predates the input.
+	Initial bool `json:"initial,omitempty"`
 }

@@ -75,6 +75,12 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return c.send(req, out)
+}
+
+// send makes a request and decodes its answer into out.
+func (c *Client) send(req *http.Request, out any) error {
+	method, path := req.Method, req.URL.Path
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
@@ -223,12 +229,21 @@ var ErrStop = errors.New("server: stop streaming")
 // connection drops (or the owner drops a slow client) it reconnects from
 // the last seq it saw, so fn sees every durable event exactly once.
 func (c *Client) Stream(ctx context.Context, id string, from uint64, fn func(StreamEvent) error) error {
+	return c.StreamFrom(ctx, id, from, nil, fn)
+}
+
+// StreamFrom is Stream with connected called once, when the owner first
+// accepts the stream and before any event is read: from then on the
+// stream misses no live event (a text delta, an op's log line), so input
+// sent from connected is seen from its first transition. An error from
+// connected ends the stream with that error.
+func (c *Client) StreamFrom(ctx context.Context, id string, from uint64, connected func() error, fn func(StreamEvent) error) error {
 	last := uint64(0)
 	if from > 1 {
 		last = from - 1
 	}
 	for attempt := 0; ; attempt++ {
-		err := c.streamOnce(ctx, id, last, func(ev StreamEvent) error {
+		err := c.streamOnce(ctx, id, last, &connected, func(ev StreamEvent) error {
 			if ev.Event != nil {
 				if ev.Event.Seq <= last {
 					return nil // seen before a reconnect
@@ -237,7 +252,10 @@ func (c *Client) Stream(ctx context.Context, id string, from uint64, fn func(Str
 			}
 			return fn(ev)
 		})
+		var ce connectedError
 		switch {
+		case errors.As(err, &ce):
+			return ce.err
 		case errors.Is(err, ErrStop):
 			return nil
 		case ctx.Err() != nil:
@@ -258,7 +276,12 @@ func (c *Client) Stream(ctx context.Context, id string, from uint64, fn func(Str
 // errDropped: the owner dropped this client for falling behind.
 var errDropped = errors.New("server: dropped for falling behind")
 
-func (c *Client) streamOnce(ctx context.Context, id string, last uint64, fn func(StreamEvent) error) error {
+// connectedError carries the error of a StreamFrom connected callback.
+type connectedError struct{ err error }
+
+func (e connectedError) Error() string { return e.err.Error() }
+
+func (c *Client) streamOnce(ctx context.Context, id string, last uint64, connected *func() error, fn func(StreamEvent) error) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+sessionPath(id, "stream"), nil)
 	if err != nil {
 		return err
@@ -279,6 +302,12 @@ func (c *Client) streamOnce(ctx context.Context, id string, last uint64, fn func
 		var e Error
 		json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
 		return &APIError{Status: resp.StatusCode, ErrorBody: e.Error}
+	}
+	if f := *connected; f != nil {
+		*connected = nil
+		if err := f(); err != nil {
+			return connectedError{err}
+		}
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 8<<20)

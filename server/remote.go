@@ -56,16 +56,16 @@ func logStatus(st *engine.State) string {
 	return string(engine.DriverIdle)
 }
 
-// follower folds a streamed session's log as the stream writes it, to
+// logFollower folds a streamed session's log as the stream writes it, to
 // tell its status.
-type follower struct {
+type logFollower struct {
 	st   *engine.State
 	last string
 }
 
-// newFollower folds the session's events before from.
-func (s *Server) newFollower(ctx context.Context, id string, from uint64) (*follower, error) {
-	f := &follower{st: engine.NewState(id)}
+// newLogFollower folds the session's events before from.
+func (s *Server) newLogFollower(ctx context.Context, id string, from uint64) (*logFollower, error) {
+	f := &logFollower{st: engine.NewState(id)}
 	for next := uint64(1); next < from; {
 		evs, err := s.o.Log.Read(ctx, id, next, int(min(from-next, 4096)))
 		if err != nil {
@@ -82,14 +82,14 @@ func (s *Server) newFollower(ctx context.Context, id string, from uint64) (*foll
 	return f, nil
 }
 
-func (f *follower) apply(e store.Event) {
+func (f *logFollower) apply(e store.Event) {
 	if f.st != nil && f.st.Apply(e) != nil {
 		f.st = nil // a broken log: the stream still shows it, without a status
 	}
 }
 
 // changed returns the status if it changed since the last call.
-func (f *follower) changed() (StreamEvent, bool) {
+func (f *logFollower) changed() (StreamEvent, bool) {
 	if f.st == nil {
 		return StreamEvent{}, false
 	}

@@ -76,6 +76,9 @@ type Options struct {
 	// stop a drive in progress elsewhere at once (a model request, a retry
 	// wait) rather than at its next append.
 	Interrupt func(ctx context.Context, session string) error
+	// MaxImport bounds the body of an import, a whole exported log
+	// (default DefaultMaxImport).
+	MaxImport int64
 }
 
 // Server serves one store's sessions. It is an http.Handler.
@@ -91,6 +94,11 @@ type Server struct {
 	// decideMu serialises decisions per session, so that of two clients
 	// deciding one call, the second sees the first's decision.
 	decideMu map[string]*sync.Mutex
+
+	// subs are the streams following each session: one host watcher
+	// hands each notification to its session's followers only.
+	subsMu sync.Mutex
+	subs   map[string]map[*follower]struct{}
 }
 
 // New returns a server over the options' store.
@@ -104,7 +112,8 @@ func New(o Options) (*Server, error) {
 	if o.StreamBuffer <= 0 {
 		o.StreamBuffer = 1024
 	}
-	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{}}
+	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{},
+		subs: map[string]map[*follower]struct{}{}}
 	base := o.Base
 	base.Log = o.Log
 	if o.Wake != nil {
@@ -116,6 +125,7 @@ func New(o Options) (*Server, error) {
 		s.mu.Unlock()
 		return o.Resolve(ctx, id, settings, sec)
 	})
+	s.host.Watch(s.dispatch)
 	s.routes()
 	return s, nil
 }
@@ -167,7 +177,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, s.o.MaxBody)
+	r.Body = http.MaxBytesReader(w, r.Body, s.bodyLimit(r))
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -205,6 +215,8 @@ var table = []route{
 	{"POST /v1/sessions/{id}/settings", func(s *Server) http.HandlerFunc { return s.settings }},
 	{"GET /v1/sessions/{id}/events", func(s *Server) http.HandlerFunc { return s.events }},
 	{"GET /v1/sessions/{id}/stream", func(s *Server) http.HandlerFunc { return s.stream }},
+	{"POST /v1/sessions/{id}/fork", func(s *Server) http.HandlerFunc { return s.fork }},
+	{"POST /v1/sessions/{id}/import", func(s *Server) http.HandlerFunc { return s.importLog }},
 	{"GET /v1/approvals", func(s *Server) http.HandlerFunc { return s.approvals }},
 }
 

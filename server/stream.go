@@ -13,12 +13,79 @@ import (
 	"github.com/wagent/wagent/store"
 )
 
-// stream follows a session as Server-Sent Events (see StreamEvent). Durable
-// events are read from the store by this handler, never pushed by the
-// driver, so a slow client never slows a session; live events (deltas, op
-// log lines, faults, status) go through a bounded buffer, and a client that
-// lets it fill is told "dropped" and disconnected, to reconnect from its
-// last seq.
+// follower is one stream's subscription to its session's notifications.
+type follower struct {
+	live    chan StreamEvent
+	dropped atomic.Bool
+}
+
+// dispatch hands a notification to the followers of its session: never
+// blocking the driver that sent it; a follower whose buffer is full is
+// marked dropped.
+func (s *Server) dispatch(n engine.Notification) {
+	s.subsMu.Lock()
+	fs := s.subs[n.Session]
+	if len(fs) == 0 {
+		s.subsMu.Unlock()
+		return
+	}
+	var ev StreamEvent
+	switch {
+	case n.Kind == engine.NoteLive && n.Live.Kind == "event":
+		e := *n.Live.Event
+		ev = StreamEvent{Kind: "event", Event: &e}
+	case n.Kind == engine.NoteLive:
+		ev = StreamEvent{Kind: n.Live.Kind, Op: n.Live.Op, Text: n.Live.Text}
+	case n.Kind == engine.NoteStatus:
+		ev = StreamEvent{Kind: "status", Status: n.Status}
+		if sess, ok := s.host.Get(n.Session); ok && n.Status == string(engine.DriverIdle) {
+			sum := sess.Summary()
+			ev.Status, ev.Head = sum.Status, sum.Head
+		}
+	case n.Kind == engine.NoteError:
+		ev = StreamEvent{Kind: "error", Text: n.Error}
+	default:
+		s.subsMu.Unlock()
+		return
+	}
+	for f := range fs {
+		if f.dropped.Load() {
+			continue
+		}
+		select {
+		case f.live <- ev:
+		default:
+			f.dropped.Store(true) // too far behind: it reconnects by seq
+		}
+	}
+	s.subsMu.Unlock()
+}
+
+func (s *Server) subscribe(id string, size int) (*follower, func()) {
+	f := &follower{live: make(chan StreamEvent, size)}
+	s.subsMu.Lock()
+	if s.subs[id] == nil {
+		s.subs[id] = map[*follower]struct{}{}
+	}
+	s.subs[id][f] = struct{}{}
+	s.subsMu.Unlock()
+	return f, func() {
+		s.subsMu.Lock()
+		delete(s.subs[id], f)
+		if len(s.subs[id]) == 0 {
+			delete(s.subs, id)
+		}
+		s.subsMu.Unlock()
+	}
+}
+
+// stream follows a session as Server-Sent Events (see StreamEvent). The
+// session's notifications (durable events as the driver appends them,
+// deltas, op log lines, faults, status) go through a bounded buffer that
+// the driver never waits on: a client that lets it fill is told "dropped"
+// and disconnected, to reconnect from its last seq. Durable events are
+// read from the store only to catch up: at the start, after a gap, or when
+// another process appended (the store's watch).
 func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := store.ValidSessionID(id); err != nil {
@@ -53,43 +120,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	heads, stopHeads := s.o.Log.Watch(id)
 	defer stopHeads()
-	// Sessions driven elsewhere: the status comes from the log.
-	var fol *follower
+	sub, unsubscribe := s.subscribe(id, s.o.StreamBuffer)
+	defer unsubscribe()
+	// Sessions driven elsewhere: the status comes from the log, and the
+	// durable events from the store alone (see remote.go).
+	var fol *logFollower
 	if s.remote() {
 		var err error
-		if fol, err = s.newFollower(ctx, id, max(from, 1)); err != nil {
+		if fol, err = s.newLogFollower(ctx, id, max(from, 1)); err != nil {
 			fail(w, err)
 			return
 		}
 	}
-	live := make(chan StreamEvent, s.o.StreamBuffer)
-	var dropped atomic.Bool
-	stopLive := s.host.Watch(func(n engine.Notification) {
-		if n.Session != id || dropped.Load() {
-			return
-		}
-		var ev StreamEvent
-		switch {
-		case n.Kind == engine.NoteLive && n.Live.Kind != "event":
-			ev = StreamEvent{Kind: n.Live.Kind, Op: n.Live.Op, Text: n.Live.Text}
-		case n.Kind == engine.NoteStatus:
-			ev = StreamEvent{Kind: "status", Status: n.Status}
-			if sess, ok := s.host.Get(id); ok && n.Status == string(engine.DriverIdle) {
-				sum := sess.Summary()
-				ev.Status, ev.Head = sum.Status, sum.Head
-			}
-		case n.Kind == engine.NoteError:
-			ev = StreamEvent{Kind: "error", Text: n.Error}
-		default:
-			return
-		}
-		select {
-		case live <- ev:
-		default:
-			dropped.Store(true) // too far behind: it reconnects by seq
-		}
-	})
-	defer stopLive()
+	initial := true
 
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -106,8 +149,21 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		_, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.Kind, b)
 		return err == nil
 	}
-	// catchUp writes the durable events from next on.
-	catchUp := func() bool {
+	// event writes a durable event in seq order: one seen already is
+	// skipped, one after a gap first has the gap read from the store.
+	var catchUp func() bool
+	event := func(e *store.Event) bool {
+		switch {
+		case e.Seq < next:
+			return true
+		case e.Seq > next:
+			return catchUp()
+		}
+		next = e.Seq + 1
+		return write(strconv.FormatUint(e.Seq, 10), StreamEvent{Kind: "event", Event: e})
+	}
+	// catchUp writes the durable events from next on, from the store.
+	catchUp = func() bool {
 		for {
 			evs, err := s.o.Log.Read(ctx, id, next, 512)
 			if err != nil {
@@ -125,11 +181,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 			}
 			if len(evs) < 512 {
 				if fol != nil {
-					if ev, ok := fol.changed(); ok && !write("", ev) {
-						return false
+					if ev, ok := fol.changed(); ok {
+						ev.Initial, initial = initial, false
+						if !write("", ev) {
+							return false
+						}
 					}
 				}
-				flusher.Flush()
 				return true
 			}
 		}
@@ -139,13 +197,35 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	if sess, ok := s.host.Get(id); ok && fol == nil {
 		sum := sess.Summary()
-		write("", StreamEvent{Kind: "status", Status: sum.Status, Head: sum.Head})
-		flusher.Flush()
+		write("", StreamEvent{Kind: "status", Status: sum.Status, Head: sum.Head, Initial: true})
 	}
+	flusher.Flush()
 	ping := time.NewTicker(15 * time.Second)
 	defer ping.Stop()
+	// A head from the store's watch is a hint: when this process drives
+	// the session its events come through sub.live right after; only a
+	// head they have not covered shortly after is read from the store.
+	lag := time.NewTimer(time.Hour)
+	lag.Stop()
+	var behind uint64
+	handle := func(ev StreamEvent) bool {
+		if ev.Kind == "event" {
+			if fol != nil {
+				return true // read from the store as its watch announces it
+			}
+			return event(ev.Event)
+		}
+		if ev.Kind == "status" && ev.Head >= next {
+			// The status is of a head this stream has not reached: read
+			// up to it first, so a client stopping at it misses nothing.
+			if !catchUp() {
+				return false
+			}
+		}
+		return write("", ev)
+	}
 	for {
-		if dropped.Load() {
+		if sub.dropped.Load() {
 			write("", StreamEvent{Kind: "dropped", Text: fmt.Sprintf("this client fell more than %d live events behind; reconnect with Last-Event-ID: %d", s.o.StreamBuffer, next-1)})
 			flusher.Flush()
 			return
@@ -153,19 +233,38 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ctx.Done():
 			return
-		case _, ok := <-heads:
-			if !ok || !catchUp() {
+		case head, ok := <-heads:
+			if !ok {
 				return
 			}
-		case ev := <-live:
-			if !write("", ev) {
+			if head >= next {
+				if _, here := s.host.Get(id); !here || fol != nil {
+					// Appended by another process: read it now.
+					if !catchUp() {
+						return
+					}
+					flusher.Flush()
+					continue
+				}
+				behind = max(behind, head)
+				lag.Reset(50 * time.Millisecond)
+			}
+		case <-lag.C:
+			if behind >= next {
+				if !catchUp() {
+					return
+				}
+				flusher.Flush()
+			}
+		case ev := <-sub.live:
+			if !handle(ev) {
 				return
 			}
 			// Drain what else is there before flushing once.
 			for more := true; more; {
 				select {
-				case ev := <-live:
-					if !write("", ev) {
+				case ev := <-sub.live:
+					if !handle(ev) {
 						return
 					}
 				default:

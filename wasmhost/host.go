@@ -111,6 +111,9 @@ func hostMessage(inst *instance, mem api.Memory, stack []uint64) {
 		}
 		c.msgBuf = hostabi.AppendMessage(c.msgBuf[:0], &m)
 		c.msg, c.msgIndex = c.msgBuf, int(i)
+		if c.filter != nil {
+			c.msg = c.filter(DocMessage, c.msg)
+		}
 	}
 	stack[0] = inst.copyOut(mem, "message", c.msg, buf, capacity)
 }

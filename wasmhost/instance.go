@@ -182,6 +182,7 @@ type callState struct {
 	note      []byte
 	lastError string
 	fault     *hostabi.Fault
+	filter    DocumentFilter // see WithDocumentFilter; nil for none
 }
 
 func (p *pool) instantiate(ctx context.Context, lim Limits) (*instance, error) {
@@ -353,6 +354,10 @@ func (inst *instance) handle(ctx context.Context, o *Op, view *hostabi.View, r e
 		reader:   r,
 		msgIndex: -1,
 		msgBuf:   c.msgBuf[:0],
+		filter:   documentFilter(ctx),
+	}
+	if c.filter != nil {
+		c.viewJSON = c.filter(DocView, c.viewJSON)
 	}
 	defer func() { c.active, c.reader, c.view = false, nil, nil }()
 	inst.out.reset()

@@ -144,6 +144,10 @@ func newApp(env *cliEnv) *cli.App {
 			workerCommand(env),
 			opsCommand(env),
 			mcpCommand(env),
+			replayCommand(env),
+			exportCommand(env),
+			importCommand(env),
+			forkCommand(env),
 			{
 				Name:      "version",
 				Usage:     "print wagent's version",

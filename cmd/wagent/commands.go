@@ -392,50 +392,12 @@ func opsCommand(env *cliEnv) *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "ops",
-		Usage: "write, build, inspect and check operation modules",
+		Usage: "write, build, inspect, check and test operation modules",
 		Subcommands: []*cli.Command{
 			opsNewCommand(env),
 			opsBuildCommand(env),
-			{
-				Name:      "inspect",
-				Usage:     "print a module's manifest (without running it)",
-				UsageText: "wagent ops inspect FILE.wasm [--json]\n\nExample:\n   wagent ops inspect examples/wasm-ops/calculator/calculator.wasm",
-				Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print the manifest as JSON"}},
-				Action: func(c *cli.Context) error {
-					m, rt, wasm, err := load(c)
-					if err != nil {
-						return err
-					}
-					defer rt.Close(context.Background())
-					mans := m.Manifests()
-					if c.Bool("json") {
-						printJSON(env.stdout, map[string]any{"sha256": m.Digest(), "bytes": len(wasm), "ops": mans})
-						return nil
-					}
-					tprintf(env.stdout, "sha256:   %s (%d bytes)\n", m.Digest(), len(wasm))
-					if len(mans) > 1 {
-						tprintf(env.stdout, "bundle:   %d ops (name one with op: NAME in a pipeline)\n", len(mans))
-					}
-					for _, man := range mans {
-						tprintf(env.stdout, "\nname:     %s %s\n", man.Name, man.Version)
-						tprintf(env.stdout, "abi:      %s\n", man.ABI)
-						tprintf(env.stdout, "hooks:    %s\n", joinHooks(man.Hooks))
-						if len(man.Tools) > 0 {
-							tprintf(env.stdout, "tools:    %s\n", strings.Join(man.Tools, ", "))
-						}
-						if len(man.Commands) > 0 {
-							tprintf(env.stdout, "commands: /%s\n", strings.Join(man.Commands, ", /"))
-						}
-						if man.Guard {
-							tprintln(env.stdout, "guard:    yes (fails closed)")
-						}
-						if len(man.Capabilities.Mounts) > 0 {
-							tprintf(env.stdout, "mounts:   %s (read-only, if the pipeline grants them)\n", strings.Join(man.Capabilities.Mounts, ", "))
-						}
-					}
-					return nil
-				},
-			},
+			opsTestCommand(env),
+			opsInspectCommand(env),
 			{
 				Name:  "check",
 				Usage: "load a module, start each op under its limits and call each hook it declares once",

@@ -382,14 +382,17 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	}
 	out := newPrinter(env, c.Bool("json"), id)
 	out.start(isNew)
-	if prompt != "" {
-		if _, err := cl.Input(ctx, id, "send", prompt); err != nil {
-			return apiFail(err)
+	// The input goes once the stream is open, so that no live event of
+	// its turn (a streamed word, an op's log line) is missed.
+	start := func() error {
+		if prompt != "" {
+			_, err := cl.Input(ctx, id, "send", prompt)
+			return err
 		}
-	} else if _, err := cl.Resume(ctx, id); err != nil {
-		return apiFail(err)
+		_, err := cl.Resume(ctx, id)
+		return err
 	}
-	return follow(ctx, env, cl, id, from, out)
+	return follow(ctx, env, cl, id, from, out, start)
 }
 
 // apiFail turns an error from the owner into the command's.
@@ -408,16 +411,21 @@ func apiFail(err error) error {
 // follow prints a session's events from seq from until it is idle or
 // waits for a person; at a terminal it asks about waiting calls and goes
 // on. A signal or a closed stdout cancels the running turn, as Ctrl-C.
-func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from uint64, out *printer) error {
+func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from uint64, out *printer, start func() error) error {
 	in := newLineReader(env.stdin)
 	for {
-		status, last, err := stream(ctx, cl, id, from, out)
+		status, last, err := stream(ctx, cl, id, from, out, start)
+		var se startError
+		if errors.As(err, &se) {
+			return apiFail(se.err)
+		}
+		start = nil
 		if err != nil && ctx.Err() != nil {
 			why := stopCause(ctx)
 			bg := context.Background()
 			cl.Cancel(bg, id, server.CancelRequest{Reason: why.cause.Reason, KeepInbox: true, Cause: why.cause.Kind})
 			// The cancellation is recorded; show how the turn ended.
-			stream(bg, cl, id, last+1, out)
+			stream(bg, cl, id, last+1, out, nil)
 			out.finish()
 			if why.quiet {
 				return &exitError{code: exitFailure}
@@ -465,10 +473,31 @@ func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from
 // stream prints the session's stream from seq from until the session is
 // idle or waiting with every event up to then printed, and returns that
 // status and the last seq printed.
-func stream(ctx context.Context, cl *server.Client, id string, from uint64, out *printer) (status string, last uint64, err error) {
+//
+// start, if not nil, is called once the stream is open (its error comes
+// back as a startError); the status the stream opened with then predates
+// what start did, and is not one to stop at.
+func stream(ctx context.Context, cl *server.Client, id string, from uint64, out *printer, start func() error) (status string, last uint64, err error) {
 	last = from - 1
 	var head uint64
-	err = cl.Stream(ctx, id, from, func(ev server.StreamEvent) error {
+	var connected func() error
+	if start != nil {
+		connected = func() error {
+			if err := start(); err != nil {
+				return startError{err}
+			}
+			return nil
+		}
+	}
+	skipInitial := start != nil
+	err = cl.StreamFrom(ctx, id, from, connected, func(ev server.StreamEvent) error {
+		if ev.Kind == "status" {
+			skip := ev.Initial && skipInitial
+			skipInitial = false // only the first connection's
+			if skip {
+				return nil
+			}
+		}
 		switch ev.Kind {
 		case "event":
 			last = ev.Event.Seq
@@ -489,6 +518,12 @@ func stream(ctx context.Context, cl *server.Client, id string, from uint64, out 
 	})
 	return status, last, err
 }
+
+// startError is the error of a stream's start callback: the input was not
+// taken.
+type startError struct{ err error }
+
+func (e startError) Error() string { return e.err.Error() }
 
 // lastTurnError fails the command when the session's last turn ended in
 // error, so scripts see it in the exit code.
