@@ -392,7 +392,8 @@ func reportStuck(t *testing.T, lg *jetstream.Log, n int) {
 		for _, e := range evs[max(0, len(evs)-6):] {
 			last = append(last, fmt.Sprintf("%d %s %.160s", e.Seq, e.Type, e.Data))
 		}
-		t.Logf("%s stuck (%v), last events:\n  %s", id, err, strings.Join(last, "\n  "))
+		_, herr := lg.Head(context.Background(), id)
+		t.Logf("%s stuck (read: %v, head: %v), last events:\n  %s", id, err, herr, strings.Join(last, "\n  "))
 	}
 	t.Logf("%d sessions stuck", stuck)
 }
@@ -407,19 +408,21 @@ func createAcknowledged(t *testing.T, c *server.Client, id string, settings json
 	ctx := context.Background()
 	prompt := "please do " + id
 	deadline := time.Now().Add(2 * time.Minute)
+	var last error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			tries.Add(1)
 			time.Sleep(200 * time.Millisecond)
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("create %s: no success in 2 minutes", id)
+			t.Errorf("create %s: no success in 2 minutes; the last answer: %v", id, last)
 			return
 		}
 		_, err := c.Create(ctx, &server.CreateRequest{ID: id, Settings: settings, Prompt: prompt})
 		if err == nil {
 			return
 		}
+		last = err
 		if !server.IsCode(err, server.CodeExists) {
 			continue
 		}
@@ -429,6 +432,7 @@ func createAcknowledged(t *testing.T, c *server.Client, id string, settings json
 		}
 		evs, err := c.Events(ctx, id, 1, 0)
 		if err != nil {
+			last = fmt.Errorf("exists, then events: %w", err)
 			continue
 		}
 		queued := false
