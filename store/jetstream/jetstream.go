@@ -451,8 +451,16 @@ func (l *Log) Create(ctx context.Context, session string) error {
 		// Refused: something is on the subject, or (replicated streams)
 		// a conditional publish to it is in process. Look.
 		_, gerr := l.stream.GetLastMsgForSubject(ctx, subj)
-		if !errors.Is(gerr, natsjs.ErrMsgNotFound) || attempt == casRetries {
+		if !errors.Is(gerr, natsjs.ErrMsgNotFound) {
 			return fmt.Errorf("%w: %s", store.ErrExists, op)
+		}
+		// Still empty. Another Create's record may be on its way; but the
+		// stream leader also refuses while it counts an earlier conditional
+		// publish to the subject as in process, and one whose proposal was
+		// lost (a server killed under it) stays counted until the leader
+		// changes. An empty subject is never reported as existing.
+		if attempt >= createRetries {
+			return fmt.Errorf("%s: the server refuses to write to the empty subject %s (%v); a conditional publish to it is still in process at the stream leader, which a leader change clears", op, subj, err)
 		}
 		if err := pause(ctx, attempt+1); err != nil {
 			return fmt.Errorf("%s: %w", op, err)
@@ -556,6 +564,10 @@ func (l *Log) Append(ctx context.Context, session string, expectedHead uint64, e
 		remembered = false
 	}
 }
+
+// createRetries bounds how often Create publishes again while the subject
+// stays empty: about two seconds of pauses (see pause).
+const createRetries = 200
 
 // casRetries bounds how often Append publishes again after a refusal that
 // the session's head does not explain.
