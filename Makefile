@@ -5,7 +5,7 @@
 #   make e2e     run the web console's tests in headless Chromium (CI too)
 #   make check   format, vet, tidy and generated modules up to date
 #   make bench   run the benchmarks recorded in BENCHMARKS.md
-#   make e2e     the MCP suites again under the race detector, and the MCP benchmarks once
+#   make e2e     the MCP suites again under the race detector, the MCP benchmarks once, and the 3-worker kill test
 
 GO       ?= go
 PKGS     := ./...
@@ -24,11 +24,14 @@ build:
 
 # test runs the suite, then the engine's and the store's concurrency tests
 # (hammers, conflicting appenders) again under the race detector; for the
-# JetStream store only those, as its whole suite under -race takes a minute.
+# JetStream store only those, as its whole suite under -race takes a minute;
+# for the workers the safety net (two writers at one head, the hammer, the
+# fence) and the lease handover.
 test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
 	$(GO) test -race $(TESTFLAGS) ./engine/ ./store/ ./store/badger/
 	$(GO) test -race $(TESTFLAGS) -run 'Hammer|Race|Watch|Concurrent' ./store/jetstream/
+	$(GO) test -race $(TESTFLAGS) -run 'Hammer|TwoWriters|Fence|Workers|DeadWorker|SameInstant|Paused' ./worker/
 
 # e2e runs the slower end-to-end suites:
 #  - the web console's browser tests (build tag e2e): headless Chromium
@@ -38,7 +41,12 @@ test:
 #    in $(E2E_OUT)/_artifacts/ (the log names each file);
 #  - the MCP server suites (the real npm servers that .ci/run installs,
 #    and Go fakes) under the race detector, and the MCP benchmarks once,
-#    so that the figures in BENCHMARKS.md keep a command that works.
+#    so that the figures in BENCHMARKS.md keep a command that works;
+#  - 300 sessions over three wagent worker processes on a cluster of three
+#    nats-server processes (built from the module), with workers and
+#    servers SIGKILLed and workers SIGSTOPped past their lease at random
+#    moments (build tag e2e; -workers.sessions=N for more, -workers.seed=S
+#    to repeat a schedule the log printed).
 E2E_OUT ?= e2e-out
 e2e:
 	mkdir -p $(E2E_OUT)
@@ -46,6 +54,7 @@ e2e:
 	$(GO) test -race $(TESTFLAGS) ./tools/mcp/ ./pipeline/
 	$(GO) test $(TESTFLAGS) -run 'MCP' ./cmd/wagent/
 	$(GO) test -run '^$$' -bench 'MCP' -benchtime 200x ./tools/mcp/
+	$(GO) test -tags e2e $(TESTFLAGS) -v -run '^TestE2EWorkers' ./cmd/wagent/
 
 race:
 	$(GO) test -race $(TESTFLAGS) $(PKGS)
@@ -86,7 +95,7 @@ VET_ROOTFS := ./wasmhost/internal/rootfs
 vet:
 	$(GO) vet $$($(GO) list $(PKGS) | grep -v '/wasmhost/internal/rootfs$$')
 	$(GO) vet -stdmethods=false $(VET_ROOTFS)
-	$(GO) vet -tags e2e ./server/console/
+	$(GO) vet -tags e2e ./server/console/ ./cmd/wagent/
 
 tidy-check:
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; exit 1; }

@@ -25,6 +25,7 @@ func TestDependencyRules(t *testing.T) {
 		{pkg: mod + "/wasmhost", forbid: []string{mod + "/store/", "github.com/dgraph-io/badger", "github.com/urfave/cli", mod + "/pipeline", mod + "/builtins"}},
 		{pkg: mod + "/pipeline", forbid: []string{mod + "/store/", "github.com/dgraph-io/badger", "github.com/urfave/cli", mod + "/builtins"}},
 		{pkg: mod + "/builtins", forbid: []string{mod + "/store/", "github.com/dgraph-io/badger", "github.com/urfave/cli"}},
+		{pkg: mod + "/worker", forbid: []string{"github.com/tetratelabs/wazero", "github.com/dgraph-io/badger", "github.com/urfave/cli", mod + "/wasmhost", mod + "/store/badger", mod + "/pipeline", mod + "/server", mod + "/tools/"}},
 		{pkg: mod + "/render", forbid: []string{mod + "/store/", mod + "/wasmhost", mod + "/pipeline", "github.com/tetratelabs/wazero", "github.com/dgraph-io/badger", "github.com/urfave/cli", "net/http"}},
 	}
 	for _, r := range rules {

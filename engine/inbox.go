@@ -92,6 +92,14 @@ func (l *inboxLog) Append(ctx context.Context, session string, expectedHead uint
 }
 
 func (l *inboxLog) appendLocked(ctx context.Context, expectedHead uint64, events []store.Event) (uint64, error) {
+	if expectedHead > l.idx.head {
+		// The machine folded appends this index never saw: another
+		// process's (a worker's, while a server records input). Fold them
+		// here too, or the next enqueue would splice a stale list.
+		if err := l.catchUpLocked(ctx); err != nil {
+			return 0, err
+		}
+	}
 	head, err := l.Log.Append(ctx, l.session, expectedHead, events...)
 	if err != nil {
 		return head, err

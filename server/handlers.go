@@ -76,6 +76,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			fail(w, err)
 			return
 		}
+		if err := s.wake(r.Context(), req.ID); err != nil {
+			wakeFailed(w, req.ID, err)
+			return
+		}
 	}
 	out.Summary = sess.Summary()
 	out.Commands = s.commands(req.ID)
@@ -177,6 +181,12 @@ func (s *Server) input(list string, wake bool) http.HandlerFunc {
 			fail(w, err)
 			return
 		}
+		if wake {
+			if err := s.wake(r.Context(), sess.ID()); err != nil {
+				wakeFailed(w, sess.ID(), err)
+				return
+			}
+		}
 		head, _ := s.o.Log.Head(r.Context(), sess.ID())
 		writeJSON(w, http.StatusAccepted, Queued{MessageID: ids[0], List: list, Head: head})
 	}
@@ -205,6 +215,15 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
+	if s.remote() && s.o.Interrupt != nil {
+		// Best effort: a worker that misses it sees the cancellation at
+		// its next append.
+		s.o.Interrupt(context.WithoutCancel(r.Context()), sess.ID())
+	}
+	if err := s.wake(r.Context(), sess.ID()); err != nil {
+		wakeFailed(w, sess.ID(), err)
+		return
+	}
 	head, _ := s.o.Log.Head(r.Context(), sess.ID())
 	writeJSON(w, http.StatusOK, Canceled{Recorded: rec, Head: head})
 }
@@ -215,10 +234,18 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess.Wake()
+	if err := s.wake(r.Context(), sess.ID()); err != nil {
+		wakeFailed(w, sess.ID(), err)
+		return
+	}
 	writeJSON(w, http.StatusAccepted, Woken{Status: sess.Status()})
 }
 
 func (s *Server) step(w http.ResponseWriter, r *http.Request) {
+	if s.remote() {
+		writeError(w, http.StatusConflict, CodeBusy, "this server's sessions are driven by workers; a step here would make it a second writer beside them (wake the session instead: POST …/resume)")
+		return
+	}
 	sess, ok := s.session(w, r)
 	if !ok {
 		return
@@ -274,7 +301,17 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	decisions := req.Decisions
 	if req.All {
 		var waiting []string
-		for _, c := range sess.Waiting() {
+		list := sess.Waiting()
+		if s.remote() {
+			// The session parked in a worker, after this server opened it.
+			sum, err := s.summary(r.Context(), sess.ID())
+			if err != nil {
+				fail(w, err)
+				return
+			}
+			list = sum.Waiting
+		}
+		for _, c := range list {
 			waiting = append(waiting, c.ID)
 		}
 		if len(waiting) == 0 {
@@ -320,6 +357,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		}
 		fail(w, err)
 		return
+	}
+	if len(sess.Waiting()) == 0 {
+		if err := s.wake(r.Context(), sess.ID()); err != nil {
+			wakeFailed(w, sess.ID(), err)
+			return
+		}
 	}
 	head, _ := s.o.Log.Head(r.Context(), sess.ID())
 	writeJSON(w, http.StatusOK, Decided{Decided: ids, Waiting: sess.Waiting(), Head: head})

@@ -76,6 +76,15 @@ type Options struct {
 	// next request (default 2 minutes): anyone who reaches the TCP port
 	// may ask for /v1/health and then hold the connection open.
 	IdleTimeout time.Duration
+	// Wake, if set, means the sessions are driven elsewhere (workers
+	// sharing the store, see remote.go): the server records what clients
+	// send but never runs a session, and calls Wake after each change
+	// that needs a drive, once it is durable.
+	Wake func(ctx context.Context, session string) error
+	// Interrupt, with Wake, is called after a cancellation is recorded, to
+	// stop a drive in progress elsewhere at once (a model request, a retry
+	// wait) rather than at its next append.
+	Interrupt func(ctx context.Context, session string) error
 	// MaxImport bounds the body of an import, a whole exported log
 	// (default DefaultMaxImport).
 	MaxImport int64
@@ -130,6 +139,9 @@ func New(o Options) (*Server, error) {
 		writing: map[string]bool{}, subs: map[string]map[*follower]struct{}{}}
 	base := o.Base
 	base.Log = o.Log
+	if o.Wake != nil {
+		base.Passive = true
+	}
 	s.host = engine.NewHostWith(base, func(ctx context.Context, id string, settings *engine.SessionCreated) (engine.Config, error) {
 		s.mu.Lock()
 		sec := s.secrets[id]
@@ -386,7 +398,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 // summary returns a session's summary: live if the owner has it open,
 // otherwise folded from the store (cached by head).
 func (s *Server) summary(ctx context.Context, id string) (engine.Summary, error) {
-	if sess, ok := s.host.Get(id); ok {
+	if sess, ok := s.host.Get(id); ok && !s.remote() {
 		return sess.Summary(), nil
 	}
 	head, err := s.o.Log.Head(ctx, id)
@@ -408,6 +420,9 @@ func (s *Server) summary(ctx context.Context, id string) (engine.Summary, error)
 		return engine.Summary{ID: id, Status: "broken: " + err.Error(), Head: head}, nil
 	}
 	sum = engine.Summarize(st)
+	if s.remote() {
+		sum.Status = logStatus(st)
+	}
 	s.mu.Lock()
 	s.summaries[id] = sum
 	s.mu.Unlock()

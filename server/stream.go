@@ -122,6 +122,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	defer stopHeads()
 	sub, unsubscribe := s.subscribe(id, s.o.StreamBuffer)
 	defer unsubscribe()
+	// Sessions driven elsewhere: the status comes from the log, and the
+	// durable events from the store alone (see remote.go).
+	var fol *logFollower
+	if s.remote() {
+		var err error
+		if fol, err = s.newLogFollower(ctx, id, max(from, 1)); err != nil {
+			fail(w, err)
+			return
+		}
+	}
+	initial := true
 
 	// Every write has until StreamStall to go out: a client that stopped
 	// reading is cut off then, not waited for forever (the driver never
@@ -171,8 +182,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 					return false
 				}
 				next = evs[i].Seq + 1
+				if fol != nil {
+					fol.apply(evs[i])
+				}
 			}
 			if len(evs) < 512 {
+				if fol != nil {
+					if ev, ok := fol.changed(); ok {
+						ev.Initial, initial = initial, false
+						if !write("", ev) {
+							return false
+						}
+					}
+				}
 				return true
 			}
 		}
@@ -180,7 +202,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	if !catchUp() {
 		return
 	}
-	if sess, ok := s.host.Get(id); ok {
+	if sess, ok := s.host.Get(id); ok && fol == nil {
 		sum := sess.Summary()
 		write("", StreamEvent{Kind: "status", Status: sum.Status, Head: sum.Head, Initial: true})
 	}
@@ -195,6 +217,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	var behind uint64
 	handle := func(ev StreamEvent) bool {
 		if ev.Kind == "event" {
+			if fol != nil {
+				return true // read from the store as its watch announces it
+			}
 			return event(ev.Event)
 		}
 		if ev.Kind == "status" && ev.Head >= next {
@@ -220,7 +245,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if head >= next {
-				if _, here := s.host.Get(id); !here {
+				if _, here := s.host.Get(id); !here || fol != nil {
 					// Appended by another process: read it now.
 					if !catchUp() {
 						return

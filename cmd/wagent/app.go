@@ -106,7 +106,7 @@ func isTerminal(x any) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-var storeFlag = &cli.StringFlag{Name: "store", Usage: "store directory (default: $WAGENT_HOME/store, or the user data directory)", EnvVars: nil}
+var storeFlag = &cli.StringFlag{Name: "store", Usage: "the store: a `DIR` or badger:DIR, or nats://HOST:PORT[?stream=…&replicas=3] (default: $WAGENT_STORE, else $WAGENT_HOME/store or the user data directory)", EnvVars: nil}
 
 func newApp(env *cliEnv) *cli.App {
 	app := &cli.App{
@@ -141,6 +141,7 @@ func newApp(env *cliEnv) *cli.App {
 			logCommand(env),
 			sessionsCommand(env),
 			serveCommand(env),
+			workerCommand(env),
 			opsCommand(env),
 			mcpCommand(env),
 			configCommand(env),
@@ -178,14 +179,9 @@ func newApp(env *cliEnv) *cli.App {
 	return app
 }
 
-// storeDir finds the store directory: --store, $WAGENT_HOME/store, or the
-// user's data directory.
-func storeDir(c *cli.Context, env *cliEnv) (string, error) {
-	for _, cc := range c.Lineage() {
-		if d := cc.String("store"); d != "" {
-			return d, nil
-		}
-	}
+// defaultStoreDir is the store directory when --store names none:
+// $WAGENT_HOME/store, or the user's data directory (see storeurl.go).
+func defaultStoreDir(env *cliEnv) (string, error) {
 	if h := env.getenv("WAGENT_HOME"); h != "" {
 		return filepath.Join(h, "store"), nil
 	}

@@ -79,6 +79,8 @@ Examples:
 					left = append(left, w.ID)
 				}
 				tprintf(env.stdout, "still waiting: %s\n", strings.Join(left, " "))
+			case cn.remote:
+				tprintf(env.stdout, "a worker goes on with the session; follow it with: wagent log -f %s\n", id)
 			case cn.own != nil:
 				tprintf(env.stdout, "continue with: wagent resume %s\n", id)
 			default:
@@ -278,7 +280,7 @@ Examples:
 			if !c.Bool("follow") {
 				return nil
 			}
-			if cn.own != nil {
+			if cn.own != nil && !cn.remote {
 				fmt.Fprintf(env.stderr, "wagent: no process is running the store; nothing will be appended until one does (follow it then)\n")
 				return nil
 			}

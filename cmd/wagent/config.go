@@ -30,6 +30,7 @@ import (
 //	  prod:  {model: gpt-4.1, api_key_env: PROD_OPENAI_KEY, pipeline: ~/agents/prod.yaml}
 //	prices:                             # USD per million tokens
 //	  gpt-4o-mini: {input: 0.15, output: 0.60}
+//	store: nats://nats.internal:4222    # a DIR, badger:DIR or nats:// URL
 //
 // Each setting is taken from, in order: its flag, its environment
 // variable, the chosen profile, the file's top level; then the built-in
@@ -84,6 +85,7 @@ type configYAML struct {
 	Profile     string                 `yaml:"profile"`
 	Profiles    map[string]profileYAML `yaml:"profiles"`
 	Prices      map[string]priceYAML   `yaml:"prices"`
+	Store       string                 `yaml:"store"`
 }
 
 type priceYAML struct {
@@ -103,10 +105,13 @@ type config struct {
 	Profiles map[string]profileYAML
 	// Prices by model name; a name may end in * (a prefix).
 	Prices map[string]price
+	// Store is the store every command uses when --store and
+	// $WAGENT_STORE name none (a relative directory is the file's).
+	Store string
 }
 
 var knownConfigKeys = map[string]string{
-	"configYAML":  "provider, model, base_url, api_key_env, pipeline, system, profile, profiles, prices",
+	"configYAML":  "provider, model, base_url, api_key_env, pipeline, system, profile, profiles, prices, store",
 	"profileYAML": "provider, model, base_url, api_key_env, pipeline, system",
 	"priceYAML":   "input, output (US dollars per million tokens)",
 }
@@ -160,6 +165,10 @@ func loadConfig(env *cliEnv) (*config, error) {
 		return nil, fail(exitFailure, "%s", configError(path, err))
 	}
 	cfg.Top, cfg.Profile, cfg.Profiles = f.profileYAML, f.Profile, f.Profiles
+	cfg.Store = f.Store
+	if st := f.Store; st != "" && !strings.Contains(st, ":") && !filepath.IsAbs(st) {
+		cfg.Store = filepath.Join(filepath.Dir(cfg.Path), st)
+	}
 	if cfg.Profile != "" {
 		if _, ok := cfg.Profiles[cfg.Profile]; !ok {
 			return nil, fail(exitFailure, "config %s: profile: %q is not under profiles:%s", path, cfg.Profile, profileNames(cfg))

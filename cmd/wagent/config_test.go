@@ -364,3 +364,37 @@ func TestNewCommandsHaveExamples(t *testing.T) {
 		}
 	}
 }
+
+// The config file's store: is where every command goes when neither
+// --store nor $WAGENT_STORE names one; a relative directory is the file's.
+func TestConfigStore(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "config.yaml", "provider: script\nstore: team/store\n")
+	home := t.TempDir()
+	env := map[string]string{"WAGENT_CONFIG": cfg, "WAGENT_HOME": home}
+	if r := wagIn(t, env, "", "run", "--session", "c", "--script", testdata("plain-replies.yaml"), "hi"); r.code != exitOK {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	if len(events(t, filepath.Join(dir, "team"), "c")) == 0 {
+		t.Fatal("the session is not in the config's store")
+	}
+	if _, err := os.Stat(filepath.Join(home, "store")); err == nil {
+		t.Error("the default store was created too")
+	}
+	// --store and $WAGENT_STORE come first.
+	other := t.TempDir()
+	for _, r := range []result{
+		wagIn(t, env, "", "--store", other, "sessions"),
+		wagIn(t, map[string]string{"WAGENT_CONFIG": cfg, "WAGENT_HOME": home, "WAGENT_STORE": other}, "", "sessions"),
+	} {
+		if r.code != exitOK || strings.Contains(r.stdout, "c ") || !strings.Contains(r.stdout, "no sessions yet") {
+			t.Errorf("sessions in another store: %d %q %s", r.code, r.stdout, r.stderr)
+		}
+	}
+	// A bad store: in the file is the file's error, in one line.
+	bad := writeFile(t, dir, "bad.yaml", "store: ftp://x\n")
+	r := wagIn(t, map[string]string{"WAGENT_CONFIG": bad, "WAGENT_HOME": home}, "", "sessions")
+	if r.code == exitOK || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Errorf("bad store in the config: %d %q", r.code, r.stderr)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/badger"
 	"github.com/wagent/wagent/tools/mcp"
+	"github.com/wagent/wagent/worker"
 )
 
 // One owner, many clients. The process that holds a store serves it on a
@@ -56,14 +57,24 @@ type conn struct {
 	client *server.Client
 	own    *owner
 	dir    string
+	// remote: a NATS store, whose sessions workers drive (natsstore.go).
+	remote bool
 }
 
 // connect finds the store's owner or becomes one, as mode needs.
 func connect(ctx context.Context, c *cli.Context, env *cliEnv, m mode) (*conn, error) {
-	dir, err := storeDir(c, env)
+	loc, err := storeLocation(c, env)
 	if err != nil {
 		return nil, err
 	}
+	if loc.isNATS() {
+		o, err := openNATSOwner(ctx, env, loc.url)
+		if err != nil {
+			return nil, err
+		}
+		return &conn{client: o.client, own: o, remote: true}, nil
+	}
+	dir := loc.dir
 	// A held lock means a live process: the kernel drops it when one dies.
 	// An owner that is busy (starting, compiling a pipeline, on a loaded
 	// machine) may take seconds to answer its socket, so a command waits
@@ -107,7 +118,7 @@ type owner struct {
 	env    *cliEnv
 	dir    string
 	mode   mode
-	log    *badger.Store
+	log    store.Log
 	w      *warmRuntime
 	srv    *server.Server
 	client *server.Client
@@ -119,6 +130,12 @@ type owner struct {
 	// mcp runs the MCP servers the pipelines name, shared by the sessions
 	// of this process; they end with it.
 	mcp *mcp.Hub
+	// bus is set for a NATS store (natsstore.go): workers drive its
+	// sessions and this process wakes them.
+	bus *worker.Bus
+	// pipelinesDir, for a worker with --pipelines, is where the sessions'
+	// pipeline and script files are looked up by name.
+	pipelinesDir string
 }
 
 type loadedPipeline struct {
@@ -236,6 +253,9 @@ func (o *owner) resolve(ctx context.Context, id string, set *engine.SessionCreat
 		}
 	}
 	s = s.withDefaults(o.env)
+	if o.pipelinesDir != "" {
+		s = s.inDir(o.pipelinesDir)
+	}
 	prov, err := buildProvider(o.env, s, secrets[secretAPIKey])
 	if err != nil {
 		return engine.Config{}, err
@@ -269,6 +289,12 @@ func (o *owner) prepare(ctx context.Context, req *server.CreateRequest) (engine.
 		return engine.SessionCreated{}, err
 	}
 	info := engine.SessionCreated{Model: s.Model, CreatedBy: req.CreatedBy}
+	if o.bus != nil && s.Pipeline != "" {
+		// Workers load it; check here that it reads, so a typo fails now.
+		if _, err := pipeline.ParseFile(s.Pipeline); err != nil {
+			return engine.SessionCreated{}, fail(exitFailure, "%v", err)
+		}
+	}
 	if o.mode == modeDrive {
 		l, err := o.pipeline(ctx, s)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -49,6 +50,8 @@ type settings struct {
 	Dir string `json:"dir,omitempty"`
 }
 
+var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 var providerFlags = []cli.Flag{
 	&cli.StringFlag{Name: "pipeline", Usage: "pipeline `FILE` (YAML); default: $WAGENT_PIPELINE, the config file's pipeline:, or the built-in pipeline"},
 	&cli.StringFlag{Name: "provider", Usage: "model provider: openai, anthropic or script (default: script when --script is given, else openai)"},
@@ -66,18 +69,25 @@ func runCommand(env *cliEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "run",
 		Usage: "start or continue a session and stream what happens",
-		UsageText: `wagent run [--session ID] [--profile NAME] [--pipeline FILE] [--provider openai|anthropic|script] [--model M] [--system TEXT|@FILE] [--json] [PROMPT | -]
+		UsageText: `wagent run [--session ID] [--profile NAME] [--pipeline FILE] [--provider openai|anthropic|script] [--model M] [--system TEXT|@FILE] [--json] [--detach] [PROMPT | -]
 
 The prompt is the argument, or standard input (- or a pipe); at a terminal with
 no prompt, run is wagent chat. Defaults come from the config file (wagent config show).
+
+With --detach the session is created (its settings recorded), the prompt
+queued and the session woken, and run prints the session id and returns at
+once: the store's owner runs it, or on a NATS store any worker (wagent
+worker). wagent log -f SESSION follows it.
 
 Examples:
    wagent run --model gpt-4o-mini "what is 6 times 7?"
    git diff | wagent run --system @review.md
    wagent run --profile local - < question.txt
    wagent run --provider script --script replies.yaml --pipeline agent.yaml "add 2 and 40"
-   wagent run --session 20261130-a1b2c3 "and now subtract 2"`,
-		Flags: append([]cli.Flag{storeFlag, &cli.StringFlag{Name: "session", Usage: "session `ID` to continue or create (default: a new one)"}}, providerFlags...),
+   wagent run --session 20261130-a1b2c3 "and now subtract 2"
+   wagent run --store nats://127.0.0.1:4222 --detach --model gpt-4o-mini --api-key-env OPENAI_API_KEY "hello"`,
+		Flags: append([]cli.Flag{storeFlag, &cli.StringFlag{Name: "session", Usage: "session `ID` to continue or create (default: a new one)"},
+			&cli.BoolFlag{Name: "detach", Usage: "queue the prompt, wake the session and print its id without waiting for it"}}, providerFlags...),
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 0, 1, "[flags] [PROMPT | -]"); err != nil {
 				return err
@@ -145,6 +155,9 @@ func (s settings) withDefaults(env *cliEnv) settings {
 
 // check says what the settings lack, as a usage error.
 func (s settings) check() error {
+	if s.APIKeyEnv != "" && !envNameRe.MatchString(s.APIKeyEnv) {
+		return fail(exitUsage, "--api-key-env %q is not an environment variable name (letters, digits and _, not starting with a digit)", s.APIKeyEnv)
+	}
 	switch s.Provider {
 	case "script":
 		if s.Script == "" {
@@ -163,6 +176,9 @@ func (s settings) check() error {
 // buildProvider makes the settings' provider; key, if set, is the API key
 // a client handed over (otherwise the owner's environment's).
 func buildProvider(env *cliEnv, s settings, key string) (provider.Provider, error) {
+	if key == "" && s.APIKeyEnv != "" {
+		key = env.getenv(s.APIKeyEnv)
+	}
 	switch s.Provider {
 	case "script":
 		p, err := script.Load(s.Script)
@@ -297,11 +313,19 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 			return fail(exitUsage, "%v", err)
 		}
 	}
-	cn, err := connect(ctx, c, env, modeDrive)
+	detach := c.Command.Name == "run" && c.Bool("detach")
+	m := modeDrive
+	if detach {
+		m = modeRecord
+	}
+	cn, err := connect(ctx, c, env, m)
 	if err != nil {
 		return err
 	}
 	defer cn.close()
+	if cn.remote && c.String("api-key") != "" {
+		return fail(exitUsage, "--api-key cannot reach the workers that run a NATS store's sessions (keys are never recorded): pass --api-key-env NAME and set NAME in the workers' environment")
+	}
 	cl := cn.client
 	if prompt == "" && c.Command.Name == "run" {
 		// Continuing a session needs no prompt; starting one does.
@@ -323,6 +347,12 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	from = 1
 	if !isNew {
 		from = info.Head + 1
+	}
+	if detach {
+		return detached(ctx, env, cn, c.Bool("json"), id, isNew, prompt)
+	}
+	if cn.remote {
+		tprintf(env.stderr, "wagent: workers run session %s; following it (Ctrl-C cancels its turn)\n", id)
 	}
 	out := newPrinter(env, c.Bool("json"), id)
 	if cfg, err := loadConfig(env); err == nil {

@@ -33,8 +33,9 @@ the web console is at /.
 Examples:
    wagent serve
    wagent serve --listen 127.0.0.1:8421
-   wagent serve --print-token`,
-		Flags: []cli.Flag{storeFlag,
+   wagent serve --print-token
+   wagent serve --nats nats://127.0.0.1:4222 --listen 127.0.0.1:8421   # sessions that workers run`,
+		Flags: []cli.Flag{storeFlag, natsFlag,
 			&cli.StringFlag{Name: "listen", Usage: "also serve HTTP on `ADDR` (host:port), token required"},
 			&cli.BoolFlag{Name: "print-token", Usage: "print the bearer token TCP clients need, and exit"},
 		},
@@ -52,6 +53,11 @@ Examples:
 			}
 			ctx, _, stop := signalContext()
 			defer stop()
+			if u, ok, err := natsURL(c, env); err != nil {
+				return err
+			} else if ok {
+				return serveNATS(ctx, c, env, u, token)
+			}
 			dir, err := storeDir(c, env)
 			if err != nil {
 				return err

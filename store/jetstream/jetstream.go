@@ -232,9 +232,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open jetstream store: %w", err)
 	}
-	ctx, cancel := withTimeout(ctx, opts.Timeout)
-	defer cancel()
-	st, err := ensureStream(ctx, js, opts, int32(need))
+	st, err := settleStream(ctx, js, opts, int32(need))
 	if err != nil {
 		return nil, err
 	}
@@ -290,6 +288,29 @@ func (o Options) normalise() (Options, error) {
 		return bad("timeout %v: want a positive duration (0 for the default)", o.Timeout)
 	}
 	return o, nil
+}
+
+// settleStream is ensureStream, tried again while the answer is a
+// timeout: a cluster still electing the new stream's leader, or several
+// processes (a fleet of workers starting together) creating it at once,
+// can keep the first tries waiting. Each try is bounded by opts.Timeout,
+// all of them by six times that unless ctx says otherwise.
+func settleStream(ctx context.Context, js natsjs.JetStream, opts Options, maxMsgSize int32) (natsjs.Stream, error) {
+	ctx, cancel := withTimeout(ctx, 6*opts.Timeout)
+	defer cancel()
+	for {
+		tctx, tcancel := context.WithTimeout(ctx, opts.Timeout)
+		st, err := ensureStream(tctx, js, opts, maxMsgSize)
+		tcancel()
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, natsjs.ErrNoStreamResponse)) {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // ensureStream creates the stream, or checks that the existing one can hold
@@ -430,8 +451,16 @@ func (l *Log) Create(ctx context.Context, session string) error {
 		// Refused: something is on the subject, or (replicated streams)
 		// a conditional publish to it is in process. Look.
 		_, gerr := l.stream.GetLastMsgForSubject(ctx, subj)
-		if !errors.Is(gerr, natsjs.ErrMsgNotFound) || attempt == casRetries {
+		if !errors.Is(gerr, natsjs.ErrMsgNotFound) {
 			return fmt.Errorf("%w: %s", store.ErrExists, op)
+		}
+		// Still empty. Another Create's record may be on its way; but the
+		// stream leader also refuses while it counts an earlier conditional
+		// publish to the subject as in process, and one whose proposal was
+		// lost (a server killed under it) stays counted until the leader
+		// changes. An empty subject is never reported as existing.
+		if attempt >= createRetries {
+			return fmt.Errorf("%s: the server refuses to write to the empty subject %s (%v); a conditional publish to it is still in process at the stream leader, which a leader change clears", op, subj, err)
 		}
 		if err := pause(ctx, attempt+1); err != nil {
 			return fmt.Errorf("%s: %w", op, err)
@@ -535,6 +564,10 @@ func (l *Log) Append(ctx context.Context, session string, expectedHead uint64, e
 		remembered = false
 	}
 }
+
+// createRetries bounds how often Create publishes again while the subject
+// stays empty: about two seconds of pauses (see pause).
+const createRetries = 200
 
 // casRetries bounds how often Append publishes again after a refusal that
 // the session's head does not explain.

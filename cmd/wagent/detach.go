@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+)
+
+// detached queues a detached run's prompt (or wakes the session), prints
+// the session id and returns.
+func detached(ctx context.Context, env *cliEnv, cn *conn, asJSON bool, id string, isNew bool, prompt string) error {
+	var msgID string
+	switch {
+	case prompt != "":
+		q, err := cn.client.Input(ctx, id, "send", prompt)
+		if err != nil {
+			return apiFail(err)
+		}
+		msgID = q.MessageID
+	case !isNew:
+		if _, err := cn.client.Resume(ctx, id); err != nil {
+			return apiFail(err)
+		}
+	}
+	if asJSON {
+		printJSON(env.stdout, map[string]any{"session": id, "created": isNew, "message_id": msgID})
+	} else {
+		tprintln(env.stdout, id)
+	}
+	switch {
+	case cn.remote:
+		tprintf(env.stderr, "wagent: queued for the workers; follow it with: wagent log -f %s\n", id)
+	case cn.own != nil:
+		tprintf(env.stderr, "wagent: queued; no process runs this store now: wagent resume %s runs it (or wagent serve)\n", id)
+	}
+	return nil
+}
+
+// inDir returns the settings with their pipeline and script looked up by
+// file name in dir: a worker with --pipelines DIR runs what its folder
+// holds, whatever path the session's creator recorded.
+func (s settings) inDir(dir string) settings {
+	if s.Pipeline != "" {
+		s.Pipeline = filepath.Join(dir, filepath.Base(s.Pipeline))
+	}
+	if s.Script != "" {
+		s.Script = filepath.Join(dir, filepath.Base(s.Script))
+	}
+	return s
+}

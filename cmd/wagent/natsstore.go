@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/server"
+	"github.com/wagent/wagent/server/console"
+	"github.com/wagent/wagent/store/jetstream"
+	"github.com/wagent/wagent/tools/mcp"
+	"github.com/wagent/wagent/worker"
+)
+
+// A NATS store (--store nats://…) has no owner process: workers (wagent
+// worker) drive its sessions, from any number of machines. Every other
+// command opens the store itself and serves the same API as an owner does
+// (package server, with Options.Wake), on a private socket for the
+// command's own client: it records what it was asked, publishes the
+// wake-up, and reads what the workers append. No command here runs a
+// session, a tool or a model request.
+
+// openNATS connects to a JetStream store and its workers' bus. replicas
+// and the lease TTL apply to streams this call creates.
+func openNATS(ctx context.Context, rawURL string, leaseTTL time.Duration) (*jetstream.Log, *worker.Bus, error) {
+	l, err := jetstream.OpenURL(ctx, rawURL)
+	if err != nil {
+		return nil, nil, fail(exitFailure, "open the store %s: %v", redactURL(rawURL), err)
+	}
+	bus, err := worker.OpenBus(ctx, l.Conn(), worker.BusOptions{Replicas: urlReplicas(rawURL), LeaseTTL: leaseTTL})
+	if err != nil {
+		l.Close()
+		return nil, nil, fail(exitFailure, "open the workers' queue on %s: %v", redactURL(rawURL), err)
+	}
+	return l, bus, nil
+}
+
+// urlReplicas reads replicas= from a store URL (the store checked it).
+func urlReplicas(rawURL string) int {
+	_, query, _ := strings.Cut(rawURL, "?")
+	q, _ := url.ParseQuery(query)
+	n, _ := strconv.Atoi(q.Get("replicas"))
+	return n
+}
+
+// openNATSOwner opens a NATS store for a command: the API over it, for
+// sessions that workers drive, served on a private socket.
+func openNATSOwner(ctx context.Context, env *cliEnv, rawURL string) (*owner, error) {
+	l, bus, err := openNATS(ctx, rawURL, 0)
+	if err != nil {
+		return nil, err
+	}
+	o := &owner{env: env, mode: modeRecord, log: l, bus: bus, pipes: map[string]*loadedPipeline{}, mcp: mcp.NewHub()}
+	o.srv, err = server.New(server.Options{
+		Log: l, Wake: bus.Wake, Interrupt: bus.Interrupt, Token: randomToken(), Version: version, StoreName: redactURL(rawURL),
+		Base:    engine.Config{Durability: engine.SyncAtBoundaries, Warn: func(msg string) { tprintln(env.stderr, "wagent: "+oneLine(msg)) }},
+		Resolve: o.resolve, Prepare: o.prepare,
+		Console: console.FS(),
+	})
+	if err != nil {
+		l.Close()
+		return nil, fail(exitFailure, "%v", err)
+	}
+	// A socket for this process's own client, so streams work as they do
+	// with an owner (the whole command talks through the same API).
+	sockDir, err := os.MkdirTemp("", "wagent-nats-")
+	if err != nil {
+		l.Close()
+		return nil, fail(exitFailure, "%v", err)
+	}
+	ln, unlist, err := server.Listen(sockDir)
+	if err != nil {
+		os.RemoveAll(sockDir)
+		l.Close()
+		return nil, fail(exitFailure, "%v", err)
+	}
+	o.unlist = func() { unlist(); os.RemoveAll(sockDir) }
+	o.served = make(chan struct{})
+	go func() {
+		defer close(o.served)
+		o.srv.Serve(ln, true)
+	}()
+	o.client = server.NewUnixClient(server.SocketPath(sockDir))
+	return o, nil
+}

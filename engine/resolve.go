@@ -1,0 +1,23 @@
+package engine
+
+import "context"
+
+// OpenWith is Open for a machine whose pipeline, provider and model come
+// from the session's own settings: it folds the log, hands resolve the
+// settings (session/created's, with the latest pipeline/changed applied)
+// and runs with what it returns, as a Host built with NewHostWith does.
+// A worker that drives any session it is woken for opens each this way,
+// with a writer id of its own per session (Config.Writer).
+func OpenWith(ctx context.Context, cfg Config, resolve Resolver) (*Machine, error) {
+	m, err := Open(ctx, cfg)
+	if err != nil || resolve == nil {
+		return m, err
+	}
+	set := m.st.Settings
+	rc, err := resolve(ctx, cfg.Session, &set)
+	if err != nil {
+		return nil, err
+	}
+	m.reconfigure(rc)
+	return m, nil
+}
