@@ -299,6 +299,7 @@ func BenchmarkWasmPipelineIdleMemory(b *testing.B) {
 		}
 		s0.Close(ctx)
 		base := resident()
+		b.ReportMetric(float64(base)/(1<<20), "base-MiB")
 		b.StartTimer()
 		sessions := make([]*engine.Session, n)
 		for j := range sessions {
