@@ -68,6 +68,7 @@ guests:
 	$(WAGENT_BUILD) -o examples/wasm-ops/calculator/calculator.wasm ./examples/wasm-ops/calculator
 	sh examples/wasm-ops/deny-word/build.sh
 	$(WAGENT_BUILD) -o testdata/ops/slowtool.wasm ./testdata/ops/slowtool
+	$(WAGENT_BUILD) -o testdata/ops/calcv2.wasm ./testdata/ops/calcv2
 	$(WAGENT_BUILD) -o guests/examples/policy/policy.wasm ./guests/examples/policy
 
 # guests-check fails when a committed module does not match its source.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/wagent/wagent/engine/provider"
@@ -121,16 +122,13 @@ func (m *Machine) cut() int {
 	if s.Compaction != nil {
 		prev = s.Compaction.Through
 	}
-	points := s.cutPoints()
 	limit := s.MessageCount()
 	if s.TurnOpen {
 		limit = s.TurnFirstMessage
 	}
-	best := 0
-	for _, c := range points {
-		if c > prev && c <= limit {
-			best = c
-		}
+	best := m.cuts.latest(s, limit)
+	if best <= prev {
+		best = 0
 	}
 	if best > 0 || !s.TurnOpen {
 		return best
@@ -142,12 +140,49 @@ func (m *Machine) cut() int {
 			break
 		}
 	}
-	for _, c := range points {
-		if c > prev && c > s.TurnFirstMessage && c <= last {
-			best = c
+	if best := m.cuts.latest(s, last); best > prev && best > s.TurnFirstMessage {
+		return best
+	}
+	return 0
+}
+
+// cutCache holds the cut points (CutPoints) of the live messages, found
+// as messages are added: before each request the compaction check asks
+// for the latest one, and scanning the whole conversation for it every
+// time would make a request's cost grow with the session's length.
+type cutCache struct {
+	stubbed int             // the State.Stubbed they were found for
+	n       int             // messages scanned
+	open    map[string]bool // calls without a result in those
+	points  []int           // cut points among them, as indices of the whole conversation
+}
+
+// latest returns the latest cut point at most at (as an index of the
+// whole conversation), or 0.
+func (c *cutCache) latest(s *State, at int) int {
+	if c.open == nil || c.stubbed != s.Stubbed || c.n > len(s.Messages) {
+		*c = cutCache{stubbed: s.Stubbed, open: map[string]bool{}}
+	}
+	for ; c.n < len(s.Messages); c.n++ {
+		msg := s.Messages[c.n]
+		if c.n > 0 && len(c.open) == 0 && msg.Role != "tool" {
+			c.points = append(c.points, s.Stubbed+c.n)
+		}
+		for _, tc := range msg.ToolCalls {
+			c.open[tc.ID] = true
+		}
+		if msg.Role == "tool" {
+			delete(c.open, msg.CallID)
 		}
 	}
-	return best
+	if end := s.MessageCount(); len(s.Messages) > 0 && len(c.open) == 0 && end <= at {
+		return end
+	}
+	i := sort.SearchInts(c.points, at+1)
+	if i == 0 {
+		return 0
+	}
+	return c.points[i-1]
 }
 
 // transcript renders what a summary stands for: the previous summary and

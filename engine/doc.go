@@ -104,6 +104,15 @@
 // worker all go through Advance, so there is no recovery step a caller
 // could forget.
 //
+// # Forks, imports and replays
+//
+// A log can be copied up to a turn boundary into a new session (Fork,
+// recorded as session/forked right after the copy) or written whole from
+// elsewhere (Import); both are folded first, so a session is never made
+// of a log the fold refuses. Package replay re-drives a recorded log
+// through a machine with another pipeline, feeding it the recorded
+// answers and results, and compares the decisions.
+//
 // The engine imports no network, wasm or storage library: providers, the
 // wasm runtime and the store backends are behind small interfaces
 // (provider.Provider, Operation, store.Log).

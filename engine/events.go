@@ -31,6 +31,7 @@ const (
 	EvSessionWriter    = "session/writer"
 	EvContextCompacted = "context/compacted"
 	EvPipelineChanged  = "pipeline/changed"
+	EvSessionForked    = "session/forked"
 )
 
 // Inbox list names.
@@ -300,4 +301,13 @@ type SessionRecovered struct {
 	Turn int `json:"turn"`
 	// Requeued counts claimed input put back in the inbox.
 	Requeued int `json:"requeued,omitempty"`
+}
+
+// SessionForked is the data of session/forked: the events before it were
+// copied from the origin session's log, up to and including its event Seq
+// (a turn boundary). It is appended right after the copy, so its own seq
+// is Seq+1, and the forked session goes on from there on its own.
+type SessionForked struct {
+	Origin string `json:"origin"`
+	Seq    uint64 `json:"seq"`
 }

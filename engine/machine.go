@@ -147,6 +147,9 @@ type Machine struct {
 	// stubSeqs holds the seqs of the summarised messages' events, found in
 	// the log the first time an op reads one (see loadMessage).
 	stubSeqs []uint64
+	// cuts finds where a summary may end without rescanning the
+	// conversation (compact.go).
+	cuts cutCache
 }
 
 // Create makes a new session whose log starts with session/created.

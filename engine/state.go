@@ -38,6 +38,9 @@ type State struct {
 	LastActivity time.Time
 	// Usage adds up the token usage of every answer.
 	Usage Usage
+	// Forked is the latest session/forked: where this log was copied
+	// from (nil for a session that was not forked).
+	Forked *SessionForked
 
 	// Turn is the number of the last turn opened; TurnOpen says whether it
 	// is still open. Step likewise, within the turn.
@@ -671,6 +674,17 @@ func (s *State) apply(e store.Event) error {
 			return s.corrupt(e.Seq, "session/writer without an id")
 		}
 		s.Writer = d.ID
+
+	case EvSessionForked:
+		var d SessionForked
+		if err := s.decode(e, &d); err != nil {
+			return err
+		}
+		// The fork point is the event before it, a turn boundary.
+		if d.Origin == "" || d.Seq+1 != e.Seq || s.TurnOpen {
+			return s.corrupt(e.Seq, "session/forked must follow the events it copied (seq %d of %q), at a turn boundary", d.Seq, d.Origin)
+		}
+		s.Forked = &d
 
 	case EvCommandReply, EvSessionRecovered:
 		// Records only.

@@ -188,6 +188,10 @@ func (p *printer) event(id string, e *store.Event) {
 		var d engine.SessionWriter
 		json.Unmarshal(e.Data, &d)
 		p.printf("%s%s(from here on written by %s)%s\n", ind, c.dim, d.ID, c.reset)
+	case engine.EvSessionForked:
+		var d engine.SessionForked
+		json.Unmarshal(e.Data, &d)
+		p.printf("%s%s── forked from session %s at seq %d: from here on this session goes its own way ──%s\n", ind, c.yellow, d.Origin, d.Seq, c.reset)
 	case engine.EvSessionRecovered:
 		p.printf("%s%srecovered: the process running this turn had stopped%s\n", ind, c.yellow, c.reset)
 	case engine.EvInboxSpliced:

@@ -75,6 +75,12 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return c.send(req, out)
+}
+
+// send makes a request and decodes its answer into out.
+func (c *Client) send(req *http.Request, out any) error {
+	method, path := req.Method, req.URL.Path
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}

@@ -366,7 +366,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			out.Broken = strings.TrimPrefix(err.Error(), "engine: log breaks an invariant: ")
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeExact(w, http.StatusOK, out)
 }
 
 func rangeParams(w http.ResponseWriter, r *http.Request) (from uint64, limit int, ok bool) {

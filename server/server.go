@@ -67,6 +67,9 @@ type Options struct {
 	// StreamBuffer is how many stream events a slow client may fall behind
 	// before it is dropped (default 1024).
 	StreamBuffer int
+	// MaxImport bounds the body of an import, a whole exported log
+	// (default DefaultMaxImport).
+	MaxImport int64
 }
 
 // Server serves one store's sessions. It is an http.Handler.
@@ -162,7 +165,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, s.o.MaxBody)
+	r.Body = http.MaxBytesReader(w, r.Body, s.bodyLimit(r))
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -200,6 +203,8 @@ var table = []route{
 	{"POST /v1/sessions/{id}/settings", func(s *Server) http.HandlerFunc { return s.settings }},
 	{"GET /v1/sessions/{id}/events", func(s *Server) http.HandlerFunc { return s.events }},
 	{"GET /v1/sessions/{id}/stream", func(s *Server) http.HandlerFunc { return s.stream }},
+	{"POST /v1/sessions/{id}/fork", func(s *Server) http.HandlerFunc { return s.fork }},
+	{"POST /v1/sessions/{id}/import", func(s *Server) http.HandlerFunc { return s.importLog }},
 	{"GET /v1/approvals", func(s *Server) http.HandlerFunc { return s.approvals }},
 }
 

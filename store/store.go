@@ -2,11 +2,12 @@
 // events numbered densely from 1. The log is a session's only durable state;
 // everything else in wagent is folded from it.
 //
-// A Log is the narrow contract every backend implements. Two ship here: the
-// badger backend (embedded, the default; see OpenBadger) and an in-memory one
-// for tests (NewMemory). The storetest package holds the conformance suite
-// every backend runs, so a future networked backend can prove itself the same
-// way.
+// A Log is the narrow contract every backend implements. This package holds
+// the contract and an in-memory backend for tests (NewMemory); the backends
+// live beside it: store/badger (embedded, the default), store/jetstream
+// (NATS JetStream, for many machines) and store/jsonl (a session file, for
+// export and import). The storetest package holds the conformance suite
+// every backend runs.
 //
 // # Writers
 //

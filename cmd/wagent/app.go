@@ -143,6 +143,10 @@ func newApp(env *cliEnv) *cli.App {
 			serveCommand(env),
 			opsCommand(env),
 			mcpCommand(env),
+			replayCommand(env),
+			exportCommand(env),
+			importCommand(env),
+			forkCommand(env),
 			{
 				Name:      "version",
 				Usage:     "print wagent's version",

@@ -287,10 +287,6 @@ func waitDone(cs *sdk.ClientSession) <-chan struct{} {
 func (s *Server) startError(ctx context.Context, c *conn, err error) error {
 	name := s.cfg.Name
 	msg := err.Error()
-	last := ""
-	if l := s.stderr.LastLine(); l != "" {
-		last = " (its last stderr line: " + l + ")"
-	}
 	exited := false
 	if c.proc != nil {
 		// The process may be exiting on its own: give it a moment to say
@@ -307,6 +303,12 @@ func (s *Server) startError(ctx context.Context, c *conn, err error) error {
 		default:
 		}
 		c.proc.kill()
+	}
+	// Read stderr only now: a process that exited has had all it wrote
+	// copied (Wait returns after the copy), so its last line is its last.
+	last := ""
+	if l := s.stderr.LastLine(); l != "" {
+		last = " (its last stderr line: " + l + ")"
 	}
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):

@@ -1,9 +1,9 @@
 // Package ops holds the logic of wagent's built-in operations, each a
 // pdk.Op: approval, skills, retry, turn-stopping, max-turns, unknown-tool
-// and final-output. They are compiled into one guest module (see
-// guests/builtins) and loaded by the host exactly as a third-party module
-// would be: through the ABI, sandboxed, with the pipeline's limits and
-// grants. They keep no state between calls: what they must remember is in
+// and final-output. They are compiled into one guest module
+// (guests/builtins/module, embedded by the host package builtins) and
+// loaded by the host exactly as a third-party module would be: through the
+// ABI, sandboxed, with the pipeline's limits and grants. They keep no state between calls: what they must remember is in
 // notes.
 package ops
 

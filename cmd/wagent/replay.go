@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/engine/replay"
+	"github.com/wagent/wagent/pipeline"
+	"github.com/wagent/wagent/store"
+	"github.com/wagent/wagent/tools/mcp"
+	"github.com/wagent/wagent/wasmhost"
+)
+
+// exitDiverged is replay's exit code when a decision differs (DESIGN.md
+// §11, wave 2).
+const exitDiverged = 4
+
+func replayCommand(env *cliEnv) *cli.Command {
+	return &cli.Command{
+		Name:  "replay",
+		Usage: "run a recorded session again with a new pipeline or op and show where its decisions differ",
+		UsageText: `wagent replay SESSION [--pipeline NEW.yaml] [--op NAME=FILE.wasm ...] [--from SEQ] [--json]
+
+The session is re-driven through the state machine into a scratch log in
+memory: the model's recorded answers and the tools' recorded results are fed
+back, so no model is asked, nothing is sent to a network and no tool runs.
+Every other decision is the new pipeline's own (approvals, retries, steering,
+admitted prompts, turn ends, contributions, compactions, faults) and is
+compared with the recorded one. A tool that answers differently is not a
+divergence: its recorded results are what the replay feeds. When the new
+pipeline's decisions mean the recorded future no longer applies (it denies a
+call that ran, ends a turn that went on), the replay stops there and says so.
+
+Exit codes: 0 nothing diverged, 4 something did, 1 the replay failed.
+
+Examples:
+   wagent replay 20261130-a1b2c3 --pipeline strict.yaml
+   wagent replay 20261130-a1b2c3 --op approval=./approval-v2.wasm --json
+   wagent replay 20261130-a1b2c3 --from 41     # take seqs 1-40 as recorded`,
+		Flags: []cli.Flag{storeFlag,
+			&cli.StringFlag{Name: "pipeline", Usage: "replay with this pipeline `FILE` (default: the session's own)"},
+			&cli.StringSliceFlag{Name: "op", Usage: "swap the op named NAME for the module in FILE (`NAME=FILE.wasm`; repeatable)"},
+			&cli.Uint64Flag{Name: "from", Usage: "replay from `SEQ`, taking the events before it as recorded (the seq after a turn boundary)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the report as one JSON object"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := needArgs(c, 1, 1, "SESSION [--pipeline FILE] [--op NAME=FILE.wasm] [--from SEQ]"); err != nil {
+				return err
+			}
+			id := c.Args().First()
+			if err := store.ValidSessionID(id); err != nil {
+				return fail(exitUsage, "%v", err)
+			}
+			swaps := map[string]string{}
+			for _, s := range c.StringSlice("op") {
+				name, file, ok := strings.Cut(s, "=")
+				if !ok || name == "" || file == "" {
+					return fail(exitUsage, "--op %q: want NAME=FILE.wasm", s)
+				}
+				abs, err := filepath.Abs(file)
+				if err != nil {
+					return fail(exitUsage, "--op %s: %v", s, err)
+				}
+				swaps[name] = abs
+			}
+			ctx, _, stop := signalContext()
+			defer stop()
+			cn, err := connect(ctx, c, env, modeRead)
+			if err != nil {
+				return err
+			}
+			evs, err := cn.client.Events(ctx, id, 1, 0)
+			cn.close()
+			if err != nil {
+				return apiFail(err)
+			}
+			if evs.Broken != "" {
+				return fail(exitFailure, "session %s cannot be replayed: %s", id, evs.Broken)
+			}
+			w, err := startRuntime(ctx, env)
+			if err != nil {
+				return err
+			}
+			defer w.close()
+			hub := mcp.NewHub() // never started: a replay answers tool sources from the recording
+			defer hub.Close()
+			pl := &replayPipelines{env: env, w: w, hub: hub, file: c.String("pipeline"), swaps: swaps}
+			rep, err := replay.Run(ctx, replay.Options{Session: id, Events: evs.Events, From: c.Uint64("from"), Pipeline: pl.build})
+			if err != nil {
+				if errors.Is(err, replay.ErrRecording) && strings.Contains(err.Error(), "--from") {
+					return fail(exitUsage, "%s", strings.TrimPrefix(err.Error(), replay.ErrRecording.Error()+": "))
+				}
+				var ee *exitError
+				if errors.As(err, &ee) {
+					return err
+				}
+				return fail(exitFailure, "%v", err)
+			}
+			if c.Bool("json") {
+				printJSON(env.stdout, rep)
+			} else {
+				printReport(env, rep, pl.label())
+			}
+			if rep.Diverged() {
+				return &exitError{code: exitDiverged}
+			}
+			return nil
+		},
+	}
+}
+
+// replayPipelines builds the pipeline a replay runs with for a session's
+// settings: --pipeline, or the session's own file (or the default), with
+// the --op swaps made.
+type replayPipelines struct {
+	env   *cliEnv
+	w     *warmRuntime
+	hub   *mcp.Hub
+	file  string
+	swaps map[string]string
+	used  string
+}
+
+func (p *replayPipelines) label() string {
+	if len(p.swaps) > 0 {
+		var names []string
+		for n, f := range p.swaps {
+			names = append(names, n+"="+f)
+		}
+		sort.Strings(names)
+		return p.used + " with " + strings.Join(names, ", ")
+	}
+	return p.used
+}
+
+func (p *replayPipelines) build(set engine.SessionCreated) (*engine.Pipeline, error) {
+	ctx := context.Background()
+	spec := defaultPipeline(p.env)
+	p.used = "the built-in pipeline"
+	file := p.file
+	if file == "" {
+		var s settings
+		if len(set.Settings) > 0 {
+			json.Unmarshal(set.Settings, &s)
+		}
+		file = s.Pipeline
+		if file != "" {
+			p.used = "the session's pipeline " + file
+		}
+	} else {
+		p.used = file
+	}
+	if file != "" {
+		var err error
+		if spec, err = pipeline.ParseFile(file); err != nil {
+			return nil, fail(exitFailure, "%v", err)
+		}
+	}
+	<-p.w.done
+	spec, err := swapOps(ctx, p.w.rt, spec, p.swaps)
+	if err != nil {
+		return nil, err
+	}
+	l, err := spec.Build(ctx, pipeline.Options{Runtime: p.w.rt, Builtins: builtinModules(), MCP: p.hub})
+	if err != nil {
+		return nil, fail(exitFailure, "%v", err)
+	}
+	return l.Pipeline, nil
+}
+
+// swapOps returns spec with the ops named in swaps (by their manifest
+// name) loaded from other modules, each keeping its entry's config,
+// limits and grants.
+func swapOps(ctx context.Context, rt *wasmhost.Runtime, spec *pipeline.Spec, swaps map[string]string) (*pipeline.Spec, error) {
+	if len(swaps) == 0 {
+		return spec, nil
+	}
+	out := *spec
+	out.Ops = append([]pipeline.OpSpec(nil), spec.Ops...)
+	named := false
+	for _, o := range out.Ops {
+		named = named || o.Use == pipeline.BuiltinPrefix+pipeline.Fallback
+	}
+	if !named {
+		// Build would add the fallback; add it here, so it can be swapped too.
+		out.Ops = append(out.Ops, pipeline.OpSpec{Use: pipeline.BuiltinPrefix + pipeline.Fallback})
+	}
+	digests, err := out.Digests(pipeline.Options{Builtins: builtinModules(), NoFallback: true})
+	if err != nil {
+		return nil, fail(exitFailure, "%v", err)
+	}
+	var names []string
+	done := map[string]bool{}
+	for i := range out.Ops {
+		o := &out.Ops[i]
+		name := digests[i].Op
+		if o.MCP != nil {
+			name = mcp.OpName(o.MCP.Name)
+		} else if name == "" {
+			m, err := moduleOf(ctx, rt, &out, *o)
+			if err != nil {
+				return nil, err
+			}
+			name = m.Manifests()[0].Name
+		}
+		names = append(names, name)
+		file, ok := swaps[name]
+		if !ok {
+			continue
+		}
+		if o.MCP != nil {
+			return nil, fail(exitUsage, "--op %s: %s is an MCP server, not a module; replay answers its calls from the recording already", name, name)
+		}
+		m, err := rt.LoadFile(ctx, file)
+		if err != nil {
+			return nil, fail(exitFailure, "--op %s=%s: %v", name, file, err)
+		}
+		o.Use, o.Module, o.SHA256, o.Op = file, nil, "", ""
+		if len(m.Manifests()) > 1 {
+			o.Op = name
+		}
+		done[name] = true
+	}
+	for name, file := range swaps {
+		if !done[name] {
+			return nil, fail(exitUsage, "--op %s=%s: the pipeline has no op %s; its ops are: %s", name, file, name, strings.Join(names, ", "))
+		}
+	}
+	return &out, nil
+}
+
+// moduleOf loads the module of a spec entry that names a file.
+func moduleOf(ctx context.Context, rt *wasmhost.Runtime, spec *pipeline.Spec, o pipeline.OpSpec) (*wasmhost.Module, error) {
+	if o.Module != nil {
+		return rt.Load(ctx, o.Module)
+	}
+	path := o.Use
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(spec.Dir, path)
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fail(exitFailure, "pipeline %s: %v", spec.Path, err)
+	}
+	m, err := rt.LoadFile(ctx, path)
+	if err != nil {
+		return nil, fail(exitFailure, "%v", err)
+	}
+	return m, nil
+}
+
+// printReport writes the report for a person: the first divergence in
+// detail, where the replay stopped, the others a line each, the summary.
+func printReport(env *cliEnv, rep *replay.Report, with string) {
+	w := env.stdout
+	from := ""
+	if rep.From > 1 {
+		from = fmt.Sprintf(" from seq %d", rep.From)
+	}
+	tprintf(w, "replayed session %s%s (head %d) with %s: %d transitions\n", rep.Session, from, rep.Head, with, rep.Transitions)
+	if len(rep.Divergences) == 0 && rep.Stopped == nil {
+		tprintln(w, "no decision diverged")
+	}
+	for i, d := range rep.Divergences {
+		if i == 0 {
+			where := fmt.Sprintf("seq %d", d.Seq)
+			if d.Kind == "new" {
+				where = fmt.Sprintf("seq %d (new in the replay, at its seq %d)", d.Seq, d.ReplayedSeq)
+			}
+			tprintf(w, "first divergence at %s, turn %d step %d, hook %s, op %s: %s %s\n", where, d.Turn, d.Step, orDash(d.Hook), orDash(d.Op), d.What, d.Kind)
+			tprintln(w, "  -recorded +replayed:")
+			for _, line := range strings.Split(strings.TrimRight(d.Diff, "\n"), "\n") {
+				tprintf(w, "    %s\n", line)
+			}
+			if rep.Stopped != nil {
+				tprintf(w, "stopped at seq %d: %s; the recorded events after it were not replayed\n", rep.Stopped.Seq, rep.Stopped.Reason)
+			}
+			if len(rep.Divergences) > 1 {
+				tprintln(w, "other divergences:")
+			}
+			continue
+		}
+		if i > 20 {
+			tprintf(w, "  … and %d more (--json lists them all)\n", len(rep.Divergences)-i)
+			break
+		}
+		tprintf(w, "  %-8s seq %-5d %s\n", d.Kind, d.Seq, d.What)
+	}
+	if len(rep.Divergences) == 0 && rep.Stopped != nil {
+		tprintf(w, "stopped at seq %d: %s\n", rep.Stopped.Seq, rep.Stopped.Reason)
+	}
+	if rep.Ended != "" {
+		tprintf(w, "%s\n", rep.Ended)
+	}
+	s := rep.Decisions
+	line := fmt.Sprintf("decisions: %d same, %d changed, %d new, %d missing", s.Same, s.Changed, s.New, s.Missing)
+	if s.NotReplayed > 0 {
+		line += fmt.Sprintf("; %d not replayed after the stop", s.NotReplayed)
+	}
+	tprintln(w, line)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
