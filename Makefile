@@ -79,8 +79,13 @@ guests-check:
 check: vet tidy-check guests-check
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
+# vet runs every analyzer on every package but one: wasmhost/internal/rootfs
+# implements wazero's File, whose Seek returns an Errno rather than an error,
+# which stdmethods reports; that package is vetted without it.
+VET_ROOTFS := ./wasmhost/internal/rootfs
 vet:
-	$(GO) vet $(PKGS)
+	$(GO) vet $$($(GO) list $(PKGS) | grep -v '/wasmhost/internal/rootfs$$')
+	$(GO) vet -stdmethods=false $(VET_ROOTFS)
 	$(GO) vet -tags e2e ./server/console/
 
 tidy-check:

@@ -19,7 +19,7 @@ func Module() []byte { return module }
 
 // Names lists the built-in ops, in the order DefaultPipeline uses them
 // where it does.
-var Names = []string{"approval", "skills", "retry", "turn-stopping", "max-turns", "unknown-tool", "final-output", "compaction"}
+var Names = []string{"approval", "skills", "retry", "turn-stopping", "max-turns", "unknown-tool", "final-output", "compaction", "files", "fetch", "shell"}
 
 // Bundle returns the built-ins for pipeline.Options.Builtins.
 func Bundle() pipeline.Builtins {

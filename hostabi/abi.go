@@ -155,12 +155,30 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// Capabilities an op requests, or a pipeline grants.
+// Capabilities an op requests in its manifest (ABI.md §6). It gets what
+// it requests and the pipeline grants; a request the pipeline does not
+// grant is refused when the pipeline loads.
 type Capabilities struct {
-	// Mounts are guest paths of read-only directories ("/skills").
-	Mounts []string `json:"mounts,omitempty"`
-	// HTTP hosts the op may call (reserved; no v1.0 import uses it yet).
+	// Mounts are directories inside the guest: read-only ("/skills"), or
+	// read-write (ABI 1.2: {"path": "/work", "write": true}).
+	Mounts []GuestMount `json:"mounts,omitempty"`
+	// HTTP (1.2) names the hosts the op calls through http_request
+	// (HostPattern syntax), or "*" (AnyHost) for whichever the pipeline
+	// grants.
 	HTTP []string `json:"http,omitempty"`
+	// Exec (1.2) lists the argv patterns the op runs through exec
+	// (CommandPattern syntax), or "**" (AnyCommand) for whichever the
+	// pipeline grants.
+	Exec []string `json:"exec,omitempty"`
+}
+
+// MountPaths returns the guest paths of the requested mounts.
+func (c *Capabilities) MountPaths() []string {
+	out := make([]string, len(c.Mounts))
+	for i, m := range c.Mounts {
+		out[i] = m.Path
+	}
+	return out
 }
 
 // View is what an op is given when it is asked at a hook. It is small and

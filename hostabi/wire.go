@@ -48,6 +48,19 @@ const (
 	// FuncLog: log(level, ptr, len) -> 0. A diagnostic line for the host's
 	// bounded log; not an effect, not durable.
 	FuncLog = "log"
+	// FuncCapabilities (1.2): capabilities(buf, cap) -> len. Copies what
+	// the op was granted, a Granted document.
+	FuncCapabilities = "capabilities"
+	// FuncHTTP (1.2): http_request(req, req_len, buf, cap) -> len. Makes
+	// the HTTPRequest at [req, req+req_len) and copies the HTTPResponse.
+	FuncHTTP = "http_request"
+	// FuncExec (1.2): exec(req, req_len, buf, cap) -> len. Runs the
+	// ExecRequest and copies the ExecResponse.
+	FuncExec = "exec"
+	// FuncResponse (1.2): response(buf, cap) -> len | NotFound. Copies the
+	// last http_request or exec response of the call again, for a guest
+	// whose buffer was too small (the request is not made again).
+	FuncResponse = "response"
 )
 
 // Return values of host functions and handler exports.
@@ -83,10 +96,11 @@ func HookExport(h Hook) string {
 
 // WASIAllowed lists the wasi_snapshot_preview1 functions a guest may
 // import: what a reactor needs to start, print diagnostics and read a
-// granted read-only directory. Clocks and randomness are served by the host
-// deterministically; a guest gets no environment, no arguments, no sockets
-// and nothing that writes to a file system.
-var WASIAllowed = []string{
+// granted directory, and (ABI 1.2, WASIWrite) change files inside a
+// read-write one. Clocks and randomness are served by the host
+// deterministically; a guest gets no environment, no arguments and no
+// sockets.
+var WASIAllowed = append([]string{
 	"args_get", "args_sizes_get", "environ_get", "environ_sizes_get",
 	"clock_res_get", "clock_time_get", "random_get",
 	"proc_exit", "sched_yield", "poll_oneoff",
@@ -94,6 +108,16 @@ var WASIAllowed = []string{
 	"fd_fdstat_get", "fd_fdstat_set_flags", "fd_filestat_get",
 	"fd_prestat_get", "fd_prestat_dir_name", "fd_readdir", "fd_advise",
 	"path_open", "path_filestat_get", "path_readlink",
+}, WASIWrite...)
+
+// WASIWrite (1.2) are the functions that change files: they work only
+// inside a read-write mount (anywhere else they fail with a read-only
+// file system error), confined like os.Root.
+var WASIWrite = []string{
+	"fd_pwrite", "fd_sync", "fd_datasync",
+	"fd_filestat_set_size",
+	"path_create_directory", "path_remove_directory", "path_unlink_file",
+	"path_rename", "path_link", "path_symlink", "path_filestat_set_times",
 }
 
 // ErrManifest is wrapped by every error DecodeManifest and Validate return.
@@ -278,15 +302,8 @@ func (m *Manifest) Validate() error {
 		}
 		seen["c:"+c] = true
 	}
-	for _, p := range m.Capabilities.Mounts {
-		if err := CheckGuestPath(p); err != nil {
-			return bad("%v", err)
-		}
-	}
-	for _, h := range m.Capabilities.HTTP {
-		if h == "" || strings.ContainsAny(h, "/ \t") {
-			return bad("http host %q must be a bare host name", h)
-		}
+	if err := m.Capabilities.check(m.ABI); err != nil {
+		return bad("%v", err)
 	}
 	if len(m.ConfigSchema) > 0 && !json.Valid(m.ConfigSchema) {
 		return bad("config_schema is not JSON")

@@ -54,7 +54,7 @@ func mcpSpec(o *opYAML, at, dir string, line int) (OpSpec, error) {
 	if m.MCP == "" {
 		return OpSpec{}, fmt.Errorf("%s: command, url, env, headers and timeout_ms belong to an mcp: NAME entry, and this one has no mcp: name", at)
 	}
-	if o.Use != "" || o.Op != "" || o.Config.Kind != 0 || o.SHA256 != "" || o.Limits != (limitsYAML{}) || o.Grants.Mounts != nil {
+	if o.Use != "" || o.Op != "" || o.Config.Kind != 0 || o.SHA256 != "" || o.Limits != (limitsYAML{}) || !o.Grants.empty() {
 		return OpSpec{}, fmt.Errorf("%s: an mcp entry takes only %s (use, op, config, limits, grants and sha256 are for wasm ops)", who, mcpKeys)
 	}
 	cfg := mcp.Config{Name: m.MCP, Command: m.Command, URL: m.URL, Dir: dir}

@@ -5,7 +5,7 @@
 // priority order. Each entry names a module, either a built-in
 // ("builtin:NAME", embedded in the binary) or a .wasm path relative to the
 // file, with optional config (any YAML value, handed to the op as JSON),
-// limits, grants (read-only directory mounts) and a sha256 pin:
+// limits, grants and a sha256 pin:
 //
 //	ops:
 //	  - use: builtin:approval
@@ -15,6 +15,26 @@
 //	    limits: {memory_mb: 16, timeout_ms: 200}
 //	  - use: builtin:skills
 //	    grants: {mounts: ["./skills:/skills:ro"]}
+//	  - use: builtin:shell
+//	    grants:
+//	      mounts: ["./:/work:rw"]
+//	      exec:
+//	        - git status
+//	        - cmd: go test **
+//	          env: [HOME, "GOFLAGS=-mod=mod"]
+//	          write: [~/.cache/go-build]
+//	          timeout_ms: 300000
+//	  - use: builtin:fetch
+//	    grants: {http: ["pkg.go.dev", "127.0.0.1:8080"]}
+//
+// Grants (hostabi/ABI.md §6): mounts are HOST_DIR:GUEST_PATH[:ro|:rw] (a
+// relative HOST_DIR is the file's directory's; ${VAR} is the
+// environment's); http
+// lists hosts (wasmhost.Grants.HTTP); exec lists argv patterns, each a
+// string or a mapping of cmd and wasmhost.ExecGrant's options (shell,
+// env, read, write, timeout_ms, output_kb, network, unconfined). A pattern
+// or host that cannot be one is refused with its own line; what an op
+// requests and is not granted is refused when the pipeline is built.
 //
 // A module that bundles several ops (ABI 1.1) takes op: NAME to say which
 // one an entry runs.
@@ -74,8 +94,13 @@ type OpSpec struct {
 	// Config is handed to the op as JSON.
 	Config json.RawMessage
 	Limits wasmhost.Limits
-	// Mounts are read-only directory grants, "HOST:GUEST[:ro]".
+	// Mounts are directory grants, "HOST:GUEST[:ro|:rw]".
 	Mounts []string
+	// HTTP are the hosts the op may reach (ABI 1.2).
+	HTTP []string
+	// Exec are the commands the op may run (ABI 1.2); relative read and
+	// write paths are resolved against the pipeline's directory.
+	Exec []wasmhost.ExecGrant
 	// SHA256 pins the module's bytes (hex).
 	SHA256 string
 	// Op names the op to run from a module that bundles several.
@@ -107,11 +132,16 @@ type limitsYAML struct {
 	TimeoutMS      int64  `yaml:"timeout_ms"`
 	MaxEffects     int    `yaml:"max_effects"`
 	MaxOutputBytes int    `yaml:"max_output_bytes"`
+	HTTPKB         int64  `yaml:"http_kb"`
 }
 
 type grantsYAML struct {
-	Mounts []string `yaml:"mounts"`
+	Mounts []string  `yaml:"mounts"`
+	HTTP   yaml.Node `yaml:"http"`
+	Exec   yaml.Node `yaml:"exec"`
 }
+
+func (g *grantsYAML) empty() bool { return g.Mounts == nil && g.HTTP.Kind == 0 && g.Exec.Kind == 0 }
 
 // ParseFile reads a pipeline file.
 func ParseFile(path string) (*Spec, error) {
@@ -159,7 +189,17 @@ func Parse(data []byte, name, dir string) (*Spec, error) {
 		if o.Use == "" {
 			return nil, fmt.Errorf("%s: missing use: (builtin:NAME or a path to a .wasm file) or mcp: NAME", at)
 		}
-		op := OpSpec{Use: o.Use, Op: o.Op, Mounts: o.Grants.Mounts, SHA256: strings.ToLower(o.SHA256), Line: line}
+		op := OpSpec{Use: o.Use, Op: o.Op, SHA256: strings.ToLower(o.SHA256), Line: line}
+		var err error
+		if op.Mounts, err = mountGrants(o.Grants.Mounts, at); err != nil {
+			return nil, err
+		}
+		if op.HTTP, err = httpGrants(&o.Grants.HTTP, name); err != nil {
+			return nil, err
+		}
+		if op.Exec, err = execGrants(&o.Grants.Exec, name, dir); err != nil {
+			return nil, err
+		}
 		if o.Config.Kind != 0 {
 			var v any
 			if err := o.Config.Decode(&v); err != nil {
@@ -171,14 +211,15 @@ func Parse(data []byte, name, dir string) (*Spec, error) {
 			}
 			op.Config = b
 		}
-		if o.Limits.TimeoutMS < 0 {
-			return nil, fmt.Errorf("%s: limits.timeout_ms must be positive", at)
+		if o.Limits.TimeoutMS < 0 || o.Limits.HTTPKB < 0 {
+			return nil, fmt.Errorf("%s: limits.timeout_ms and limits.http_kb must be positive", at)
 		}
 		op.Limits = wasmhost.Limits{
 			MemoryPages:    o.Limits.MemoryMB * 16, // 64 KiB pages
 			Timeout:        time.Duration(o.Limits.TimeoutMS) * time.Millisecond,
 			MaxEffects:     o.Limits.MaxEffects,
 			MaxOutputBytes: o.Limits.MaxOutputBytes,
+			HTTPBytes:      o.Limits.HTTPKB << 10,
 		}
 		if op.SHA256 != "" {
 			if _, err := hex.DecodeString(op.SHA256); err != nil || len(op.SHA256) != 64 {
@@ -195,8 +236,8 @@ var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in typ
 var knownKeys = map[string]string{
 	"fileYAML":   "ops",
 	"opYAML":     "use, op, config, limits, grants, sha256; an mcp entry: " + mcpKeys,
-	"limitsYAML": "memory_mb, timeout_ms, max_effects, max_output_bytes",
-	"grantsYAML": "mounts",
+	"limitsYAML": "memory_mb, timeout_ms, max_effects, max_output_bytes, http_kb",
+	"grantsYAML": "mounts, http, exec",
 }
 
 // yamlError makes one line of a YAML decoding error, naming the file and
@@ -399,7 +440,7 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 		if spec.Op != "" {
 			opName = spec.Op
 		}
-		var grants wasmhost.Grants
+		grants := wasmhost.Grants{HTTP: spec.HTTP, Exec: spec.Exec}
 		for _, m := range spec.Mounts {
 			mt, err := wasmhost.ParseMount(s.Dir, m)
 			if err != nil {
@@ -409,6 +450,9 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 		}
 		op, err := o.Runtime.NewOp(mod, wasmhost.Config{Op: opName, Config: spec.Config, Limits: spec.Limits, Grants: grants})
 		if err != nil {
+			return nil, fmt.Errorf("%s: %v", at, err)
+		}
+		if err := s.reservedName(spec, op.Manifest().Name, wasm, o.Builtins); err != nil {
 			return nil, fmt.Errorf("%s: %v", at, err)
 		}
 		l.Ops = append(l.Ops, op)
@@ -422,6 +466,21 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 	}
 	l.Pipeline = p
 	return l, nil
+}
+
+// reservedName refuses a module that is not a built-in but names its op
+// like one: guards judge calls by their owner's name (the approval
+// built-in allows the files built-in's reads), so the name must be the
+// built-in's own.
+func (s *Spec) reservedName(spec OpSpec, name string, wasm []byte, b Builtins) error {
+	if b == nil || strings.HasPrefix(spec.Use, BuiltinPrefix) {
+		return nil
+	}
+	bw, _, ok := b.Lookup(name)
+	if !ok || bytes.Equal(bw, wasm) {
+		return nil
+	}
+	return fmt.Errorf("the module's op is named %q, the name of a built-in; a module that is not the built-in must name its op otherwise", name)
 }
 
 func (s *Spec) names(use string) bool {

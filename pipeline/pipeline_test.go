@@ -105,7 +105,7 @@ func TestBuildChecksModules(t *testing.T) {
 		{"not wasm", pipeline.OpSpec{Use: "x", Module: []byte("hello")}, pipeline.Options{Runtime: rt}, "not a valid wasm module"},
 		{"unknown builtin", pipeline.OpSpec{Use: "builtin:nope"}, pipeline.Options{Runtime: rt, Builtins: pipeline.MapBuiltins{"calc": wasm}}, `unknown built-in "nope"; the built-ins are: calc`},
 		{"memory below need", pipeline.OpSpec{Use: "./calculator.wasm", Limits: wasmhost.Limits{MemoryPages: 16}}, pipeline.Options{Runtime: rt}, "raise limits.memory_mb"},
-		{"mount not a dir", pipeline.OpSpec{Use: "./calculator.wasm", Mounts: []string{"./nowhere:/skills:rw"}}, pipeline.Options{Runtime: rt}, "read-only"},
+		{"mount not a mount", pipeline.OpSpec{Use: "./calculator.wasm", Mounts: []string{"./nowhere:/skills:wr"}}, pipeline.Options{Runtime: rt}, "end it with :ro (read-only, the default) or :rw (read-write)"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,8 +24,17 @@
 // limit, recurses too deep, hands over too much or breaks the ABI returns
 // an *hostabi.Fault of the matching kind; the instance is discarded and the
 // next call gets a fresh one. Guests get no real clock, no randomness, no
-// environment and no file system beyond the read-only mounts they request
-// and are granted, each confined like an os.Root.
+// environment and no file system beyond the mounts they request and are
+// granted (read-only, or from ABI 1.2 read-write), each confined like an
+// os.Root.
+//
+// From ABI 1.2 an op may also be granted outbound HTTP to named hosts
+// (Grants.HTTP; every redirect and resolved address checked) and commands
+// that match argv patterns (Grants.Exec; never a shell unless a grant says
+// so, in a mount, bounded in time and output, and confined with Landlock
+// unless the grant says Unconfined). What an op requests and is not
+// granted is refused by NewOp; what it tries beyond its grant at call time
+// is an error in the response it gets, and a line for watchers.
 //
 // Deadlines are enforced by instrumenting each module at load: a cheap
 // check at every function entry and loop header, with a periodic return to

@@ -23,6 +23,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The test binary doubles as a command the exec tests run, confined
+	// or not (see testHelper).
+	if h := os.Getenv("WAGENT_TEST_HELPER"); h != "" {
+		os.Exit(testHelper(h))
+	}
 	code := m.Run()
 	if testRT != nil {
 		testRT.Close(context.Background())

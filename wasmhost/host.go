@@ -28,6 +28,11 @@ var hostFuncs = map[string]hostFunc{
 	hostabi.FuncNote:    {[]api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, hostNote},
 	hostabi.FuncEffects: {[]api.ValueType{i32, i32}, []api.ValueType{i32}, hostEffects},
 	hostabi.FuncLog:     {[]api.ValueType{i32, i32, i32}, []api.ValueType{i32}, hostLog},
+	// ABI 1.2: capabilities (capcall.go).
+	hostabi.FuncCapabilities: {[]api.ValueType{i32, i32}, []api.ValueType{i32}, hostCapabilities},
+	hostabi.FuncHTTP:         {[]api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, hostHTTP},
+	hostabi.FuncExec:         {[]api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, hostExec},
+	hostabi.FuncResponse:     {[]api.ValueType{i32, i32}, []api.ValueType{i32}, hostResponse},
 }
 
 func hostFuncNames() []string {

@@ -45,6 +45,9 @@ func TestHostileLoad(t *testing.T) {
 		{"import_global", `module imports a global env.g; operations may import only functions, from "wagent" and the allowed part of "wasi_snapshot_preview1"`},
 		{"import_table", `module imports a table wagent.table; operations may import only functions`},
 		{"import_memory", `module imports its memory (wasi_snapshot_preview1.memory); it must define and export it as "memory"`},
+		// A capability's import without the capability in the manifest.
+		{"http_unrequested", `module imports wagent.http_request, but its manifest requests no http capability: request it (capabilities: {"http": [...]}) or drop the import`},
+		{"exec_unrequested", `module imports wagent.exec, but its manifest requests no exec capability: request it (capabilities: {"exec": [...]}) or drop the import`},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			_, err := rt(t).LoadFile(context.Background(), repo("testdata/hostile/"+tc.file+".wasm"))

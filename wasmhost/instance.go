@@ -18,6 +18,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/wasmhost/internal/rootfs"
 )
 
 // pool keeps idle instances of one module with one memory limit and one set
@@ -42,7 +43,7 @@ func (r *Runtime) poolFor(m *Module, man *hostabi.Manifest, pages uint32, mounts
 	// Each op of a bundle has its own instances: its own sandbox.
 	fmt.Fprintf(&key, "%x/%s/%v/%d", m.digest, man.Name, m.cm.mode, pages)
 	for _, mt := range mounts {
-		fmt.Fprintf(&key, "/%q=%q", mt.GuestPath, mt.HostDir)
+		fmt.Fprintf(&key, "/%q=%q:%v", mt.GuestPath, mt.HostDir, mt.Write)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -167,6 +168,8 @@ func (inst *instance) overdue() bool {
 // callState is what the host functions work on during one call.
 type callState struct {
 	active    bool
+	ctx       context.Context // the call's, for capabilities that wait (http_request, exec)
+	op        *Op
 	deadline  time.Time
 	limits    Limits
 	manifest  *hostabi.Manifest
@@ -183,6 +186,12 @@ type callState struct {
 	lastError string
 	fault     *hostabi.Fault
 	filter    DocumentFilter // see WithDocumentFilter; nil for none
+	// The capabilities' part (capcall.go): the last response, how many
+	// requests and commands the call made, and the lines that tell
+	// watchers about them.
+	resp     []byte
+	actions  int
+	hostLogs []hostabi.Effect
 }
 
 func (p *pool) instantiate(ctx context.Context, lim Limits) (*instance, error) {
@@ -193,8 +202,7 @@ func (p *pool) instantiate(ctx context.Context, lim Limits) (*instance, error) {
 	inst.out.max = 4096
 	fsc := wazero.NewFSConfig()
 	for i, m := range p.mounts {
-		ro := &sysfs.ReadFS{FS: &sysfs.AdaptFS{FS: p.roots[i].FS()}}
-		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(ro, m.GuestPath)
+		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(rootfs.New(p.roots[i], m.Write), m.GuestPath)
 	}
 	// No args, no environment, deterministic clocks and randomness (the
 	// wazero defaults), stdout and stderr into a bounded buffer.
@@ -347,6 +355,8 @@ func (inst *instance) handle(ctx context.Context, o *Op, view *hostabi.View, r e
 	}
 	*c = callState{
 		active:   true,
+		ctx:      ctx,
+		op:       o,
 		limits:   o.limits,
 		manifest: o.man,
 		view:     v,
@@ -359,7 +369,7 @@ func (inst *instance) handle(ctx context.Context, o *Op, view *hostabi.View, r e
 	if c.filter != nil {
 		c.viewJSON = c.filter(DocView, c.viewJSON)
 	}
-	defer func() { c.active, c.reader, c.view = false, nil, nil }()
+	defer func() { c.active, c.reader, c.view, c.ctx, c.op, c.resp = false, nil, nil, nil, nil, nil }()
 	inst.out.reset()
 	inst.calls++
 
@@ -383,10 +393,14 @@ func (inst *instance) handle(ctx context.Context, o *Op, view *hostabi.View, r e
 	default:
 		return nil, &hostabi.Fault{Kind: hostabi.FaultABI, Message: fmt.Sprintf("handler returned status %d; ABI v%d defines 0 (ok) and 1 (error)", status, hostabi.Major)}
 	}
-	if len(c.effects) == 0 {
+	// What the op did to the world is told to watchers (log effects are
+	// published after the append, never recorded); what of it becomes
+	// durable is the op's answer.
+	effects := append(c.effects, c.hostLogs...)
+	if len(effects) == 0 {
 		return nil, nil
 	}
-	return c.effects, nil
+	return effects, nil
 }
 
 // classify turns a failed call into a fault.

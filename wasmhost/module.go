@@ -210,10 +210,12 @@ func (m *Module) check() error {
 	m.memMax, m.hasMax = mem.Max()
 
 	// Imports: the host module and the WASI allow list, nothing else.
+	imported := map[string]bool{}
 	for _, imp := range cm.ImportedFunctions() {
 		mod, name, _ := imp.Import()
 		switch mod {
 		case hostabi.ImportModule:
+			imported[name] = true
 			want, ok := hostFuncs[name]
 			if !ok {
 				return fmt.Errorf("module imports %s.%s, which ABI v%d does not have (host functions: %s)", mod, name, hostabi.Major, strings.Join(hostFuncNames(), ", "))
@@ -267,8 +269,17 @@ func (m *Module) check() error {
 				return fmt.Errorf("export %s must be (i32) -> (i32), not %s", name, sigString(fn))
 			}
 		}
-		if len(man.Capabilities.HTTP) > 0 {
-			return fmt.Errorf("%s requests outbound HTTP (%s), which ABI v%d.%d does not provide yet", whose, strings.Join(man.Capabilities.HTTP, ", "), hostabi.Major, hostabi.Minor)
+	}
+	// A capability's import without the capability in the manifest is a
+	// module taking what it does not ask for: refused, not left to fail
+	// at its first call.
+	for fn, asks := range map[string]func(*hostabi.Manifest) bool{
+		hostabi.FuncHTTP: func(m *hostabi.Manifest) bool { return len(m.Capabilities.HTTP) > 0 },
+		hostabi.FuncExec: func(m *hostabi.Manifest) bool { return len(m.Capabilities.Exec) > 0 },
+	} {
+		if imported[fn] && !slices.ContainsFunc(mans, asks) {
+			what := map[string]string{hostabi.FuncHTTP: "http", hostabi.FuncExec: "exec"}[fn]
+			return fmt.Errorf("module imports %s.%s, but its manifest requests no %s capability: request it (capabilities: {%q: [...]}) or drop the import", hostabi.ImportModule, fn, what, what)
 		}
 	}
 	m.schemas = map[string]*configSchema{}

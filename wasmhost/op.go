@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/wagent/wagent/engine"
@@ -28,17 +25,24 @@ type Limits struct {
 	MaxEffects int
 	// MaxOutputBytes caps the bytes of effects JSON one call hands over.
 	MaxOutputBytes int
+	// HTTPBytes caps the body an http_request reads (ABI 1.2); the rest
+	// of a longer response is left unread and the response says
+	// truncated.
+	HTTPBytes int64
 }
 
 // DefaultLimits are the limits an op gets when its pipeline names none:
 // 32 MiB of memory, 1 s per call (5 s to start), 256 effects and 4 MiB of
-// output per call.
+// output per call, 2 MiB of each HTTP response. An op granted HTTP or
+// commands gets a longer deadline when the pipeline names none: 30 s, or
+// its longest command's timeout and 2 s.
 var DefaultLimits = Limits{
 	MemoryPages:    512,
 	Timeout:        time.Second,
 	InitTimeout:    5 * time.Second,
 	MaxEffects:     256,
 	MaxOutputBytes: 4 << 20,
+	HTTPBytes:      2 << 20,
 }
 
 func (l Limits) withDefaults() Limits {
@@ -58,42 +62,10 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxOutputBytes == 0 {
 		l.MaxOutputBytes = d.MaxOutputBytes
 	}
+	if l.HTTPBytes == 0 {
+		l.HTTPBytes = d.HTTPBytes
+	}
 	return l
-}
-
-// Grants are what a pipeline gives an op. The op gets the capabilities its
-// manifest requests that are also granted here, and nothing else; NewOp
-// refuses an op whose requested mounts are not all granted.
-type Grants struct {
-	// Mounts are read-only directories; a mount is given only if the
-	// manifest requests its guest path.
-	Mounts []Mount
-}
-
-// Mount maps a host directory to a path inside the guest, read-only.
-type Mount struct {
-	HostDir   string
-	GuestPath string
-}
-
-// ParseMount parses a pipeline mount grant "HOST:GUEST" or "HOST:GUEST:ro".
-// A relative HOST is resolved against base (the pipeline file's directory).
-func ParseMount(base, spec string) (Mount, error) {
-	parts := strings.Split(spec, ":")
-	if len(parts) == 3 && parts[2] != "ro" {
-		return Mount{}, fmt.Errorf("mount %q: mounts are read-only; end it with :ro or nothing", spec)
-	}
-	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" {
-		return Mount{}, fmt.Errorf("mount %q: want HOST_DIR:GUEST_PATH[:ro]", spec)
-	}
-	host := parts[0]
-	if !filepath.IsAbs(host) {
-		host = filepath.Join(base, host)
-	}
-	if err := hostabi.CheckGuestPath(parts[1]); err != nil {
-		return Mount{}, fmt.Errorf("mount %q: %v", spec, err)
-	}
-	return Mount{HostDir: host, GuestPath: parts[1]}, nil
 }
 
 // Config is how a pipeline runs one op.
@@ -116,31 +88,48 @@ type Op struct {
 	man    *hostabi.Manifest
 	config json.RawMessage
 	limits Limits
-	mounts []Mount
+	caps   *capabilities
 	pool   *pool
+	web    webClient // outbound HTTP, made on first use
 }
 
 var _ engine.Operation = (*Op)(nil)
 
 // NewOp makes an op of module m run with cfg. It checks the config
 // against the manifest's config_schema (an op without config is checked
-// as {}), that the module fits the memory limit, and that every mount it
-// requests is granted and exists; it does not instantiate the module (see
-// Warm).
+// as {}), that the module fits the memory limit, and that every capability
+// it requests is granted (mounts that exist, hosts, commands that can be
+// confined); it does not instantiate the module (see Warm).
 func (r *Runtime) NewOp(m *Module, cfg Config) (*Op, error) {
 	if m.rt != r {
 		return nil, fmt.Errorf("wasmhost: module was loaded by another runtime")
 	}
-	lim := cfg.Limits.withDefaults()
-	if lim.Timeout < 0 || lim.InitTimeout < 0 || lim.MaxEffects < 0 || lim.MaxOutputBytes < 0 {
+	man, err := m.op(cfg.Op)
+	if err != nil {
+		return nil, err
+	}
+	// Requested ∩ granted. Something the op requests and is not granted
+	// is refused rather than silently left out: the op would run without
+	// what it was built to use.
+	caps, err := grant(man, cfg.Grants)
+	if err != nil {
+		return nil, err
+	}
+	in := cfg.Limits
+	if in.Timeout == 0 {
+		if d := caps.timeoutFor(); d > 0 {
+			in.Timeout = d
+			if in.InitTimeout == 0 {
+				in.InitTimeout = DefaultLimits.InitTimeout
+			}
+		}
+	}
+	lim := in.withDefaults()
+	if lim.Timeout < 0 || lim.InitTimeout < 0 || lim.MaxEffects < 0 || lim.MaxOutputBytes < 0 || lim.HTTPBytes < 0 {
 		return nil, fmt.Errorf("limits must not be negative (%+v)", cfg.Limits)
 	}
 	if lim.MemoryPages > maxPages {
 		return nil, fmt.Errorf("memory limit of %d pages is over the 4 GiB of a wasm32 memory", lim.MemoryPages)
-	}
-	man, err := m.op(cfg.Op)
-	if err != nil {
-		return nil, err
 	}
 	if m.memMin > lim.MemoryPages {
 		return nil, fmt.Errorf("op %s needs %d pages (%d KiB) of memory to start, over its limit of %d pages: raise limits.memory_mb", man.Name, m.memMin, m.memMin*64, lim.MemoryPages)
@@ -153,28 +142,8 @@ func (r *Runtime) NewOp(m *Module, cfg Config) (*Op, error) {
 	if err := m.schemas[man.Name].check(cfg.Config); err != nil {
 		return nil, fmt.Errorf("op %s: %v", man.Name, err)
 	}
-	// Requested ∩ granted. A mount the op requests and is not granted is
-	// refused rather than silently left out: the op would run without
-	// what it was built to read.
-	for _, want := range man.Capabilities.Mounts {
-		if !slices.ContainsFunc(cfg.Grants.Mounts, func(g Mount) bool { return g.GuestPath == want }) {
-			return nil, fmt.Errorf("op %s requests the read-only mount %s, which is not granted: grant it (grants: {mounts: [\"DIR:%s:ro\"]}) or leave the op out", man.Name, want, want)
-		}
-	}
-	var mounts []Mount
-	for _, g := range cfg.Grants.Mounts {
-		if !slices.Contains(man.Capabilities.Mounts, g.GuestPath) {
-			continue // granted but not requested: not given
-		}
-		st, err := os.Stat(g.HostDir)
-		if err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("op %s: mount %s: %s is not a directory", man.Name, g.GuestPath, g.HostDir)
-		}
-		mounts = append(mounts, g)
-	}
-	slices.SortFunc(mounts, func(a, b Mount) int { return strings.Compare(a.GuestPath, b.GuestPath) })
-	o := &Op{mod: m, man: man, config: cfg.Config, limits: lim, mounts: mounts}
-	p, err := r.poolFor(m, man, lim.MemoryPages, mounts)
+	o := &Op{mod: m, man: man, config: cfg.Config, limits: lim, caps: caps}
+	p, err := r.poolFor(m, man, lim.MemoryPages, caps.mounts)
 	if err != nil {
 		return nil, err
 	}
@@ -185,8 +154,38 @@ func (r *Runtime) NewOp(m *Module, cfg Config) (*Op, error) {
 // Manifest returns the module's manifest.
 func (o *Op) Manifest() *hostabi.Manifest { return o.man }
 
-// Mounts returns the mounts the op really gets: requested ∩ granted.
-func (o *Op) Mounts() []Mount { return slices.Clone(o.mounts) }
+// Mounts returns the mounts the op really gets: requested ∩ granted, each
+// read-write only when both say so.
+func (o *Op) Mounts() []Mount { return slices.Clone(o.caps.mounts) }
+
+// HTTP returns the host grants the op really gets.
+func (o *Op) HTTP() []string {
+	var out []string
+	for _, h := range o.caps.http {
+		out = append(out, h.text)
+	}
+	return out
+}
+
+// Exec returns the exec grants the op really gets, with their defaults
+// filled in and Env resolved, and how each command is confined.
+func (o *Op) Exec() []GrantedExec {
+	var out []GrantedExec
+	for _, x := range o.caps.exec {
+		g := x.ExecGrant
+		g.Env, g.Read, g.Write = slices.Clone(x.env), slices.Clone(x.read), slices.Clone(x.write)
+		out = append(out, GrantedExec{ExecGrant: g, Confinement: x.confine})
+	}
+	return out
+}
+
+// GrantedExec is an exec grant an op got.
+type GrantedExec struct {
+	ExecGrant
+	// Confinement says how its commands are confined: "landlock v7:
+	// files, tcp, signals", or "none".
+	Confinement string
+}
 
 // Limits returns the op's limits with defaults filled in.
 func (o *Op) Limits() Limits { return o.limits }

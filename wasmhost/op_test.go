@@ -143,8 +143,9 @@ func TestParseMount(t *testing.T) {
 	}{
 		{spec: "./skills:/skills:ro", want: Mount{HostDir: filepath.Join("/base", "skills"), GuestPath: "/skills"}},
 		{spec: "/abs/dir:/data", want: Mount{HostDir: "/abs/dir", GuestPath: "/data"}},
-		{spec: "./skills:/skills:rw", err: "mounts are read-only"},
-		{spec: "./skills", err: "want HOST_DIR:GUEST_PATH[:ro]"},
+		{spec: "./work:/work:rw", want: Mount{HostDir: filepath.Join("/base", "work"), GuestPath: "/work", Write: true}},
+		{spec: "./skills:/skills:wr", err: "end it with :ro (read-only, the default) or :rw (read-write)"},
+		{spec: "./skills", err: "want HOST_DIR:GUEST_PATH[:ro|:rw]"},
 		{spec: "./skills:skills", err: "must be an absolute, clean path"},
 		{spec: "./skills:/", err: "must be an absolute, clean path other than /"},
 	} {

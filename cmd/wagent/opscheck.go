@@ -23,12 +23,15 @@ import (
 var checkFlags = []cli.Flag{
 	&cli.StringFlag{Name: "op", Usage: "check only this op of a bundle"},
 	&cli.StringFlag{Name: "config", Usage: "the op's config as JSON (checked against its config_schema)"},
-	&cli.StringSliceFlag{Name: "mount", Usage: "grant a read-only mount HOST_DIR:GUEST_PATH (default: an empty folder for each mount the op requests)"},
+	&cli.StringSliceFlag{Name: "mount", Usage: "grant a mount HOST_DIR:GUEST_PATH[:ro|:rw] (default: an empty folder for each mount the op requests)"},
+	&cli.StringSliceFlag{Name: "http", Usage: "grant HTTP to a host (default: the hosts the op names; check.invalid for any)"},
+	&cli.StringSliceFlag{Name: "exec", Usage: "grant a command, an argv pattern such as \"go test **\" (default: the commands the op names; true for any)"},
+	&cli.BoolFlag{Name: "unconfined", Usage: "run the --exec commands without Landlock"},
 	&cli.Int64Flag{Name: "timeout-ms", Usage: "the deadline of each call and of starting the op (default: 1000 per call, 5000 to start)"},
 	&cli.UintFlag{Name: "memory-mb", Usage: "the op's memory limit (default 32)"},
 }
 
-func checkOps(ctx context.Context, c *cli.Context, env *cliEnv, rt *wasmhost.Runtime, m *wasmhost.Module) error {
+func checkOps(ctx context.Context, c *cli.Context, env *cliEnv, rt *wasmhost.Runtime, m *wasmhost.Module, only string) error {
 	file := c.Args().First()
 	var lim wasmhost.Limits
 	if ms := c.Int64("timeout-ms"); ms > 0 {
@@ -51,7 +54,11 @@ func checkOps(ctx context.Context, c *cli.Context, env *cliEnv, rt *wasmhost.Run
 		granted = append(granted, mt)
 	}
 	mans := m.Manifests()
-	if name := c.String("op"); name != "" {
+	name := c.String("op")
+	if name == "" {
+		name = only
+	}
+	if name != "" {
 		mans = nil
 		for _, man := range m.Manifests() {
 			if man.Name == name {
@@ -63,17 +70,16 @@ func checkOps(ctx context.Context, c *cli.Context, env *cliEnv, rt *wasmhost.Run
 		}
 	}
 	faults := 0
+	var cleanup []string
+	defer func() {
+		for _, d := range cleanup {
+			os.RemoveAll(d)
+		}
+	}()
 	for _, man := range mans {
-		grants := wasmhost.Grants{Mounts: granted}
-		for _, want := range man.Capabilities.Mounts {
-			if !hasMount(grants.Mounts, want) {
-				dir, err := os.MkdirTemp("", "wagent-check-")
-				if err != nil {
-					return fail(exitFailure, "%v", err)
-				}
-				defer os.RemoveAll(dir)
-				grants.Mounts = append(grants.Mounts, wasmhost.Mount{HostDir: dir, GuestPath: want})
-			}
+		grants, err := checkGrants(man, granted, c.StringSlice("http"), c.StringSlice("exec"), c.Bool("unconfined"), &cleanup)
+		if err != nil {
+			return fail(exitFailure, "%v", err)
 		}
 		op, err := rt.NewOp(m, wasmhost.Config{Op: man.Name, Config: config, Limits: lim, Grants: grants})
 		if err == nil {
@@ -85,6 +91,12 @@ func checkOps(ctx context.Context, c *cli.Context, env *cliEnv, rt *wasmhost.Run
 			continue
 		}
 		tprintf(env.stdout, "ok: %s (abi %s, hooks %s)\n", strings.TrimSpace(man.Name+" "+man.Version), man.ABI, joinHooks(man.Hooks))
+		for _, l := range requestedLines(man) {
+			tprintf(env.stdout, "  requests %s\n", l)
+		}
+		for _, l := range effectiveLines(op) {
+			tprintf(env.stdout, "  gets %s\n", l)
+		}
 		for _, h := range man.Hooks {
 			v, r := checkView(man, h)
 			effects, err := op.Handle(ctx, v, r)

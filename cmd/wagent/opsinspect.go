@@ -124,6 +124,7 @@ func inspectOps(c *cli.Context, env *cliEnv) error {
 				l := op.Limits()
 				pl.Limits = &l
 				pl.Mounts = op.Mounts()
+				pl.HTTP, pl.HTTPBytes, pl.Exec = op.HTTP(), l.HTTPBytes, op.Exec()
 			}
 			oi.Pipeline = append(oi.Pipeline, pl)
 		}
@@ -160,15 +161,14 @@ func offered(ctx context.Context, rt *wasmhost.Runtime, m *wasmhost.Module, man 
 			os.RemoveAll(d)
 		}
 	}()
-	for _, want := range man.Capabilities.Mounts {
-		if !slices.ContainsFunc(cfg.Grants.Mounts, func(g wasmhost.Mount) bool { return g.GuestPath == want }) {
-			dir, err := os.MkdirTemp("", "wagent-inspect-")
-			if err != nil {
-				return nil, err.Error()
-			}
-			cleanup = append(cleanup, dir)
-			cfg.Grants.Mounts = append(cfg.Grants.Mounts, wasmhost.Mount{HostDir: dir, GuestPath: want})
+	// Without a pipeline's grants, the sample grants of ops check: an
+	// empty folder per mount, a host that never resolves, /bin/true.
+	if g := cfg.Grants; len(g.Mounts) == 0 && len(g.HTTP) == 0 && len(g.Exec) == 0 {
+		sample, err := checkGrants(man, nil, nil, nil, false, &cleanup)
+		if err != nil {
+			return nil, err.Error()
 		}
+		cfg.Grants = sample
 	}
 	op, err := rt.NewOp(m, cfg)
 	if err != nil {
@@ -244,7 +244,7 @@ func pipelineUses(file string, m *wasmhost.Module, mans []*hostabi.Manifest, onl
 		if name == "" || !slices.Contains(names, name) || (only != "" && name != only) {
 			continue
 		}
-		u := pipelineUse{file: file, index: i, spec: o, op: name, same: same}
+		u := pipelineUse{file: file, index: i, spec: o, op: name, same: same, grants: wasmhost.Grants{HTTP: o.HTTP, Exec: o.Exec}}
 		for _, g := range o.Mounts {
 			mt, err := wasmhost.ParseMount(spec.Dir, g)
 			if err != nil {
@@ -298,15 +298,18 @@ type opInspection struct {
 }
 
 type pipelineLimits struct {
-	File       string           `json:"file"`
-	Line       int              `json:"line"`
-	Entry      int              `json:"entry"`
-	Use        string           `json:"use"`
-	SameModule bool             `json:"same_module"`
-	Config     json.RawMessage  `json:"config,omitempty"`
-	Limits     *wasmhost.Limits `json:"-"`
-	Mounts     []wasmhost.Mount `json:"-"`
-	Refused    string           `json:"refused,omitempty"`
+	File       string                 `json:"file"`
+	Line       int                    `json:"line"`
+	Entry      int                    `json:"entry"`
+	Use        string                 `json:"use"`
+	SameModule bool                   `json:"same_module"`
+	Config     json.RawMessage        `json:"config,omitempty"`
+	Limits     *wasmhost.Limits       `json:"-"`
+	Mounts     []wasmhost.Mount       `json:"-"`
+	HTTP       []string               `json:"http,omitempty"`
+	HTTPBytes  int64                  `json:"-"`
+	Exec       []wasmhost.GrantedExec `json:"-"`
+	Refused    string                 `json:"refused,omitempty"`
 }
 
 // jsonView keeps the keys inspect --json always had (sha256, bytes, ops)
@@ -321,11 +324,14 @@ func (r *inspection) jsonView() map[string]any {
 			json.Unmarshal(b, &pm)
 			if p.Limits != nil {
 				pm["limits"] = limitsJSON(*p.Limits)
-				var mounts []map[string]string
+				var mounts []map[string]any
 				for _, mt := range p.Mounts {
-					mounts = append(mounts, map[string]string{"host": mt.HostDir, "guest": mt.GuestPath})
+					mounts = append(mounts, map[string]any{"host": mt.HostDir, "guest": mt.GuestPath, "write": mt.Write})
 				}
 				pm["mounts"] = mounts
+				if len(p.Exec) > 0 {
+					pm["exec"] = p.Exec
+				}
 			}
 			pls = append(pls, pm)
 		}
@@ -373,17 +379,10 @@ func (r *inspection) print(w io.Writer) {
 			tprintf(w, "  commands:   /%s\n", strings.Join(man.Commands, ", /"))
 		}
 		printTools(w, man, d)
-		var req []string
-		for _, mt := range man.Capabilities.Mounts {
-			req = append(req, "read-only mount "+mt)
-		}
-		if len(man.Capabilities.HTTP) > 0 {
-			req = append(req, "outbound HTTP to "+strings.Join(man.Capabilities.HTTP, ", "))
-		}
-		if len(req) == 0 {
-			tprintln(w, "  requests:   nothing (no mounts, no network)")
+		if req := requestedText(man); len(req) == 0 {
+			tprintln(w, "  requests:   nothing (no mounts, no network, no commands)")
 		} else {
-			tprintf(w, "  requests:   %s (a pipeline must grant each: grants: {mounts: [\"DIR:PATH:ro\"]})\n", strings.Join(req, "; "))
+			tprintf(w, "  requests:   %s (a pipeline must grant each: grants: {mounts: [...], http: [...], exec: [...]})\n", strings.Join(req, "; "))
 		}
 		if len(man.ConfigSchema) > 0 {
 			tprintf(w, "  config:     %s\n", indentJSON(man.ConfigSchema, "              "))
@@ -405,7 +404,21 @@ func (r *inspection) print(w io.Writer) {
 			}
 			tprintf(w, "    limits:   %s\n", limitsText(*p.Limits))
 			for _, mt := range p.Mounts {
-				tprintf(w, "    mount:    %s <- %s (read-only)\n", mt.GuestPath, mt.HostDir)
+				rw := "read-only"
+				if mt.Write {
+					rw = "read-write"
+				}
+				tprintf(w, "    mount:    %s <- %s (%s)\n", mt.GuestPath, mt.HostDir, rw)
+			}
+			if len(p.HTTP) > 0 {
+				tprintf(w, "    http:     %s (at most %s KiB of each response; loopback and private addresses only for hosts granted by name)\n", strings.Join(p.HTTP, ", "), thousands(int(p.HTTPBytes>>10)))
+			}
+			for _, x := range p.Exec {
+				cmd := x.Cmd
+				if x.Shell {
+					cmd = "sh -c " + fmt.Sprintf("%q", x.Cmd)
+				}
+				tprintf(w, "    exec:     %s (timeout %v, %s KiB of output kept, confinement: %s)\n", cmd, x.Timeout, thousands(int(x.OutputBytes>>10)), x.Confinement)
 			}
 			cfg := "{} (none given)"
 			if len(p.Config) > 0 {
@@ -523,4 +536,23 @@ func thousands(n int) string {
 		out = append(out, s[i])
 	}
 	return string(out)
+}
+
+// requestedText is what a manifest requests, as inspect shows it.
+func requestedText(man *hostabi.Manifest) []string {
+	var req []string
+	for _, mt := range man.Capabilities.Mounts {
+		if mt.Write {
+			req = append(req, "read-write mount "+mt.Path)
+		} else {
+			req = append(req, "read-only mount "+mt.Path)
+		}
+	}
+	if c := man.Capabilities.HTTP; len(c) > 0 {
+		req = append(req, "outbound HTTP to "+anyOr(c, hostabi.AnyHost, "whichever hosts the pipeline grants"))
+	}
+	if c := man.Capabilities.Exec; len(c) > 0 {
+		req = append(req, "commands "+anyOr(c, hostabi.AnyCommand, "whichever the pipeline grants"))
+	}
+	return req
 }

@@ -27,6 +27,12 @@ type Fake struct {
 	Notes    map[string]string
 	// Logs collects the lines the op logged.
 	Logs []string
+	// Granted is what Call.Granted returns.
+	Granted hostabi.Granted
+	// HTTP and Exec answer Call.HTTP and Call.Exec (nil: an error
+	// response saying the op has no such capability).
+	HTTP func(*hostabi.HTTPRequest) hostabi.HTTPResponse
+	Exec func(*hostabi.ExecRequest) hostabi.ExecResponse
 }
 
 func (f *Fake) message(i int) (hostabi.Message, bool) {
@@ -42,6 +48,31 @@ func (f *Fake) note(key string) (string, bool) {
 }
 
 func (f *Fake) log(level int32, text string) { f.Logs = append(f.Logs, text) }
+
+func (f *Fake) granted() []byte { return hostabi.AppendGranted(nil, &f.Granted) }
+
+// The fake goes through the wire codec both ways, as a guest would.
+func (f *Fake) http(b []byte) []byte {
+	var req hostabi.HTTPRequest
+	resp := hostabi.HTTPResponse{Code: hostabi.CapNotCapable, Error: "pdk.Fake: no HTTP"}
+	if err := hostabi.ParseHTTPRequest(b, &req); err != nil {
+		resp = hostabi.HTTPResponse{Code: hostabi.CapBadRequest, Error: err.Error()}
+	} else if f.HTTP != nil {
+		resp = f.HTTP(&req)
+	}
+	return hostabi.AppendHTTPResponse(nil, &resp)
+}
+
+func (f *Fake) exec(b []byte) []byte {
+	var req hostabi.ExecRequest
+	resp := hostabi.ExecResponse{ExitCode: -1, Code: hostabi.CapNotCapable, Error: "pdk.Fake: no exec"}
+	if err := hostabi.ParseExecRequest(b, &req); err != nil {
+		resp = hostabi.ExecResponse{ExitCode: -1, Code: hostabi.CapBadRequest, Error: err.Error()}
+	} else if f.Exec != nil {
+		resp = f.Exec(&req)
+	}
+	return hostabi.AppendExecResponse(nil, &resp)
+}
 
 // Test runs the handler for view.Hook of the registered op named
 // view.Op (the only one, in a module of one op) natively, with f

@@ -206,6 +206,9 @@ type host interface {
 	message(i int) (hostabi.Message, bool)
 	note(key string) (string, bool)
 	log(level int32, text string)
+	granted() []byte
+	http(req []byte) []byte
+	exec(req []byte) []byte
 }
 
 // Config decodes the op's config from the pipeline into v (see Object):
@@ -239,6 +242,44 @@ func (c *Call) Note(key string) (string, bool) { return c.host.note(key) }
 // Log writes a diagnostic line to the host's bounded log (not an effect,
 // not durable).
 func (c *Call) Log(level int32, text string) { c.host.log(level, text) }
+
+// Granted returns the capabilities the op was given: requested ∩ granted
+// (ABI 1.2). An op uses it to tell the model what it can do: the commands
+// it may run, the hosts it may reach, the mounts it may write.
+func (c *Call) Granted() hostabi.Granted {
+	var g hostabi.Granted
+	if b := c.host.granted(); len(b) > 0 {
+		hostabi.ParseGranted(b, &g)
+	}
+	return g
+}
+
+// HTTP makes an outbound HTTP request through the host (ABI 1.2; the
+// manifest must request capabilities.http and the pipeline grant the
+// host). A host that is not granted, a redirect elsewhere, a timeout or a
+// failed connection come back as the response's Error and Code, never as
+// a fault: the op says what went wrong, usually in an error result.
+func (c *Call) HTTP(req hostabi.HTTPRequest) hostabi.HTTPResponse {
+	var resp hostabi.HTTPResponse
+	if err := hostabi.ParseHTTPResponse(c.host.http(hostabi.AppendHTTPRequest(nil, &req)), &resp); err != nil {
+		return hostabi.HTTPResponse{Code: hostabi.CapBadRequest, Error: "pdk: reading the response: " + err.Error()}
+	}
+	return resp
+}
+
+// Exec runs a command through the host (ABI 1.2; the manifest must
+// request capabilities.exec and the pipeline grant the command). A
+// command that matches no grant, a directory outside the op's mounts or a
+// command that cannot start come back as the response's Error and Code;
+// one that ran has its exit code, output and, if the host stopped it,
+// why (Killed).
+func (c *Call) Exec(req hostabi.ExecRequest) hostabi.ExecResponse {
+	var resp hostabi.ExecResponse
+	if err := hostabi.ParseExecResponse(c.host.exec(hostabi.AppendExecRequest(nil, &req)), &resp); err != nil {
+		return hostabi.ExecResponse{ExitCode: -1, Code: hostabi.CapBadRequest, Error: "pdk: reading the response: " + err.Error()}
+	}
+	return resp
+}
 
 // dispatch runs the handler for hook of the op the call is for. It
 // reports whether a handler exists.

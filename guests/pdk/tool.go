@@ -11,6 +11,7 @@ type OwnedTool struct {
 	run        func(c *Call, args []byte) (string, error)
 	idempotent bool
 	concludes  bool
+	offer      func(c *Call, spec *hostabi.ToolSpec) bool
 }
 
 // Name is the tool's name, as the model calls it.
@@ -32,6 +33,14 @@ func Idempotent() ToolOption { return func(t *OwnedTool) { t.idempotent = true }
 // ConcludesTurn makes a successful result of the tool end the turn (for a
 // tool whose arguments are the run's answer, as in scripted runs).
 func ConcludesTurn() ToolOption { return func(t *OwnedTool) { t.concludes = true } }
+
+// OfferWith has the kit call fn at each contribute hook with a copy of the
+// tool's spec before it offers the tool: fn may change the description
+// (to name the commands or hosts the op was granted, say), and the tool
+// is offered only when fn returns true.
+func OfferWith(fn func(c *Call, spec *hostabi.ToolSpec) bool) ToolOption {
+	return func(t *OwnedTool) { t.offer = fn }
+}
 
 // NoArgs is the argument type of a tool that takes none: any argument the
 // model sends is an error it can read.
@@ -105,7 +114,15 @@ func withTools(op *Op) (contribute, tool Handler) {
 	tools, ownContribute, ownTool := op.Tools, op.Contribute, op.Tool
 	contribute = func(c *Call) error {
 		for i := range tools {
-			c.Emit(hostabi.Effect{Kind: hostabi.KindTool, Tool: &tools[i].spec})
+			spec := &tools[i].spec
+			if tools[i].offer != nil {
+				cp := *spec
+				if !tools[i].offer(c, &cp) {
+					continue
+				}
+				spec = &cp
+			}
+			c.Emit(hostabi.Effect{Kind: hostabi.KindTool, Tool: spec})
 		}
 		if ownContribute != nil {
 			return ownContribute(c)

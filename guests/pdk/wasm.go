@@ -25,6 +25,22 @@ func hostEffects(ptr unsafe.Pointer, length uint32) int32
 //go:wasmimport wagent log
 func hostLog(level int32, ptr unsafe.Pointer, length uint32) int32
 
+// ABI 1.2. The linker keeps an import only when the op uses it (Granted,
+// HTTP, Exec), so an op that does not pays nothing and needs no
+// capability in its manifest.
+
+//go:wasmimport wagent capabilities
+func hostCapabilities(buf unsafe.Pointer, capacity uint32) int32
+
+//go:wasmimport wagent http_request
+func hostHTTP(req unsafe.Pointer, reqLen uint32, buf unsafe.Pointer, capacity uint32) int32
+
+//go:wasmimport wagent exec
+func hostExec(req unsafe.Pointer, reqLen uint32, buf unsafe.Pointer, capacity uint32) int32
+
+//go:wasmimport wagent response
+func hostResponse(buf unsafe.Pointer, capacity uint32) int32
+
 // The marker: its name tells the host which ABI major this module speaks.
 //
 //go:wasmexport wagent_abi_v1
@@ -150,6 +166,35 @@ func (wasmHost) log(level int32, text string) {
 	b := []byte(text)
 	hostLog(level, ptr(b), uint32(len(b)))
 }
+
+func (wasmHost) granted() []byte {
+	b, _ := read(func(buf []byte) int32 { return hostCapabilities(ptr(buf), uint32(len(buf))) })
+	return append([]byte(nil), b...)
+}
+
+// respBuf holds responses of http_request and exec; it grows to the
+// largest one seen.
+var respBuf = make([]byte, 64<<10)
+
+// act makes a request or runs a command once, and reads a response larger
+// than the buffer with response, which copies it again without making
+// the request again.
+func act(fn func(req unsafe.Pointer, reqLen uint32, buf unsafe.Pointer, capacity uint32) int32, req []byte) []byte {
+	respBuf = respBuf[:cap(respBuf)]
+	n := fn(ptr(req), uint32(len(req)), ptr(respBuf), uint32(len(respBuf)))
+	if int(n) > len(respBuf) {
+		respBuf = grow(respBuf, int(n))
+		n = hostResponse(ptr(respBuf), uint32(len(respBuf)))
+	}
+	if n < 0 {
+		return nil
+	}
+	return respBuf[:n]
+}
+
+func (wasmHost) http(req []byte) []byte { return act(hostHTTP, req) }
+
+func (wasmHost) exec(req []byte) []byte { return act(hostExec, req) }
 
 // Main does nothing in a guest: a reactor's main is never called. Natively
 // it prints the manifest (see the package doc).

@@ -239,14 +239,28 @@ func (k *opCheck) newOp(rt *wasmhost.Runtime, m *wasmhost.Module, config json.Ra
 func (k *opCheck) run() error {
 	k.grants = wasmhost.Grants{Mounts: slices.Clone(k.oo.Mounts)}
 	for _, want := range k.man.Capabilities.Mounts {
-		if !slices.ContainsFunc(k.grants.Mounts, func(m wasmhost.Mount) bool { return m.GuestPath == want }) {
+		if !slices.ContainsFunc(k.grants.Mounts, func(m wasmhost.Mount) bool { return m.GuestPath == want.Path }) {
 			dir, err := os.MkdirTemp("", "wagent-abitest-")
 			if err != nil {
 				return err
 			}
 			k.temp = append(k.temp, dir)
-			k.grants.Mounts = append(k.grants.Mounts, wasmhost.Mount{HostDir: dir, GuestPath: want})
+			k.grants.Mounts = append(k.grants.Mounts, wasmhost.Mount{HostDir: dir, GuestPath: want.Path, Write: want.Write})
 		}
+	}
+	// HTTP and commands (ABI 1.2): grants that let the op start and reach
+	// nothing: a host that never resolves, /bin/true.
+	for _, h := range k.man.Capabilities.HTTP {
+		if h == hostabi.AnyHost {
+			h = "check.invalid"
+		}
+		k.grants.HTTP = append(k.grants.HTTP, h)
+	}
+	for _, e := range k.man.Capabilities.Exec {
+		if e == hostabi.AnyCommand {
+			e = "true"
+		}
+		k.grants.Exec = append(k.grants.Exec, wasmhost.ExecGrant{Cmd: e, Unconfined: !wasmhost.CanConfine()})
 	}
 	op, err := k.newOp(k.pooled, k.mp, k.oo.Config)
 	if err == nil {

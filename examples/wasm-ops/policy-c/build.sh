@@ -20,8 +20,14 @@ if ! command -v "$cc" >/dev/null 2>&1 || ! command -v wasm-ld-14 >/dev/null 2>&1
 	echo "skipped: $msg" >&2
 	exit 0
 fi
-"$cc" --target=wasm32-wasi -Oz -Wall -Werror -mexec-model=reactor -nodefaultlibs -Wl,--strip-debug \
-	-o policy.wasm policy.c -lc
+# Compiled and linked in two steps: clang, linking, runs binaryen's
+# wasm-opt afterwards when one is installed, which would make the output
+# depend on whether binaryen is; wasm-ld alone does not.
+obj=$(mktemp)
+trap 'rm -f "$obj"' EXIT
+"$cc" --target=wasm32-wasi -Oz -Wall -Werror -c -o "$obj" policy.c
+wasm-ld-14 -m wasm32 -L/usr/lib/wasm32-wasi /usr/lib/wasm32-wasi/crt1-reactor.o \
+	--entry _initialize --strip-debug "$obj" -lc -o policy.wasm
 cd ../../..
 go run ./guests/cmd/wagent-build -manifest examples/wasm-ops/policy-c/policy.manifest.json \
 	-o examples/wasm-ops/policy-c/policy.wasm examples/wasm-ops/policy-c/policy.wasm

@@ -1,6 +1,7 @@
 // Command module is wagent's built-in operations as one guest module: a
 // bundle (ABI 1.1) of approval, skills, retry, turn-stopping, max-turns,
-// unknown-tool, final-output and compaction. One module compiles and loads once; each
+// unknown-tool, final-output, compaction, files, fetch and shell. One
+// module compiles and loads once; each
 // op still runs in its own instances, sandboxed and limited like any
 // third-party op.
 //

@@ -25,6 +25,7 @@ type Op = pdk.Op
 //	allow: [GLOB, …]           tool names allowed without asking ("calc_*")
 //	deny:  [GLOB | RULE, …]    calls always denied
 //	ask:   [RULE, …]           calls a person decides
+//	reads: allow | ask         the built-ins' reads (default allow)
 //
 // A GLOB's * matches any run of characters. A RULE is {tool: GLOB, arg:
 // NAME, match: REGEXP}: tool defaults to * (every tool); with arg and match
@@ -46,9 +47,16 @@ type Op = pdk.Op
 // true or false ({destructive: true} asks before every destructive MCP
 // tool).
 //
+// The built-ins' read-only tools (files: read_file, list_dir, glob,
+// grep; fetch: fetch; skills: load_skill) are allowed without asking
+// unless reads is ask; the pipeline refuses a module that is not a
+// built-in but names its op like one, so the owner's name can be trusted
+// here. Everything else, writes and commands included, falls to the mode,
+// ask by default: reads allowed, writes and commands asked.
+//
 // Calls no op owns are left alone: nothing would run them. Precedence:
 // deny, then ask rules, then a remembered "always" decision, then allow,
-// then the mode. A person's "always" decision is remembered by the host as
+// then the built-ins' reads, then the mode. A person's "always" decision is remembered by the host as
 // this op's note "always/TOOL" (allow or deny) and applies to later calls
 // of that tool in the session. The host checks the config against the
 // schema below when the pipeline loads.
@@ -64,7 +72,8 @@ func Approval() Op {
 			ConfigSchema: strictSchema(`"mode":{"enum":["ask","auto","deny"]},` +
 				`"allow":{"type":"array","items":{"type":"string"}},` +
 				`"deny":{"type":"array","items":{"anyOf":[{"type":"string"},` + rule + `]}},` +
-				`"ask":{"type":"array","items":` + rule + `}`),
+				`"ask":{"type":"array","items":` + rule + `},` +
+				`"reads":{"enum":["allow","ask"]}`),
 		},
 		Tool: approve,
 	}
@@ -97,6 +106,24 @@ type approvalConfig struct {
 	Allow []string    `json:"allow"`
 	Deny  []denyEntry `json:"deny"`
 	Ask   []rule      `json:"ask"`
+	Reads string      `json:"reads"`
+}
+
+// builtinReads are the built-ins' read-only tools, by the op that owns
+// them.
+var builtinReads = map[string][]string{
+	"files":  {"read_file", "list_dir", "glob", "grep"},
+	"fetch":  {"fetch"},
+	"skills": {"load_skill"},
+}
+
+func builtinRead(call *hostabi.PendingCall) bool {
+	for _, t := range builtinReads[call.Owner] {
+		if t == call.Name {
+			return true
+		}
+	}
+	return false
 }
 
 var approvalCache configCache[approvalConfig]
@@ -266,6 +293,9 @@ func judge(c *pdk.Call, cfg *approvalConfig, call *hostabi.PendingCall) (string,
 	}
 	if anyGlob(cfg.Allow, call.Name) {
 		return "allow", "on the allow list"
+	}
+	if cfg.Reads != "ask" && builtinRead(call) {
+		return "allow", "a read of the built-in " + call.Owner
 	}
 	switch cfg.Mode {
 	case "auto":

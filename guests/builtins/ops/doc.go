@@ -1,9 +1,12 @@
 // Package ops holds the logic of wagent's built-in operations, each a
-// pdk.Op: approval, skills, retry, turn-stopping, max-turns, unknown-tool
-// and final-output. They are compiled into one guest module
-// (guests/builtins/module, embedded by the host package builtins) and
-// loaded by the host exactly as a third-party module would be: through the
-// ABI, sandboxed, with the pipeline's limits and grants. They keep no state between calls: what they must remember is in
+// pdk.Op: approval, skills, retry, turn-stopping, max-turns, unknown-tool,
+// final-output and compaction, and the ops that act on the world through
+// the capabilities they are granted (ABI 1.2): files, fetch and shell.
+// They are compiled into one guest module (guests/builtins/module,
+// embedded by the host package builtins) and loaded by the host exactly as
+// a third-party module would be: through the ABI, sandboxed, with the
+// pipeline's limits and grants. They keep no state between calls: what
+// they must remember is in
 // notes.
 package ops
 
@@ -20,7 +23,7 @@ import (
 // All returns every built-in op, each with the test fault switch (see
 // faulty).
 func All() []func() Op {
-	list := []func() Op{Approval, Skills, Retry, TurnStopping, MaxTurns, UnknownTool, FinalOutput, Compaction}
+	list := []func() Op{Approval, Skills, Retry, TurnStopping, MaxTurns, UnknownTool, FinalOutput, Compaction, Files, Fetch, Shell}
 	out := make([]func() Op, len(list))
 	for i, f := range list {
 		out[i] = func() Op { return faulty(f()) }

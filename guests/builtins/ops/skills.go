@@ -38,7 +38,7 @@ func Skills() Op {
 			Tools:        []string{"load_skill"},
 			Commands:     []string{"skills"},
 			Idempotent:   []string{"load_skill"},
-			Capabilities: hostabi.Capabilities{Mounts: []string{"/skills"}},
+			Capabilities: hostabi.Capabilities{Mounts: []hostabi.GuestMount{{Path: "/skills"}}},
 			ConfigSchema: strictSchema(`"dir":{"type":"string","pattern":"^/"},"max_prompt_bytes":{"type":"integer","minimum":1,"maximum":1048576},"max_body_bytes":{"type":"integer","minimum":1,"maximum":1048576}`),
 		},
 		Contribute: offerSkills,

@@ -29,7 +29,7 @@ func init() {
 			Version:      "1.0.0",
 			Tools:        []string{"slow_write", "slow_read"},
 			Idempotent:   []string{"slow_read"},
-			Capabilities: hostabi.Capabilities{Mounts: []string{"/gate"}},
+			Capabilities: hostabi.Capabilities{Mounts: []hostabi.GuestMount{{Path: "/gate"}}},
 		},
 		Contribute: func(c *pdk.Call) error {
 			for i := range tools {

@@ -33,7 +33,7 @@ func init() {
 		Manifest: hostabi.Manifest{
 			Name:         "hostile",
 			Commands:     []string{"panic", "hog", "peek", "read", "list", "spin", "env"},
-			Capabilities: hostabi.Capabilities{Mounts: []string{"/skills", "/secrets"}},
+			Capabilities: hostabi.Capabilities{Mounts: []hostabi.GuestMount{{Path: "/skills"}, {Path: "/secrets"}}},
 		},
 		Command: command,
 	})

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package rootfs
+
+var platformOpenFlags []openFlag
