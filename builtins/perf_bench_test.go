@@ -119,7 +119,7 @@ func clone(b *testing.B, l store.Log, session string, evs []store.Event) {
 	}
 }
 
-func cpuTime() time.Duration {
+func cpuDur() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -135,7 +135,7 @@ func turn(b *testing.B, l store.Log, session string, p *engine.Pipeline) (int, t
 	}
 	runtime.GC()
 	before := m.State().Head
-	cpu0, start := cpuTime(), time.Now()
+	cpu0, start := cpuDur(), time.Now()
 	if _, err := m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{Content: "add one"}); err != nil {
 		b.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func turn(b *testing.B, l store.Log, session string, p *engine.Pipeline) (int, t
 		}
 		n++
 	}
-	d, c := time.Since(start), cpuTime()-cpu0
+	d, c := time.Since(start), cpuDur()-cpu0
 	if m.State().Head-before < 8 {
 		b.Fatalf("the turn made only %d events", m.State().Head-before)
 	}
