@@ -15,7 +15,7 @@ BENCHTIME ?= 1s
 
 WAGENT_BUILD := $(GO) run ./guests/cmd/wagent-build
 
-.PHONY: all build test e2e race check fmt vet tidy-check guests guests-check bench demo clean
+.PHONY: all build test e2e race check fmt vet tidy-check guests guests-check bench bench-wasm demo clean
 
 all: build
 
@@ -102,6 +102,15 @@ tidy-check:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+# bench-wasm runs only issue 21's benchmarks of the real wasm pipeline
+# (P1, P6, P11 in builtins; P4 in wasmhost; P5 in cmd/wagent), with the
+# counts BENCHMARKS.md records; bench runs them too, at BENCHTIME.
+bench-wasm:
+	$(GO) test -run '^$$' -bench 'WasmPipelineTransition' -benchtime 200x ./builtins/
+	$(GO) test -run '^$$' -bench 'WasmPipeline(Thousand|Idle)' -benchtime 1x ./builtins/
+	$(GO) test -run '^$$' -bench 'GuestPolicyCall|EmptyCall' -benchtime 1s ./wasmhost/
+	$(GO) test -run '^$$' -bench '^BenchmarkStartup$$' -benchtime 3x ./cmd/wagent/
 
 # demo runs an agent offline: the scripted model, the demo pipeline (a
 # guard, a WAT policy op, the Go calculator, retry, a step budget), then

@@ -263,3 +263,32 @@ func BenchmarkLoad(b *testing.B) {
 func checked() LoadOption { return func(o *loadOptions) { o.checked = true } }
 
 func trusted() LoadOption { return func(o *loadOptions) { o.trusted = true } }
+
+// BenchmarkGuestPolicyCall is issue 21's P4: the policy op in each guest
+// language through the host, deadlines on (the default instrumented
+// build), and with no deadline checks (trusted) to show what they cost.
+// x_native is the wall time of a call over the native op's, measured in
+// the same benchmark.
+func BenchmarkGuestPolicyCall(b *testing.B) {
+	v, r := policyView(), history(10)
+	native := &nativePolicy{man: hostabi.Manifest{Name: "policy", Hooks: []hostabi.Hook{hostabi.HookTool}}}
+	for _, g := range []struct{ lang, path string }{
+		{"go", "guests/examples/policy/policy.wasm"},
+		{"assemblyscript", "examples/wasm-ops/policy-as/policy.wasm"},
+		{"c", "examples/wasm-ops/policy-c/policy.wasm"},
+	} {
+		for _, c := range []struct {
+			name string
+			opts []LoadOption
+		}{{"deadlines", nil}, {"trusted", []LoadOption{trusted()}}} {
+			b.Run(g.lang+"/"+c.name, func(b *testing.B) {
+				op := newOp(b, load(b, g.path, c.opts...), Config{})
+				benchCalls(b, op, v, r)
+				b.StopTimer()
+				wasmNs := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+				nativeNs := float64(timePerCall(native, v, r, 100000).Nanoseconds())
+				b.ReportMetric(wasmNs/nativeNs, "x_native")
+			})
+		}
+	}
+}
