@@ -17,7 +17,7 @@ import (
 // The http and exec grants (ABI 1.2), read from their YAML nodes so that
 // each mistake names its own line.
 
-const execKeys = "cmd, shell, env, read, write, timeout_ms, output_kb, network, unconfined"
+const execKnown = "cmd, shell, env, read, write, timeout_ms, output_kb, network, unconfined"
 
 // expandPath replaces ${VAR} in a grant's host path with the variable's
 // value (${HOME}/src). A project is better named relative to the pipeline
@@ -41,7 +41,7 @@ func mountGrants(mounts []string, at string) ([]string, error) {
 
 // httpGrants reads grants: {http: [HOST, …]}.
 func httpGrants(n *yaml.Node, file string) ([]string, error) {
-	if n.Kind == 0 {
+	if n == nil {
 		return nil, nil
 	}
 	if n.Kind != yaml.SequenceNode {
@@ -62,63 +62,23 @@ func httpGrants(n *yaml.Node, file string) ([]string, error) {
 
 // execGrants reads grants: {exec: [PATTERN | {cmd: PATTERN, …}, …]}.
 func execGrants(n *yaml.Node, file, dir string) ([]wasmhost.ExecGrant, error) {
-	if n.Kind == 0 {
+	if n == nil {
 		return nil, nil
 	}
 	if n.Kind != yaml.SequenceNode {
 		return nil, fmt.Errorf("pipeline %s:%d: grants.exec is a list of commands: exec: [\"go test ./...\", {cmd: \"git diff *\", timeout_ms: 10000}]", file, n.Line)
 	}
+	r := &reader{file: file}
 	var out []wasmhost.ExecGrant
 	for _, item := range n.Content {
 		at := fmt.Sprintf("pipeline %s:%d: grants.exec", file, item.Line)
 		var g wasmhost.ExecGrant
-		switch item.Kind {
+		switch v := resolve(item); v.Kind {
 		case yaml.ScalarNode:
-			g.Cmd = item.Value
+			g.Cmd = v.Value
 		case yaml.MappingNode:
-			for i := 0; i+1 < len(item.Content); i += 2 {
-				k, v := item.Content[i], item.Content[i+1]
-				kat := fmt.Sprintf("pipeline %s:%d: grants.exec %s", file, k.Line, k.Value)
-				var err error
-				switch k.Value {
-				case "cmd":
-					err = v.Decode(&g.Cmd)
-				case "shell":
-					err = v.Decode(&g.Shell)
-				case "network":
-					err = v.Decode(&g.Network)
-				case "unconfined":
-					err = v.Decode(&g.Unconfined)
-				case "env":
-					if err = v.Decode(&g.Env); err == nil {
-						for i, e := range g.Env {
-							if g.Env[i], err = expandPath(e); err != nil {
-								break
-							}
-						}
-					}
-				case "read":
-					err = v.Decode(&g.Read)
-				case "write":
-					err = v.Decode(&g.Write)
-				case "timeout_ms":
-					var ms int64
-					if err = v.Decode(&ms); err == nil && ms <= 0 {
-						err = fmt.Errorf("must be positive")
-					}
-					g.Timeout = time.Duration(ms) * time.Millisecond
-				case "output_kb":
-					var kb int64
-					if err = v.Decode(&kb); err == nil && (kb <= 0 || kb > 64<<10) {
-						err = fmt.Errorf("must be 1 to 65536")
-					}
-					g.OutputBytes = kb << 10
-				default:
-					return nil, fmt.Errorf("pipeline %s:%d: unknown key %q in an exec grant; known keys here: %s", file, k.Line, k.Value, execKeys)
-				}
-				if err != nil {
-					return nil, fmt.Errorf("%s: %s", kat, yamlValueError(err))
-				}
+			if err := r.mapping(v, execKeys(r, &g)); err != nil {
+				return nil, err
 			}
 			if g.Cmd == "" {
 				return nil, fmt.Errorf("%s: the grant has no cmd (the command it allows)", at)
@@ -155,13 +115,50 @@ func execGrants(n *yaml.Node, file, dir string) ([]wasmhost.ExecGrant, error) {
 	return out, nil
 }
 
-// yamlValueError is the part of a YAML decoding error that says what is
-// wrong with the value.
-func yamlValueError(err error) string {
-	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
-	msg = strings.TrimSpace(msg)
-	if _, rest, ok := strings.Cut(msg, ": "); ok && strings.HasPrefix(msg, "line ") {
-		msg = rest
-	}
-	return msg
+// execKeys are the keys of an exec grant's mapping, read into g.
+func execKeys(r *reader, g *wasmhost.ExecGrant) keys {
+	strs := "must be a list of strings"
+	return keys{known: execKnown, where: " in an exec grant", set: map[string]func(int, *yaml.Node) error{
+		"cmd":        r.into(&g.Cmd, "grants.exec cmd: must be a string, the command it allows"),
+		"shell":      r.into(&g.Shell, "grants.exec shell: must be true or false"),
+		"network":    r.into(&g.Network, "grants.exec network: must be true or false"),
+		"unconfined": r.into(&g.Unconfined, "grants.exec unconfined: must be true or false"),
+		"read":       r.into(&g.Read, "grants.exec read: "+strs+" (paths)"),
+		"write":      r.into(&g.Write, "grants.exec write: "+strs+" (paths)"),
+		"env": func(line int, v *yaml.Node) error {
+			if err := r.into(&g.Env, "grants.exec env: "+strs+" (NAME or NAME=value)")(line, v); err != nil {
+				return err
+			}
+			for i, e := range g.Env {
+				x, err := expandPath(e)
+				if err != nil {
+					return r.errorf(line, "grants.exec env: %v", err)
+				}
+				g.Env[i] = x
+			}
+			return nil
+		},
+		"timeout_ms": func(line int, v *yaml.Node) error {
+			var ms int64
+			if err := r.into(&ms, "grants.exec timeout_ms: must be a number of milliseconds")(line, v); err != nil {
+				return err
+			}
+			if ms <= 0 {
+				return r.errorf(line, "grants.exec timeout_ms: must be positive")
+			}
+			g.Timeout = time.Duration(ms) * time.Millisecond
+			return nil
+		},
+		"output_kb": func(line int, v *yaml.Node) error {
+			var kb int64
+			if err := r.into(&kb, "grants.exec output_kb: must be a number of kilobytes")(line, v); err != nil {
+				return err
+			}
+			if kb <= 0 || kb > 64<<10 {
+				return r.errorf(line, "grants.exec output_kb: must be 1 to 65536")
+			}
+			g.OutputBytes = kb << 10
+			return nil
+		},
+	}}
 }

@@ -3,11 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"os"
-	"regexp"
-	"strconv"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/wagent/wagent/tools/mcp"
 )
@@ -31,12 +27,12 @@ import (
 
 // mcpYAML is the part of an entry that describes an MCP server.
 type mcpYAML struct {
-	MCP       string            `yaml:"mcp"`
-	Command   []string          `yaml:"command"`
-	URL       string            `yaml:"url"`
-	Env       map[string]string `yaml:"env"`
-	Headers   map[string]string `yaml:"headers"`
-	TimeoutMS *int64            `yaml:"timeout_ms"`
+	MCP       string
+	Command   []string
+	URL       string
+	Env       map[string]string
+	Headers   map[string]string
+	TimeoutMS *int64
 }
 
 const mcpKeys = "mcp, command, url, env, headers, timeout_ms"
@@ -50,11 +46,11 @@ func (m *mcpYAML) isMCP() bool {
 // FILE:LINE"; errors name the server.
 func mcpSpec(o *opYAML, at, dir string, line int) (OpSpec, error) {
 	m := &o.mcpYAML
-	who := fmt.Sprintf("%s: mcp server %s", at, m.MCP)
+	who := fmt.Sprintf("%s: mcp server %s", at, printable(m.MCP))
 	if m.MCP == "" {
 		return OpSpec{}, fmt.Errorf("%s: command, url, env, headers and timeout_ms belong to an mcp: NAME entry, and this one has no mcp: name", at)
 	}
-	if o.Use != "" || o.Op != "" || o.Config.Kind != 0 || o.SHA256 != "" || o.Limits != (limitsYAML{}) || !o.Grants.empty() {
+	if o.Use != "" || o.Op != "" || o.Config != nil || o.SHA256 != "" || o.Limits != (limitsYAML{}) || !o.Grants.empty() {
 		return OpSpec{}, fmt.Errorf("%s: an mcp entry takes only %s (use, op, config, limits, grants and sha256 are for wasm ops)", who, mcpKeys)
 	}
 	cfg := mcp.Config{Name: m.MCP, Command: m.Command, URL: m.URL, Dir: dir}
@@ -85,49 +81,11 @@ func expandAll(in map[string]string) (map[string]string, error) {
 	for k, v := range in {
 		x, err := mcp.ExpandEnv(v, os.LookupEnv)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %v", k, err)
+			return nil, fmt.Errorf("%s: %v", printable(k), err)
 		}
 		out[k] = x
 	}
 	return out, nil
-}
-
-var errAtLine = regexp.MustCompile(`^pipeline [^:]*:(\d+): `)
-
-// withServer adds the MCP server's name to a YAML error at a line inside
-// an mcp entry ("pipeline p.yaml:7: mcp server files: unknown key …").
-func withServer(err error, data []byte) error {
-	m := errAtLine.FindStringSubmatch(err.Error())
-	if m == nil {
-		return err
-	}
-	line, _ := strconv.Atoi(m[1])
-	var doc yaml.Node
-	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
-		return err
-	}
-	top := doc.Content[0]
-	for i := 0; i+1 < len(top.Content); i += 2 {
-		if top.Content[i].Value != "ops" {
-			continue
-		}
-		var entry *yaml.Node
-		for _, n := range top.Content[i+1].Content {
-			if n.Line <= line {
-				entry = n
-			}
-		}
-		if entry == nil || entry.Kind != yaml.MappingNode {
-			return err
-		}
-		for j := 0; j+1 < len(entry.Content); j += 2 {
-			if entry.Content[j].Value == "mcp" {
-				msg := err.Error()
-				return fmt.Errorf("%smcp server %s: %s", m[0], entry.Content[j+1].Value, msg[len(m[0]):])
-			}
-		}
-	}
-	return err
 }
 
 // mcpOp makes the op of an MCP entry, on the hub's server for it.

@@ -39,9 +39,10 @@
 // A module that bundles several ops (ABI 1.1) takes op: NAME to say which
 // one an entry runs.
 //
-// Everything is checked before a session is touched: unknown keys, missing
-// files, pin mismatches and modules the wasm host refuses are errors that
-// name the file, line and op. The host's own moves and native inference
+// Everything is checked before a session is touched: unknown and repeated
+// keys, values of the wrong type, missing files, pin mismatches and
+// modules the wasm host refuses are errors that name the file, line and
+// op. The host's own moves and native inference
 // are always there; an unknown-tool fallback is added at the end when the
 // file names none.
 package pipeline
@@ -54,10 +55,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -113,37 +112,6 @@ type OpSpec struct {
 	MCP *mcp.Config
 }
 
-type fileYAML struct {
-	Ops []opYAML `yaml:"ops"`
-}
-
-type opYAML struct {
-	Use    string     `yaml:"use"`
-	Op     string     `yaml:"op"`
-	Config yaml.Node  `yaml:"config"`
-	Limits limitsYAML `yaml:"limits"`
-	Grants grantsYAML `yaml:"grants"`
-	SHA256 string     `yaml:"sha256"`
-	// An MCP server entry (mcp.go).
-	mcpYAML `yaml:",inline"`
-}
-
-type limitsYAML struct {
-	MemoryMB       uint32 `yaml:"memory_mb"`
-	TimeoutMS      int64  `yaml:"timeout_ms"`
-	MaxEffects     int    `yaml:"max_effects"`
-	MaxOutputBytes int    `yaml:"max_output_bytes"`
-	HTTPKB         int64  `yaml:"http_kb"`
-}
-
-type grantsYAML struct {
-	Mounts []string  `yaml:"mounts"`
-	HTTP   yaml.Node `yaml:"http"`
-	Exec   yaml.Node `yaml:"exec"`
-}
-
-func (g *grantsYAML) empty() bool { return g.Mounts == nil && g.HTTP.Kind == 0 && g.Exec.Kind == 0 }
-
 // ParseFile reads a pipeline file.
 func ParseFile(path string) (*Spec, error) {
 	data, err := os.ReadFile(path)
@@ -160,28 +128,23 @@ func ParseFile(path string) (*Spec, error) {
 // Parse parses a pipeline held in memory; name labels errors, dir resolves
 // relative paths.
 func Parse(data []byte, name, dir string) (*Spec, error) {
-	var f fileYAML
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		if errors.Is(err, io.EOF) {
-			// yaml says only "EOF" of a file with no document in it.
-			return nil, fmt.Errorf("pipeline %s: the file is empty; list the ops under a top-level ops: key", name)
-		}
-		return nil, withServer(yamlError(name, err), data)
-	}
 	var doc yaml.Node
-	_ = yaml.Unmarshal(data, &doc)
-	lines := opLines(&doc)
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, syntaxError(name, err)
+	}
+	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+		return nil, fmt.Errorf("pipeline %s: %s", name, emptyFile)
+	}
+	ops, err := (&reader{file: name}).top(doc.Content[0])
+	if err != nil {
+		return nil, err
+	}
 	s := &Spec{Path: name, Dir: dir}
-	if len(f.Ops) == 0 {
+	if len(ops) == 0 {
 		return nil, fmt.Errorf("pipeline %s: no ops: list them under a top-level ops: key", name)
 	}
-	for i, o := range f.Ops {
-		line := 0
-		if i < len(lines) {
-			line = lines[i]
-		}
+	for i, o := range ops {
+		line := o.line
 		at := fmt.Sprintf("pipeline %s:%d: op %d", name, line, i+1)
 		if o.isMCP() {
 			op, err := mcpSpec(&o, fmt.Sprintf("pipeline %s:%d", name, line), dir, line)
@@ -199,16 +162,19 @@ func Parse(data []byte, name, dir string) (*Spec, error) {
 		if op.Mounts, err = mountGrants(o.Grants.Mounts, at); err != nil {
 			return nil, err
 		}
-		if op.HTTP, err = httpGrants(&o.Grants.HTTP, name); err != nil {
+		if op.HTTP, err = httpGrants(o.Grants.HTTP, name); err != nil {
 			return nil, err
 		}
-		if op.Exec, err = execGrants(&o.Grants.Exec, name, dir); err != nil {
+		if op.Exec, err = execGrants(o.Grants.Exec, name, dir); err != nil {
 			return nil, err
 		}
-		if o.Config.Kind != 0 {
+		if o.Config != nil {
+			if d := repeated(o.Config); d != nil {
+				return nil, fmt.Errorf("pipeline %s:%d: op %d: config: %v", name, d.second, i+1, d)
+			}
 			var v any
 			if err := o.Config.Decode(&v); err != nil {
-				return nil, fmt.Errorf("%s: config: %v", at, err)
+				return nil, fmt.Errorf("%s: config: %s", at, valueError(err))
 			}
 			b, err := json.Marshal(normalize(v))
 			if err != nil {
@@ -234,65 +200,6 @@ func Parse(data []byte, name, dir string) (*Spec, error) {
 		s.Ops = append(s.Ops, op)
 	}
 	return s, nil
-}
-
-var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type pipeline\.(\w+)$`)
-
-var knownKeys = map[string]string{
-	"fileYAML":   "ops",
-	"opYAML":     "use, op, config, limits, grants, sha256; an mcp entry: " + mcpKeys,
-	"limitsYAML": "memory_mb, timeout_ms, max_effects, max_output_bytes, http_kb",
-	"grantsYAML": "mounts, http, exec",
-}
-
-// yamlError makes one line of a YAML decoding error, naming the file and
-// line, and for an unknown key the keys that are known there.
-func yamlError(name string, err error) error {
-	var te *yaml.TypeError
-	if errors.As(err, &te) && len(te.Errors) > 0 {
-		first := te.Errors[0]
-		if m := unknownField.FindStringSubmatch(first); m != nil {
-			return fmt.Errorf("pipeline %s:%s: unknown key %q; known keys here: %s", name, m[1], m[2], knownKeys[m[3]])
-		}
-		first = strings.ReplaceAll(first, "pipeline.", "")
-		if l, rest, ok := strings.Cut(strings.TrimPrefix(first, "line "), ": "); ok {
-			return fmt.Errorf("pipeline %s:%s: %s", name, l, rest)
-		}
-		return fmt.Errorf("pipeline %s: %s", name, first)
-	}
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	if l, rest, ok := strings.Cut(strings.TrimPrefix(msg, "line "), ": "); ok && strings.HasPrefix(msg, "line ") {
-		return fmt.Errorf("pipeline %s:%s: %s", name, l, rest)
-	}
-	return fmt.Errorf("pipeline %s: %s", name, oneLine(msg))
-}
-
-func oneLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
-// opLines finds the line of each entry under ops:.
-func opLines(doc *yaml.Node) []int {
-	if doc == nil || len(doc.Content) == 0 {
-		return nil
-	}
-	m := doc.Content[0]
-	if m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == "ops" && m.Content[i+1].Kind == yaml.SequenceNode {
-			var out []int
-			for _, n := range m.Content[i+1].Content {
-				out = append(out, n.Line)
-			}
-			return out
-		}
-	}
-	return nil
 }
 
 // normalize turns YAML's map[string]any trees into JSON-encodable ones.
