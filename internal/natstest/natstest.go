@@ -52,7 +52,11 @@ func Start(t testing.TB, mod ...func(*server.Options)) *server.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { Stop(ns) })
-	anchor(t, ns.ClientURL(), 1)
+	var auth []nats.Option
+	if opts.Authorization != "" {
+		auth = append(auth, nats.Token(opts.Authorization))
+	}
+	anchor(t, ns.ClientURL(), 1, auth...)
 	return ns
 }
 
@@ -190,9 +194,9 @@ func metaPeers(servers []*server.Server) int {
 // 2.15.2 removes an account's streams folder in the background when its
 // last stream is deleted, and a stream created at that moment fails;
 // tests that delete their streams would hit that now and then.
-func anchor(t testing.TB, urls string, replicas int) {
+func anchor(t testing.TB, urls string, replicas int, auth ...nats.Option) {
 	t.Helper()
-	nc := Connect(t, urls)
+	nc := Connect(t, urls, auth...)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
