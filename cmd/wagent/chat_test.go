@@ -252,6 +252,47 @@ func TestChatPromptApprovalAndCommands(t *testing.T) {
 	}
 }
 
+// At the approval prompt an answer that is not y, n, a or e says what each
+// does and asks again; n denies the call: it is recorded as the terminal's
+// denial, the tool does not run, and the model hears of the denial.
+func TestChatDenyAtThePrompt(t *testing.T) {
+	srv := fakeopenai.New(t,
+		fakeopenai.Rule{Role: "user", Contains: "add", Reply: fakeopenai.Reply{Text: "Adding.", ToolCalls: []fakeopenai.ToolCall{{ID: "call_1", Name: "calc_add", Arguments: `{"value":2}`}}}},
+		fakeopenai.Rule{Role: "tool", Reply: fakeopenai.Reply{Text: "I was not allowed to add."}},
+	)
+	pipe := writeFile(t, t.TempDir(), "p.yaml", fmt.Sprintf("ops:\n  - use: builtin:approval\n    config: {mode: ask}\n  - use: %s\n", exampleOp("calculator")))
+	env := chatEnv(t)
+	s := startScreen(t, env, "chat", "--session", "no", "--pipeline", pipe, "--base-url", srv.URL, "--model", "m")
+	s.waitFor(0, "› ")
+	m := s.mark()
+	s.typeKeys("please add 2\r")
+	s.waitFor(m, `allow calc_add {"value":2}? [y]es [n]o [a]lways [e]xplain:`)
+	m = s.mark()
+	s.typeKeys("maybe\r")
+	s.waitFor(m, "y allows this call, n denies it")
+	m = s.mark()
+	s.typeKeys("n\r")
+	s.waitFor(m, "✗ call_1 denied by terminal")
+	s.waitFor(m, "I was not allowed to add.")
+	s.waitFor(m, "› ")
+	s.typeKeys("\x04")
+	if code := s.exit(); code != 0 {
+		t.Fatalf("exit %d after Ctrl-D\n%s", code, s.text())
+	}
+	evs := logEvents(t, env, "no")
+	ds := dataOf[engine.ApprovalDecision](t, evs, engine.EvApprovalDecision)
+	if len(ds) != 1 || ds[0].Allow || ds[0].Who != "terminal" || ds[0].CallID != "call_1" {
+		t.Fatalf("decisions %+v, want call_1 denied by the terminal", ds)
+	}
+	if calls := dataOf[engine.ToolCallEvent](t, evs, engine.EvToolCall); len(calls) != 0 {
+		t.Errorf("a denied call ran: %+v", calls)
+	}
+	rs := dataOf[engine.ToolResult](t, evs, engine.EvToolResult)
+	if len(rs) != 1 || !rs[0].IsError {
+		t.Errorf("results %+v, want one error result telling the model of the denial", rs)
+	}
+}
+
 // Ctrl-C during a slow stream ends the turn as aborted, the text shown so
 // far kept; the chat goes on; two Ctrl-C within a second leave it.
 func TestChatCtrlCCancelsTheTurn(t *testing.T) {
