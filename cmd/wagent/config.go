@@ -166,8 +166,9 @@ func loadConfig(env *cliEnv) (*config, error) {
 	}
 	cfg.Top, cfg.Profile, cfg.Profiles = f.profileYAML, f.Profile, f.Profiles
 	cfg.Store = f.Store
-	if st := f.Store; st != "" && !strings.Contains(st, ":") && !filepath.IsAbs(st) {
-		cfg.Store = filepath.Join(filepath.Dir(cfg.Path), st)
+	if st := f.Store; st != "" && !strings.Contains(st, ":") {
+		// A directory: ~/ is the home, a relative one the file's.
+		cfg.Store = (&resolver{env: env, cfg: cfg}).filePath(st)
 	}
 	if cfg.Profile != "" {
 		if _, ok := cfg.Profiles[cfg.Profile]; !ok {

@@ -391,6 +391,15 @@ func TestConfigStore(t *testing.T) {
 			t.Errorf("sessions in another store: %d %q %s", r.code, r.stdout, r.stderr)
 		}
 	}
+	// ~/ is the home directory.
+	userHome := t.TempDir()
+	tilde := writeFile(t, dir, "tilde.yaml", "provider: script\nstore: ~/teamstore/store\n")
+	if r := wagIn(t, map[string]string{"WAGENT_CONFIG": tilde, "WAGENT_HOME": home, "HOME": userHome}, "", "run", "--session", "h", "--script", testdata("plain-replies.yaml"), "hi"); r.code != exitOK {
+		t.Fatalf("run with store: ~/…: %d %s", r.code, r.stderr)
+	}
+	if len(events(t, filepath.Join(userHome, "teamstore"), "h")) == 0 {
+		t.Fatal("the session is not in the store under the home directory")
+	}
 	// A bad store: in the file is the file's error, in one line.
 	bad := writeFile(t, dir, "bad.yaml", "store: ftp://x\n")
 	r := wagIn(t, map[string]string{"WAGENT_CONFIG": bad, "WAGENT_HOME": home}, "", "sessions")
