@@ -21,12 +21,12 @@ import (
 func TestE2ECodingSession(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command on PATH")
+		t.Fatalf("this test runs go vet through the shell op and needs the go command on PATH: %v", err)
 	}
 	out, err := exec.Command(goTool, "env", "GOCACHE").Output()
 	gocache := strings.TrimSpace(string(out))
 	if err != nil || gocache == "" {
-		t.Skipf("go env GOCACHE: %v", err)
+		t.Fatalf("go env GOCACHE (the confined go vet needs its cache granted): %v", err)
 	}
 	project := t.TempDir()
 	write := func(name, body string) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +64,9 @@ func procAlive(pid int) bool {
 // resume runs the idempotent call again to the end.
 func TestE2EBinaryMCPServers(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		if runtime.GOOS == "linux" {
+			t.Fatalf("this test finds the servers wagent starts through /proc, which is not mounted: %v", err)
+		}
 		t.Skip("needs /proc to find the servers wagent starts")
 	}
 	everything := npmtest.Bin(t, "mcp-server-everything")
