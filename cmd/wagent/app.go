@@ -42,6 +42,8 @@ type cliEnv struct {
 	interactive bool
 	// colour: standard output is a terminal.
 	colour bool
+	// config is the config file once read (loadConfig).
+	config *loadedConfig
 }
 
 // exitError carries an exit code and a one-line message.
@@ -252,6 +254,19 @@ func needArgs(c *cli.Context, min, max int, what string) error {
 		return fail(exitUsage, "usage: wagent %s %s", commandPath(c), what)
 	}
 	return nil
+}
+
+// sessionArg is the one argument of a command on a session (usage names
+// its arguments and flags), checked as a session id.
+func sessionArg(c *cli.Context, usage string) (string, error) {
+	if err := needArgs(c, 1, 1, usage); err != nil {
+		return "", err
+	}
+	id := c.Args().First()
+	if err := store.ValidSessionID(id); err != nil {
+		return "", fail(exitUsage, "%v", err)
+	}
+	return id, nil
 }
 
 // stopped says why a command's context was cancelled: a signal, or a

@@ -149,12 +149,9 @@ Example:
 			&cli.StringFlag{Name: "reason", Usage: "why, recorded with the cancellation"},
 		},
 		Action: func(c *cli.Context) error {
-			if err := needArgs(c, 1, 1, "SESSION"); err != nil {
+			id, err := sessionArg(c, "SESSION")
+			if err != nil {
 				return err
-			}
-			id := c.Args().First()
-			if err := store.ValidSessionID(id); err != nil {
-				return fail(exitUsage, "%v", err)
 			}
 			ctx := context.Background()
 			cn, err := connect(ctx, c, env, modeRecord)
@@ -193,12 +190,9 @@ Example:
    wagent step 20261130-a1b2c3`,
 		Flags: append([]cli.Flag{storeFlag}, providerFlags...),
 		Action: func(c *cli.Context) error {
-			if err := needArgs(c, 1, 1, "SESSION"); err != nil {
+			id, err := sessionArg(c, "SESSION")
+			if err != nil {
 				return err
-			}
-			id := c.Args().First()
-			if err := store.ValidSessionID(id); err != nil {
-				return fail(exitUsage, "%v", err)
 			}
 			ctx, _, stop := signalContext()
 			defer stop()
@@ -247,12 +241,9 @@ Examples:
 		Flags: []cli.Flag{storeFlag, &cli.BoolFlag{Name: "json", Usage: "one log event per line"},
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing events as they are appended (Ctrl-C stops)"}},
 		Action: func(c *cli.Context) error {
-			if err := needArgs(c, 1, 1, "SESSION"); err != nil {
+			id, err := sessionArg(c, "SESSION")
+			if err != nil {
 				return err
-			}
-			id := c.Args().First()
-			if err := store.ValidSessionID(id); err != nil {
-				return fail(exitUsage, "%v", err)
 			}
 			ctx, _, stop := signalContext()
 			defer stop()

@@ -140,8 +140,23 @@ func configPath(env *cliEnv) (path string, explicit bool) {
 }
 
 // loadConfig reads the config file, refusing unknown keys (with the file
-// and line) and values of the wrong kind. No file is an empty config.
+// and line) and values of the wrong kind. No file is an empty config. The
+// file is read once per command: the store, the settings and the prices
+// all come from the same reading.
 func loadConfig(env *cliEnv) (*config, error) {
+	if env.config == nil {
+		cfg, err := readConfig(env)
+		env.config = &loadedConfig{cfg, err}
+	}
+	return env.config.cfg, env.config.err
+}
+
+type loadedConfig struct {
+	cfg *config
+	err error
+}
+
+func readConfig(env *cliEnv) (*config, error) {
 	path, explicit := configPath(env)
 	cfg := &config{}
 	if path == "" {

@@ -39,12 +39,9 @@ Examples:
    wagent export 20261130-a1b2c3 -o suite/s.jsonl && wagent replay ...`,
 		Flags: []cli.Flag{storeFlag, &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to `FILE` instead of standard output"}},
 		Action: func(c *cli.Context) error {
-			if err := needArgs(c, 1, 1, "SESSION [-o FILE]"); err != nil {
+			id, err := sessionArg(c, "SESSION [-o FILE]")
+			if err != nil {
 				return err
-			}
-			id := c.Args().First()
-			if err := store.ValidSessionID(id); err != nil {
-				return fail(exitUsage, "%v", err)
 			}
 			ctx := context.Background()
 			cn, err := connect(ctx, c, env, modeRead)
@@ -190,12 +187,9 @@ Examples:
 			&cli.StringFlag{Name: "as", Usage: "the new session's `ID` (default: a new one)"},
 		},
 		Action: func(c *cli.Context) error {
-			if err := needArgs(c, 1, 1, "SESSION --at SEQ [--as NEW]"); err != nil {
+			id, err := sessionArg(c, "SESSION --at SEQ [--as NEW]")
+			if err != nil {
 				return err
-			}
-			id := c.Args().First()
-			if err := store.ValidSessionID(id); err != nil {
-				return fail(exitUsage, "%v", err)
 			}
 			if as := c.String("as"); as != "" {
 				if err := store.ValidSessionID(as); err != nil {

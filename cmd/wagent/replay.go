@@ -15,7 +15,6 @@ import (
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/replay"
 	"github.com/wagent/wagent/pipeline"
-	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/tools/mcp"
 	"github.com/wagent/wagent/wasmhost"
 )
@@ -53,12 +52,9 @@ Examples:
 			&cli.BoolFlag{Name: "json", Usage: "print the report as one JSON object"},
 		},
 		Action: func(c *cli.Context) error {
-			if err := needArgs(c, 1, 1, "SESSION [--pipeline FILE] [--op NAME=FILE.wasm] [--from SEQ]"); err != nil {
+			id, err := sessionArg(c, "SESSION [--pipeline FILE] [--op NAME=FILE.wasm] [--from SEQ]")
+			if err != nil {
 				return err
-			}
-			id := c.Args().First()
-			if err := store.ValidSessionID(id); err != nil {
-				return fail(exitUsage, "%v", err)
 			}
 			swaps := map[string]string{}
 			for _, s := range c.StringSlice("op") {
