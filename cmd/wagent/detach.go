@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 )
 
@@ -37,13 +38,22 @@ func detached(ctx context.Context, env *cliEnv, cn *conn, asJSON bool, id string
 
 // inDir returns the settings with their pipeline and script looked up by
 // file name in dir: a worker with --pipelines DIR runs what its folder
-// holds, whatever path the session's creator recorded.
-func (s settings) inDir(dir string) settings {
-	if s.Pipeline != "" {
-		s.Pipeline = filepath.Join(dir, filepath.Base(s.Pipeline))
+// holds, whatever path the session's creator recorded. A recorded path
+// whose last element is no file name (.., ., /) is refused: joined to dir
+// it would name dir or its parent.
+func (s settings) inDir(dir string) (settings, error) {
+	for _, f := range []struct {
+		what string
+		p    *string
+	}{{"pipeline", &s.Pipeline}, {"script", &s.Script}} {
+		if *f.p == "" {
+			continue
+		}
+		base := filepath.Base(*f.p)
+		if base == "." || base == ".." || base == string(filepath.Separator) {
+			return s, fmt.Errorf("the session's %s %q names no file to look up in --pipelines %s", f.what, *f.p, dir)
+		}
+		*f.p = filepath.Join(dir, base)
 	}
-	if s.Script != "" {
-		s.Script = filepath.Join(dir, filepath.Base(s.Script))
-	}
-	return s
+	return s, nil
 }

@@ -254,7 +254,10 @@ func (o *owner) resolve(ctx context.Context, id string, set *engine.SessionCreat
 	}
 	s = s.withDefaults(o.env)
 	if o.pipelinesDir != "" {
-		s = s.inDir(o.pipelinesDir)
+		var err error
+		if s, err = s.inDir(o.pipelinesDir); err != nil {
+			return engine.Config{}, fmt.Errorf("session %s: %v", id, err)
+		}
 	}
 	prov, err := buildProvider(o.env, s, secrets[secretAPIKey])
 	if err != nil {

@@ -196,7 +196,16 @@ func (u storeURL) natsOptions() ([]nats.Option, error) {
 func redact(s string) string {
 	parts := strings.Split(s, ",")
 	for i, p := range parts {
-		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil {
+			// Not a URL (a stray % or a space in the password): hide
+			// whatever stands between the scheme and the last @.
+			if at, sc := strings.LastIndex(p, "@"), strings.Index(p, "://"); sc >= 0 && sc < at {
+				parts[i] = p[:sc+3] + "xxxxx" + p[at:]
+			}
+			continue
+		}
+		if u.User != nil {
 			parts[i] = u.Redacted()
 			if _, hasPass := u.User.Password(); !hasPass {
 				u.User = url.User("xxxxx") // a token

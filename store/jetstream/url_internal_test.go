@@ -68,6 +68,11 @@ func TestParseURLRefuses(t *testing.T) {
 		{"nats://h:1", map[string]string{"NATS_CERT": "/c.pem"}, "NATS_CERT and NATS_KEY"},
 		{"nats://u:hunter2@h:1?bad=1", nil, "nats://u:xxxxx@h:1"},
 		{"nats://hunter2@h:1?bad=1", nil, "nats://xxxxx@h:1"},
+		// A secret url.Parse cannot read (a stray %, a space) is hidden
+		// too, though the URL is not parsed.
+		{"nats://u:hunter2%zz@h:1", nil, "nats://xxxxx@h:1"},
+		{"nats://hunter2 x@h:1", nil, "nats://xxxxx@h:1"},
+		{"nats://a:1,nats://u:hunter2%@h:1?bad=1", nil, "nats://a:1,nats://xxxxx@h:1"},
 	} {
 		_, err := parseURL(tc.url, func(k string) string { return tc.env[k] })
 		if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
