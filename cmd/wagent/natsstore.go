@@ -54,7 +54,7 @@ func openNATSOwner(ctx context.Context, env *cliEnv, rawURL string) (*owner, err
 	if err != nil {
 		return nil, err
 	}
-	o := &owner{env: env, mode: modeRecord, log: l, bus: bus, pipes: map[string]*loadedPipeline{}, mcp: mcp.NewHub()}
+	o := &owner{env: env, mode: modeRecord, log: l, bus: bus, pipes: map[string]*loadedPipeline{}, mcp: mcp.NewHub(), shared: true}
 	o.srv, err = server.New(server.Options{
 		Log: l, Wake: bus.Wake, Interrupt: bus.Interrupt, Token: randomToken(), Version: version, StoreName: redactURL(rawURL),
 		Base:    engine.Config{Durability: engine.SyncAtBoundaries, Warn: func(msg string) { tprintln(env.stderr, "wagent: "+oneLine(msg)) }},

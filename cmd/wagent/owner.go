@@ -136,6 +136,10 @@ type owner struct {
 	// pipelinesDir, for a worker with --pipelines, is where the sessions'
 	// pipeline and script files are looked up by name.
 	pipelinesDir string
+	// shared: the sessions this process runs may be created by others (a
+	// worker, a NATS store's owner, an owner serving TCP), so its own API
+	// keys go only to base URLs it trusts (buildProvider).
+	shared bool
 }
 
 type loadedPipeline struct {
@@ -259,7 +263,7 @@ func (o *owner) resolve(ctx context.Context, id string, set *engine.SessionCreat
 			return engine.Config{}, fmt.Errorf("session %s: %v", id, err)
 		}
 	}
-	prov, err := buildProvider(o.env, s, secrets[secretAPIKey])
+	prov, err := buildProvider(o.env, s, secrets[secretAPIKey], o.shared)
 	if err != nil {
 		return engine.Config{}, err
 	}
@@ -288,7 +292,7 @@ func (o *owner) prepare(ctx context.Context, req *server.CreateRequest) (engine.
 	if err := s.check(); err != nil {
 		return engine.SessionCreated{}, err
 	}
-	if _, err := buildProvider(o.env, s, req.Secrets[secretAPIKey]); err != nil {
+	if _, err := buildProvider(o.env, s, req.Secrets[secretAPIKey], o.shared); err != nil {
 		return engine.SessionCreated{}, err
 	}
 	info := engine.SessionCreated{Model: s.Model, CreatedBy: req.CreatedBy}

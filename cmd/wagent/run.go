@@ -175,7 +175,18 @@ func (s settings) check() error {
 
 // buildProvider makes the settings' provider; key, if set, is the API key
 // a client handed over (otherwise the owner's environment's).
-func buildProvider(env *cliEnv, s settings, key string) (provider.Provider, error) {
+//
+// shared is set in a process that runs sessions other people create (a
+// worker, an owner serving TCP or a NATS store): there the settings are
+// theirs and the environment is this process's, so a key read from the
+// environment goes only to a base URL this process trusts (see
+// trustedBaseURL), never to one a session's creator chose.
+func buildProvider(env *cliEnv, s settings, key string, shared bool) (provider.Provider, error) {
+	if shared && key == "" && s.Provider != "script" {
+		if name := keyEnv(s); env.getenv(name) != "" && !trustedBaseURL(env, s) {
+			return nil, fail(exitFailure, "the session's base URL %s is not one this process sends its $%s to (a session's creator chose it): add it to WAGENT_TRUSTED_BASE_URLS in this process's environment, or have the client pass its own key", s.BaseURL, name)
+		}
+	}
 	if key == "" && s.APIKeyEnv != "" {
 		key = env.getenv(s.APIKeyEnv)
 	}
@@ -217,6 +228,26 @@ func buildProvider(env *cliEnv, s settings, key string) (provider.Provider, erro
 		}
 		return p, nil
 	}
+}
+
+// trustedBaseURL says whether the settings' base URL is one this process
+// sends its own API keys to: none (the provider's default or this
+// process's own *_BASE_URL), the provider's default, this process's
+// OPENAI_BASE_URL or ANTHROPIC_BASE_URL, or one listed, comma-separated,
+// in WAGENT_TRUSTED_BASE_URLS.
+func trustedBaseURL(env *cliEnv, s settings) bool {
+	u := strings.TrimRight(s.BaseURL, "/")
+	if u == "" {
+		return true
+	}
+	trusted := []string{openai.DefaultBaseURL, anthropic.DefaultBaseURL, env.getenv("OPENAI_BASE_URL"), env.getenv("ANTHROPIC_BASE_URL")}
+	trusted = append(trusted, strings.Split(env.getenv("WAGENT_TRUSTED_BASE_URLS"), ",")...)
+	for _, t := range trusted {
+		if t = strings.TrimRight(strings.TrimSpace(t), "/"); t != "" && t == u {
+			return true
+		}
+	}
+	return false
 }
 
 // keyEnv names the variable the settings take the API key from.

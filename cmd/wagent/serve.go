@@ -77,6 +77,7 @@ Examples:
 			o.srv.SetToken(token)
 			var ln net.Listener
 			if addr := c.String("listen"); addr != "" {
+				o.shared = true // sessions may come from anyone with the token
 				if ln, err = net.Listen("tcp", addr); err != nil {
 					o.shutdown()
 					return fail(exitFailure, "listen on %s: %v", addr, err)

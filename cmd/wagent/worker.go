@@ -100,7 +100,7 @@ Examples:
 				return err
 			}
 			defer l.Close()
-			o := &owner{env: env, mode: modeDrive, log: l, bus: bus, pipes: map[string]*loadedPipeline{}, mcp: mcp.NewHub(), pipelinesDir: dir}
+			o := &owner{env: env, mode: modeDrive, log: l, bus: bus, pipes: map[string]*loadedPipeline{}, mcp: mcp.NewHub(), pipelinesDir: dir, shared: true}
 			if o.w, err = startRuntime(context.Background(), env); err != nil {
 				return err
 			}
@@ -177,7 +177,7 @@ func serveNATS(ctx context.Context, c *cli.Context, env *cliEnv, u, token string
 		return err
 	}
 	defer l.Close()
-	o := &owner{env: env, mode: modeRecord, log: l, bus: bus, pipes: map[string]*loadedPipeline{}, mcp: mcp.NewHub()}
+	o := &owner{env: env, mode: modeRecord, log: l, bus: bus, pipes: map[string]*loadedPipeline{}, mcp: mcp.NewHub(), shared: true}
 	srv, err := server.New(server.Options{
 		Log: l, Wake: bus.Wake, Interrupt: bus.Interrupt, Token: token, Version: version, StoreName: redactURL(u),
 		Base:    engine.Config{Durability: engine.SyncAtBoundaries, Warn: func(msg string) { tprintln(env.stderr, "wagent: "+oneLine(msg)) }},
