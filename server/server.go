@@ -372,6 +372,13 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) (*engine.Sessio
 	err := store.ErrNotFound
 	if !writing {
 		sess, err = s.host.Open(r.Context(), id)
+		// A fork or import may have reserved the id while this opened it:
+		// what was opened then is part of a log still being written.
+		s.mu.Lock()
+		if err == nil && s.writing[id] {
+			sess, err = nil, store.ErrNotFound
+		}
+		s.mu.Unlock()
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no session %q in this store (GET /v1/sessions lists them)", id))
