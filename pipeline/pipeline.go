@@ -235,6 +235,33 @@ type Builtins interface {
 	Names() []string
 }
 
+// A Narrower is Builtins that can give a pipeline that names only some
+// built-ins a smaller module to load them from (the same ops, built from
+// the same code, in a bundle that leaves the others out). Build and
+// Digests narrow to the built-ins a spec names.
+type Narrower interface {
+	Builtins
+	// Narrow returns the Builtins for a pipeline that names these
+	// built-ins; each of them must resolve in it.
+	Narrow(names []string) Builtins
+}
+
+// builtinsFor narrows b to the built-ins ops name (the fallback among
+// them unless noFallback), if b is a Narrower.
+func builtinsFor(b Builtins, ops []OpSpec) Builtins {
+	n, ok := b.(Narrower)
+	if !ok {
+		return b
+	}
+	var names []string
+	for _, o := range ops {
+		if name, ok := strings.CutPrefix(o.Use, BuiltinPrefix); ok && o.Module == nil {
+			names = append(names, name)
+		}
+	}
+	return n.Narrow(names)
+}
+
 // MapBuiltins is a Builtins of one module per name.
 type MapBuiltins map[string][]byte
 
@@ -315,6 +342,10 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 			ops = append(append([]OpSpec(nil), ops...), OpSpec{Use: BuiltinPrefix + Fallback})
 		}
 	}
+	all := o.Builtins
+	if o.Builtins != nil {
+		o.Builtins = builtinsFor(o.Builtins, ops)
+	}
 	l := &Loaded{}
 	var engineOps []engine.Operation
 	// A bundle named by several entries is loaded (and hashed) once.
@@ -373,7 +404,7 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", at, err)
 		}
-		if err := s.reservedName(spec, op.Manifest().Name, wasm, o.Builtins); err != nil {
+		if err := s.reservedName(spec, op.Manifest().Name, wasm, all); err != nil {
 			return nil, fmt.Errorf("%s: %v", at, err)
 		}
 		l.Ops = append(l.Ops, op)
@@ -400,6 +431,12 @@ func (s *Spec) reservedName(spec OpSpec, name string, wasm []byte, b Builtins) e
 	bw, _, ok := b.Lookup(name)
 	if !ok || bytes.Equal(bw, wasm) {
 		return nil
+	}
+	if n, ok := b.(Narrower); ok {
+		// A copy of the smaller bundle that carries it.
+		if nw, _, ok := n.Narrow([]string{name}).Lookup(name); ok && bytes.Equal(nw, wasm) {
+			return nil
+		}
 	}
 	return fmt.Errorf("the module's op is named %q, the name of a built-in; a module that is not the built-in must name its op otherwise", name)
 }
