@@ -514,12 +514,20 @@ func parseInputs(d *reader, strict bool) ([]InputMessage, error) {
 	}
 }
 
+// toolViewCalls is a tool view with room for its first calls, allocated
+// at once: in a Go guest every allocation costs (see RATIONALE.md).
+type toolViewCalls struct {
+	ToolView
+	calls [4]PendingCall
+}
+
 func parseToolView(d *reader) (*ToolView, error) {
 	ok, err := d.object()
 	if err != nil || !ok {
 		return nil, err
 	}
-	t := &ToolView{}
+	tc := &toolViewCalls{}
+	t := &tc.ToolView
 	first := true
 	for {
 		key, more, err := d.key(&first)
@@ -531,7 +539,7 @@ func parseToolView(d *reader) (*ToolView, error) {
 		}
 		switch string(key) {
 		case "calls":
-			t.Calls, err = parseCalls(d)
+			t.Calls, err = parseCalls(d, tc.calls[:0])
 		case "offered":
 			t.Offered, err = d.strings()
 		case "run":
@@ -545,12 +553,12 @@ func parseToolView(d *reader) (*ToolView, error) {
 	}
 }
 
-func parseCalls(d *reader) ([]PendingCall, error) {
+// parseCalls appends to out, which is empty.
+func parseCalls(d *reader, out []PendingCall) ([]PendingCall, error) {
 	ok, err := d.array()
 	if err != nil || !ok {
 		return nil, err
 	}
-	out := []PendingCall{}
 	first := true
 	for {
 		more, err := d.elem(&first)

@@ -74,6 +74,28 @@ var (
 	theCall Call
 )
 
+// arena hands out memory for views and messages, whose strings alias it.
+// Bytes once handed out are never handed out again, so a string an op
+// keeps (in a global, say) never changes: the arena's cut-off part stays
+// alive, garbage collected as a whole, until no string points into it.
+// One allocation serves many small views instead of one each.
+var arena []byte
+
+const arenaSize = 16 << 10
+
+// fresh returns n bytes no one else has been given.
+func fresh(n int) []byte {
+	if n > arenaSize/4 {
+		return make([]byte, n)
+	}
+	if len(arena) < n {
+		arena = make([]byte, arenaSize)
+	}
+	b := arena[:n:n]
+	arena = arena[n:]
+	return b
+}
+
 type wasmHost struct{}
 
 func ptr(b []byte) unsafe.Pointer {
@@ -94,12 +116,13 @@ func handle(h hostabi.Hook, viewLen int32) int32 {
 	c := &theCall
 	c.effects = c.effects[:0]
 	c.host = wasmHost{}
-	// A fresh buffer per call: the view's strings share it (one
-	// allocation instead of one per string), so it must not be reused.
-	viewBuf := make([]byte, viewLen)
+	// The view's strings share the memory it is read into (one
+	// allocation instead of one per string), so that memory is never
+	// written again: each view takes fresh bytes from the arena.
+	viewBuf := fresh(int(viewLen))
 	n := hostView(ptr(viewBuf), uint32(len(viewBuf)))
 	if int(n) > len(viewBuf) {
-		viewBuf = make([]byte, n)
+		viewBuf = fresh(int(n))
 		n = hostView(ptr(viewBuf), uint32(len(viewBuf)))
 	}
 	if err := hostabi.ParseViewShared(viewBuf[:n], &c.View); err != nil {
@@ -142,7 +165,7 @@ func (wasmHost) message(i int) (hostabi.Message, bool) {
 	}
 	// The message's strings share a buffer of their own (one allocation
 	// instead of one per string), so they stay valid after the call.
-	own := make([]byte, len(b))
+	own := fresh(len(b))
 	copy(own, b)
 	var m hostabi.Message
 	if err := hostabi.ParseMessageShared(own, &m); err != nil {
