@@ -114,6 +114,20 @@ func (d *reader) object() (bool, error) {
 // key returns the next key of an object, or ok=false at its closing brace.
 // first tells whether no member has been read yet.
 func (d *reader) key(first *bool) (key []byte, ok bool, err error) {
+	// The fast path reads a key as the codec writes it, `,"name":` (or
+	// `"name":` first), in a few branches; anything else (white space,
+	// escapes, the end, errors) takes the general path below.
+	b, i := d.b, d.i
+	if !*first && i < len(b) && b[i] == ',' {
+		i++
+	}
+	if (i > d.i || *first) && i < len(b) && b[i] == '"' {
+		if j := plain(b, i+1); j+1 < len(b) && b[j] == '"' && b[j+1] == ':' {
+			*first = false
+			d.i = j + 2
+			return b[i+1 : j], true, nil
+		}
+	}
 	c := d.peek()
 	if c == '}' {
 		d.i++
@@ -446,7 +460,9 @@ func (d *reader) bool() (bool, error) {
 	return false, d.errorf("want true or false")
 }
 
-// skip reads any value and returns its bytes.
+// skip reads any value and returns its bytes. Objects and arrays are
+// walked in a loop with a stack of the open ones rather than by
+// recursion: in a Go guest a call per member costs more than the member.
 func (d *reader) skip(depth int) ([]byte, error) {
 	limit := d.depth
 	if limit == 0 {
@@ -457,63 +473,81 @@ func (d *reader) skip(depth int) ([]byte, error) {
 	}
 	c := d.peek()
 	start := d.i
+	if c != '{' && c != '[' {
+		if err := d.scalar(c); err != nil {
+			return nil, err
+		}
+		return d.b[start:d.i], nil
+	}
+	var small [32]byte
+	open := append(small[:0], c) // the brackets of the containers being read
+	d.i++
+	first := true
+	for {
+		var more bool
+		var err error
+		if open[len(open)-1] == '{' {
+			_, more, err = d.key(&first)
+		} else {
+			more, err = d.elem(&first)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			// The container closed: carry on in the one around it.
+			if open = open[:len(open)-1]; len(open) == 0 {
+				return d.b[start:d.i], nil
+			}
+			first = false
+			continue
+		}
+		// A member or element follows, one level deeper.
+		if depth+len(open) >= limit {
+			return nil, d.errorf("nested deeper than %d", limit)
+		}
+		if c = d.peek(); c == '{' || c == '[' {
+			open = append(open, c)
+			d.i++
+			first = true
+			continue
+		}
+		if err := d.scalar(c); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// scalar reads a value that is not an object or an array; c is its first
+// byte, at d.i.
+func (d *reader) scalar(c byte) error {
 	switch {
-	case c == '{':
-		d.i++
-		first := true
-		for {
-			_, ok, err := d.key(&first)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				break
-			}
-			if _, err := d.skip(depth + 1); err != nil {
-				return nil, err
-			}
-		}
-	case c == '[':
-		d.i++
-		first := true
-		for {
-			ok, err := d.elem(&first)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				break
-			}
-			if _, err := d.skip(depth + 1); err != nil {
-				return nil, err
-			}
-		}
 	case c == '"':
 		if j := plain(d.b, d.i+1); j < len(d.b) && d.b[j] == '"' {
 			d.i = j + 1
 		} else if _, err := d.strBytes(nil); err != nil {
-			return nil, err
+			return err
 		}
 	case c == 't':
 		if !d.lit("true") {
-			return nil, d.errorf("bad literal")
+			return d.errorf("bad literal")
 		}
 	case c == 'f':
 		if !d.lit("false") {
-			return nil, d.errorf("bad literal")
+			return d.errorf("bad literal")
 		}
 	case c == 'n':
 		if !d.lit("null") {
-			return nil, d.errorf("bad literal")
+			return d.errorf("bad literal")
 		}
 	case c == '-' || ('0' <= c && c <= '9'):
 		if _, err := d.number(); err != nil {
-			return nil, err
+			return err
 		}
 	default:
-		return nil, d.errorf("want a value")
+		return d.errorf("want a value")
 	}
-	return d.b[start:d.i], nil
+	return nil
 }
 
 // raw reads any value and returns it (a copy unless aliasing); null gives
@@ -598,8 +632,13 @@ const hexDigits = "0123456789abcdef"
 // and <, >, & are left as they are (the ABI is not HTML).
 func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
+	// The bytes plain skips are written as they are.
+	sb := unsafe.Slice(unsafe.StringData(s), len(s))
 	start := 0
 	for i := 0; i < len(s); {
+		if i = plain(sb, i); i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {

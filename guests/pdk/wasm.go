@@ -74,28 +74,6 @@ var (
 	theCall Call
 )
 
-// arena hands out memory for views and messages, whose strings alias it.
-// Bytes once handed out are never handed out again, so a string an op
-// keeps (in a global, say) never changes: the arena's cut-off part stays
-// alive, garbage collected as a whole, until no string points into it.
-// One allocation serves many small views instead of one each.
-var arena []byte
-
-const arenaSize = 16 << 10
-
-// fresh returns n bytes no one else has been given.
-func fresh(n int) []byte {
-	if n > arenaSize/4 {
-		return make([]byte, n)
-	}
-	if len(arena) < n {
-		arena = make([]byte, arenaSize)
-	}
-	b := arena[:n:n]
-	arena = arena[n:]
-	return b
-}
-
 type wasmHost struct{}
 
 func ptr(b []byte) unsafe.Pointer {
