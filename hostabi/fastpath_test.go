@@ -131,3 +131,29 @@ func TestToolViewCalls(t *testing.T) {
 		t.Fatalf("calls named twice: %+v, encoding/json %+v", got.Tool.Calls, std.Tool.Calls)
 	}
 }
+
+// The host decodes every effect of every call: the kinds and scopes
+// effects repeat are not copied, and any other string still reads as it
+// is written, escapes included.
+func TestParseEffectsKnownStrings(t *testing.T) {
+	doc := []byte(`[{"kind":"decision","call_id":"c1","allow":true,"scope":"once"}]`)
+	dst := make([]Effect, 0, 1)
+	if n := testing.AllocsPerRun(100, func() { ParseEffects(dst[:0], doc) }); n != 1 {
+		t.Errorf("decoding a decision allocates %v times, want 1 (its call id)", n)
+	}
+	for _, tc := range []struct{ doc, kind, scope string }{
+		{`[{"kind":"decision","scope":"always"}]`, "decision", "always"},
+		{`[{"kind":"decisio\u006e","scope":"onc\u0065"}]`, "decision", "once"},
+		{`[{"kind":"bogus","scope":"sometimes"}]`, "bogus", "sometimes"},
+		{`[{"kind":"","scope":null}]`, "", ""},
+		{`[{"kind" : "steer" , "scope" : "once"}]`, "steer", "once"},
+	} {
+		got, err := ParseEffects(nil, []byte(tc.doc))
+		if err != nil || len(got) != 1 || string(got[0].Kind) != tc.kind || got[0].Scope != tc.scope {
+			t.Errorf("ParseEffects(%s) = %+v, %v; want kind %q scope %q", tc.doc, got, err, tc.kind, tc.scope)
+		}
+	}
+	if _, err := ParseEffects(nil, []byte(`[{"kind":decision}]`)); err == nil {
+		t.Error("an unquoted kind was accepted")
+	}
+}
