@@ -55,6 +55,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -287,6 +288,11 @@ type Options struct {
 	// MCP runs the pipeline's MCP servers; pipelines built with one hub
 	// share its servers. Required when the spec has an MCP entry.
 	MCP *mcp.Hub
+	// Loaded are modules the Runtime has already loaded, by the first
+	// byte of the slice they were loaded from: a module whose bytes are
+	// that very slice is not hashed, scanned and checked again. Only for
+	// bytes that never change (the embedded built-ins).
+	Loaded map[*byte]*wasmhost.Module
 }
 
 // Loaded is a built pipeline with what each op was loaded from.
@@ -312,7 +318,10 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 	l := &Loaded{}
 	var engineOps []engine.Operation
 	// A bundle named by several entries is loaded (and hashed) once.
-	loaded := map[*byte]*wasmhost.Module{}
+	loaded := maps.Clone(o.Loaded)
+	if loaded == nil {
+		loaded = map[*byte]*wasmhost.Module{}
+	}
 	for i, spec := range ops {
 		at := fmt.Sprintf("pipeline %s: op %d (%s)", s.label(), i+1, spec.Use)
 		if spec.Line > 0 {

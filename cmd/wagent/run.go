@@ -264,6 +264,9 @@ func keyEnv(s settings) string {
 type warmRuntime struct {
 	rt   *wasmhost.Runtime
 	done chan struct{}
+	// builtins is the embedded bundle, loaded while the store opens (nil
+	// if that failed: the pipeline's load reports why).
+	builtins *wasmhost.Module
 }
 
 func startRuntime(ctx context.Context, env *cliEnv) (*warmRuntime, error) {
@@ -278,7 +281,7 @@ func startRuntime(ctx context.Context, env *cliEnv) (*warmRuntime, error) {
 	w := &warmRuntime{rt: rt, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
-		rt.Load(ctx, builtins.Module()) // errors surface again when the pipeline loads it
+		w.builtins, _ = rt.Load(ctx, builtins.Module()) // errors surface again when the pipeline loads it
 	}()
 	return w, nil
 }
@@ -311,7 +314,11 @@ func loadPipeline(ctx context.Context, env *cliEnv, s settings, w *warmRuntime, 
 		progress.loading(current)
 	})
 	<-w.done
-	l, err := spec.Build(ctx, pipeline.Options{Runtime: w.rt, Builtins: builtinModules(), MCP: hub, Progress: func(use string) {
+	var loaded map[*byte]*wasmhost.Module
+	if w.builtins != nil {
+		loaded = map[*byte]*wasmhost.Module{&builtins.Module()[0]: w.builtins}
+	}
+	l, err := spec.Build(ctx, pipeline.Options{Runtime: w.rt, Builtins: builtinModules(), MCP: hub, Loaded: loaded, Progress: func(use string) {
 		mu.Lock()
 		defer mu.Unlock()
 		current = use
