@@ -248,26 +248,26 @@ func AppendMessage(dst []byte, m *Message) []byte {
 
 // AppendEffect appends e as JSON to dst.
 func AppendEffect(dst []byte, e *Effect) []byte {
-	f := true
-	dst = append(dst, '{')
-	dst = appendKey(dst, &f, "kind")
+	// kind comes first, so every other member follows a comma: each key
+	// is one append of a constant (in a Go guest an append is a call).
+	dst = append(dst, `{"kind":`...)
 	dst = appendString(dst, string(e.Kind))
-	str := func(key, v string) {
+	str := func(member, v string) {
 		if v != "" {
-			dst = appendKey(dst, &f, key)
+			dst = append(dst, member...)
 			dst = appendString(dst, v)
 		}
 	}
-	str("key", e.Key)
-	str("value", e.Value)
-	str("level", e.Level)
-	str("text", e.Text)
+	str(`,"key":`, e.Key)
+	str(`,"value":`, e.Value)
+	str(`,"level":`, e.Level)
+	str(`,"text":`, e.Text)
 	if len(e.Messages) > 0 {
-		dst = appendKey(dst, &f, "messages")
+		dst = append(dst, `,"messages":`...)
 		dst = appendInputs(dst, e.Messages)
 	}
 	if t := e.Tool; t != nil {
-		dst = appendKey(dst, &f, "tool")
+		dst = append(dst, `,"tool":`...)
 		g := true
 		dst = append(dst, '{')
 		dst = appendKey(dst, &g, "name")
@@ -290,28 +290,25 @@ func AppendEffect(dst []byte, e *Effect) []byte {
 		}
 		dst = append(dst, '}')
 	}
-	str("call_id", e.CallID)
+	str(`,"call_id":`, e.CallID)
 	if len(e.CallIDs) > 0 {
-		dst = appendKey(dst, &f, "call_ids")
+		dst = append(dst, `,"call_ids":`...)
 		dst = appendStrings(dst, e.CallIDs)
 	}
 	if e.Allow {
-		dst = appendKey(dst, &f, "allow")
-		dst = appendBool(dst, true)
+		dst = append(dst, `,"allow":true`...)
 	}
-	str("scope", e.Scope)
-	str("content", e.Content)
+	str(`,"scope":`, e.Scope)
+	str(`,"content":`, e.Content)
 	if e.IsError {
-		dst = appendKey(dst, &f, "is_error")
-		dst = appendBool(dst, true)
+		dst = append(dst, `,"is_error":true`...)
 	}
-	str("code", e.Code)
+	str(`,"code":`, e.Code)
 	if e.ConcludesTurn {
-		dst = appendKey(dst, &f, "concludes_turn")
-		dst = appendBool(dst, true)
+		dst = append(dst, `,"concludes_turn":true`...)
 	}
 	if e.DelayMS != 0 {
-		dst = appendKey(dst, &f, "delay_ms")
+		dst = append(dst, `,"delay_ms":`...)
 		dst = appendInt(dst, e.DelayMS)
 	}
 	return append(dst, '}')
@@ -514,12 +511,20 @@ func parseInputs(d *reader, strict bool) ([]InputMessage, error) {
 	}
 }
 
+// toolViewCalls is a tool view with room for its first calls, allocated
+// at once: in a Go guest every allocation costs (see RATIONALE.md).
+type toolViewCalls struct {
+	ToolView
+	calls [4]PendingCall
+}
+
 func parseToolView(d *reader) (*ToolView, error) {
 	ok, err := d.object()
 	if err != nil || !ok {
 		return nil, err
 	}
-	t := &ToolView{}
+	tc := &toolViewCalls{}
+	t := &tc.ToolView
 	first := true
 	for {
 		key, more, err := d.key(&first)
@@ -531,7 +536,7 @@ func parseToolView(d *reader) (*ToolView, error) {
 		}
 		switch string(key) {
 		case "calls":
-			t.Calls, err = parseCalls(d)
+			t.Calls, err = parseCalls(d, tc.calls[:0])
 		case "offered":
 			t.Offered, err = d.strings()
 		case "run":
@@ -545,12 +550,12 @@ func parseToolView(d *reader) (*ToolView, error) {
 	}
 }
 
-func parseCalls(d *reader) ([]PendingCall, error) {
+// parseCalls appends to out, which is empty.
+func parseCalls(d *reader, out []PendingCall) ([]PendingCall, error) {
 	ok, err := d.array()
 	if err != nil || !ok {
 		return nil, err
 	}
-	out := []PendingCall{}
 	first := true
 	for {
 		more, err := d.elem(&first)
@@ -890,7 +895,7 @@ func parseEffect(d *reader, e *Effect) error {
 		switch string(key) {
 		case "kind":
 			var s string
-			s, err = d.str()
+			s, err = d.known()
 			e.Kind = Kind(s)
 		case "key":
 			e.Key, err = d.str()
@@ -911,7 +916,7 @@ func parseEffect(d *reader, e *Effect) error {
 		case "allow":
 			e.Allow, err = d.bool()
 		case "scope":
-			e.Scope, err = d.str()
+			e.Scope, err = d.known()
 		case "content":
 			e.Content, err = d.str()
 		case "is_error":
@@ -931,6 +936,33 @@ func parseEffect(d *reader, e *Effect) error {
 	}
 	return nil
 }
+
+// known reads a string as str does, without copying it when it is one of
+// the values effects repeat (kinds and scopes): the host decodes every
+// effect of every call, and these are most of its strings.
+func (d *reader) known() (string, error) {
+	if d.peek() == '"' {
+		if j := plain(d.b, d.i+1); j < len(d.b) && d.b[j] == '"' {
+			if s := knownString(d.b[d.i+1 : j]); s != "" {
+				d.i = j + 1
+				return s, nil
+			}
+		}
+	}
+	return d.str()
+}
+
+// knownStrings maps each effect kind and scope to itself; looking a
+// []byte up in it allocates nothing.
+var knownStrings = func() map[string]string {
+	m := map[string]string{ScopeOnce: ScopeOnce, ScopeAlways: ScopeAlways}
+	for k := range allowed {
+		m[string(k)] = string(k)
+	}
+	return m
+}()
+
+func knownString(b []byte) string { return knownStrings[string(b)] }
 
 // parseToolSpec decodes into prev when a duplicate key already set it, as
 // encoding/json does.

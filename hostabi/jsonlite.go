@@ -1,9 +1,11 @@
 package hostabi
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -49,8 +51,17 @@ func (d *reader) ws() {
 	}
 }
 
-// peek skips white space and returns the next byte (0 at the end).
+// peek skips white space and returns the next byte (0 at the end). The
+// common case, no white space, is inlined: in a Go guest every call
+// costs (see RATIONALE.md).
 func (d *reader) peek() byte {
+	if d.i < len(d.b) && d.b[d.i] > ' ' {
+		return d.b[d.i]
+	}
+	return d.peekSpace()
+}
+
+func (d *reader) peekSpace() byte {
 	for d.i < len(d.b) {
 		switch c := d.b[d.i]; c {
 		case ' ', '\t', '\n', '\r':
@@ -103,6 +114,30 @@ func (d *reader) object() (bool, error) {
 // key returns the next key of an object, or ok=false at its closing brace.
 // first tells whether no member has been read yet.
 func (d *reader) key(first *bool) (key []byte, ok bool, err error) {
+	// The fast path reads a key as the codec writes it, `,"name":` (or
+	// `"name":` first), in a few branches; anything else (white space,
+	// escapes, the end, errors) takes the general path below.
+	b, i := d.b, d.i
+	if !*first && i < len(b) && b[i] == ',' {
+		i++
+	}
+	if (i > d.i || *first) && i < len(b) && b[i] == '"' {
+		// plain's first word, inlined: most keys end in it.
+		j := len(b)
+		if i+9 <= len(b) {
+			if t := stops(binary.LittleEndian.Uint64(b[i+1:])); t != 0 {
+				j = i + 1 + bits.TrailingZeros64(t)/8
+			}
+		}
+		if j == len(b) {
+			j = plain(b, i+1)
+		}
+		if j+1 < len(b) && b[j] == '"' && b[j+1] == ':' {
+			*first = false
+			d.i = j + 2
+			return b[i+1 : j], true, nil
+		}
+	}
 	c := d.peek()
 	if c == '}' {
 		d.i++
@@ -119,8 +154,11 @@ func (d *reader) key(first *bool) (key []byte, ok bool, err error) {
 	if c != '"' {
 		return nil, false, d.errorf("want a string key")
 	}
-	key, err = d.strBytes(nil)
-	if err != nil {
+	// Keys rarely need unescaping: read them here rather than through
+	// strBytes, a call fewer per key.
+	if j := plain(d.b, d.i+1); j < len(d.b) && d.b[j] == '"' {
+		key, d.i = d.b[d.i+1:j], j+1
+	} else if key, err = d.strBytes(nil); err != nil {
 		return nil, false, err
 	}
 	if d.peek() != ':' {
@@ -175,21 +213,43 @@ func (d *reader) str() (string, error) {
 	}
 	start := d.i + 1
 	// Fast path: no escapes, ASCII only.
-	for j := start; j < len(d.b); j++ {
-		c := d.b[j]
-		if c == '"' {
-			d.i = j + 1
-			if d.alias {
-				return unsafe.String(unsafe.SliceData(d.b[start:]), j-start), nil
-			}
-			return string(d.b[start:j]), nil
+	if j := plain(d.b, start); j < len(d.b) && d.b[j] == '"' {
+		d.i = j + 1
+		if d.alias {
+			return unsafe.String(unsafe.SliceData(d.b[start:]), j-start), nil
 		}
-		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
-			break
-		}
+		return string(d.b[start:j]), nil
 	}
 	b, err := d.strBytes(nil)
 	return string(b), err
+}
+
+// plain returns the index of the first byte of b at or after j that ends
+// the fast path of a string: a quote, a backslash, a control character or
+// a byte of a multi-byte UTF-8 sequence; len(b) if there is none. It looks
+// at eight bytes at a time, which in a Go guest is several times faster
+// than a byte at a time on the keys and short strings views are made of.
+func plain(b []byte, j int) int {
+	for ; j+8 <= len(b); j += 8 {
+		if t := stops(binary.LittleEndian.Uint64(b[j:])); t != 0 {
+			return j + bits.TrailingZeros64(t)/8
+		}
+	}
+	for ; j < len(b); j++ {
+		if c := b[j]; c == '"' || c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
+			return j
+		}
+	}
+	return j
+}
+
+// stops sets the high bit of each byte of x that is >= 0x80, < 0x20, '"'
+// or '\\' (a byte that is 0 after the xor borrows in the subtraction).
+// Borrows only ever flag bytes above a flagged one, so the lowest flagged
+// byte is the first that ends the fast path.
+func stops(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	return (x | (x - 0x20*ones) | ((x ^ '"'*ones) - ones) | ((x ^ '\\'*ones) - ones)) & highs
 }
 
 // strBytes reads a string, unescaping it into dst (or aliasing the input
@@ -201,17 +261,14 @@ func (d *reader) strBytes(dst []byte) ([]byte, error) {
 	}
 	d.i++
 	start := d.i
-	for j := start; j < len(d.b); j++ {
-		c := d.b[j]
-		if c == '"' {
-			d.i = j + 1
-			return d.b[start:j], nil
-		}
-		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
-			break
-		}
+	j := plain(d.b, start)
+	if j < len(d.b) && d.b[j] == '"' {
+		d.i = j + 1
+		return d.b[start:j], nil
 	}
-	out := dst[:0]
+	// What comes before j needs no unescaping.
+	out := append(dst[:0], d.b[start:j]...)
+	d.i = j
 	for d.i < len(d.b) {
 		c := d.b[d.i]
 		switch {
@@ -304,47 +361,54 @@ func (d *reader) hex4() (rune, bool) {
 	return r, true
 }
 
-// number scans a JSON number and returns its text.
+// number scans a JSON number and returns its text. It works on locals
+// and stores the offset once: in a Go guest every d.i++ is a store to
+// linear memory.
 func (d *reader) number() ([]byte, error) {
-	d.ws()
-	start := d.i
-	if d.i < len(d.b) && d.b[d.i] == '-' {
-		d.i++
+	d.peek()
+	b, start := d.b, d.i
+	i := start
+	if i < len(b) && b[i] == '-' {
+		i++
 	}
 	switch {
-	case d.i < len(d.b) && d.b[d.i] == '0':
-		d.i++
-	case d.i < len(d.b) && '1' <= d.b[d.i] && d.b[d.i] <= '9':
-		for d.i < len(d.b) && '0' <= d.b[d.i] && d.b[d.i] <= '9' {
-			d.i++
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && '1' <= b[i] && b[i] <= '9':
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
 		}
 	default:
+		d.i = i
 		return nil, d.errorf("want a number")
 	}
-	if d.i < len(d.b) && d.b[d.i] == '.' {
-		d.i++
-		n := d.i
-		for d.i < len(d.b) && '0' <= d.b[d.i] && d.b[d.i] <= '9' {
-			d.i++
+	if i < len(b) && b[i] == '.' {
+		i++
+		n := i
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
 		}
-		if d.i == n {
+		if i == n {
+			d.i = i
 			return nil, d.errorf("want digits after '.'")
 		}
 	}
-	if d.i < len(d.b) && (d.b[d.i] == 'e' || d.b[d.i] == 'E') {
-		d.i++
-		if d.i < len(d.b) && (d.b[d.i] == '+' || d.b[d.i] == '-') {
-			d.i++
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
 		}
-		n := d.i
-		for d.i < len(d.b) && '0' <= d.b[d.i] && d.b[d.i] <= '9' {
-			d.i++
+		n := i
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
 		}
-		if d.i == n {
+		if i == n {
+			d.i = i
 			return nil, d.errorf("want digits in exponent")
 		}
 	}
-	return d.b[start:d.i], nil
+	d.i = i
+	return b[start:i], nil
 }
 
 // int reads an integer (null gives 0). Fractions and exponents are refused,
@@ -408,7 +472,9 @@ func (d *reader) bool() (bool, error) {
 	return false, d.errorf("want true or false")
 }
 
-// skip reads any value and returns its bytes.
+// skip reads any value and returns its bytes. Objects and arrays are
+// walked in a loop with a stack of the open ones rather than by
+// recursion: in a Go guest a call per member costs more than the member.
 func (d *reader) skip(depth int) ([]byte, error) {
 	limit := d.depth
 	if limit == 0 {
@@ -419,61 +485,81 @@ func (d *reader) skip(depth int) ([]byte, error) {
 	}
 	c := d.peek()
 	start := d.i
-	switch {
-	case c == '{':
-		d.i++
-		first := true
-		for {
-			_, ok, err := d.key(&first)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				break
-			}
-			if _, err := d.skip(depth + 1); err != nil {
-				return nil, err
-			}
-		}
-	case c == '[':
-		d.i++
-		first := true
-		for {
-			ok, err := d.elem(&first)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				break
-			}
-			if _, err := d.skip(depth + 1); err != nil {
-				return nil, err
-			}
-		}
-	case c == '"':
-		if _, err := d.strBytes(nil); err != nil {
+	if c != '{' && c != '[' {
+		if err := d.scalar(c); err != nil {
 			return nil, err
+		}
+		return d.b[start:d.i], nil
+	}
+	var small [32]byte
+	open := append(small[:0], c) // the brackets of the containers being read
+	d.i++
+	first := true
+	for {
+		var more bool
+		var err error
+		if open[len(open)-1] == '{' {
+			_, more, err = d.key(&first)
+		} else {
+			more, err = d.elem(&first)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			// The container closed: carry on in the one around it.
+			if open = open[:len(open)-1]; len(open) == 0 {
+				return d.b[start:d.i], nil
+			}
+			first = false
+			continue
+		}
+		// A member or element follows, one level deeper.
+		if depth+len(open) >= limit {
+			return nil, d.errorf("nested deeper than %d", limit)
+		}
+		if c = d.peek(); c == '{' || c == '[' {
+			open = append(open, c)
+			d.i++
+			first = true
+			continue
+		}
+		if err := d.scalar(c); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// scalar reads a value that is not an object or an array; c is its first
+// byte, at d.i.
+func (d *reader) scalar(c byte) error {
+	switch {
+	case c == '"':
+		if j := plain(d.b, d.i+1); j < len(d.b) && d.b[j] == '"' {
+			d.i = j + 1
+		} else if _, err := d.strBytes(nil); err != nil {
+			return err
 		}
 	case c == 't':
 		if !d.lit("true") {
-			return nil, d.errorf("bad literal")
+			return d.errorf("bad literal")
 		}
 	case c == 'f':
 		if !d.lit("false") {
-			return nil, d.errorf("bad literal")
+			return d.errorf("bad literal")
 		}
 	case c == 'n':
 		if !d.lit("null") {
-			return nil, d.errorf("bad literal")
+			return d.errorf("bad literal")
 		}
 	case c == '-' || ('0' <= c && c <= '9'):
 		if _, err := d.number(); err != nil {
-			return nil, err
+			return err
 		}
 	default:
-		return nil, d.errorf("want a value")
+		return d.errorf("want a value")
 	}
-	return d.b[start:d.i], nil
+	return nil
 }
 
 // raw reads any value and returns it (a copy unless aliasing); null gives
@@ -558,8 +644,13 @@ const hexDigits = "0123456789abcdef"
 // and <, >, & are left as they are (the ABI is not HTML).
 func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
+	// The bytes plain skips are written as they are.
+	sb := unsafe.Slice(unsafe.StringData(s), len(s))
 	start := 0
 	for i := 0; i < len(s); {
+		if i = plain(sb, i); i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/wagent/wagent/hostabi"
@@ -156,5 +157,42 @@ func TestNestedSchema(t *testing.T) {
 	}
 	if !json.Valid([]byte(got)) {
 		t.Error("the schema is not JSON")
+	}
+}
+
+// A view's strings alias the memory it is read into, so fresh never hands
+// out the same bytes twice: a string an op keeps from one call must not
+// change at the next.
+func TestFreshNeverReusesMemory(t *testing.T) {
+	type span struct{ lo, hi uintptr }
+	var seen []span
+	kept := map[int]string{}
+	for i, n := range []int{0, 1, 7, 230, arenaSize / 4, arenaSize/4 + 1, 3000, arenaSize / 4, 5, arenaSize} {
+		for k := 0; k < 6; k++ {
+			b := fresh(n)
+			if len(b) != n || cap(b) != n {
+				t.Fatalf("fresh(%d): len %d cap %d", n, len(b), cap(b))
+			}
+			for j := range b {
+				b[j] = byte('a' + (i+k)%26)
+			}
+			if n == 0 {
+				continue
+			}
+			lo := uintptr(unsafe.Pointer(&b[0]))
+			s := span{lo, lo + uintptr(n)}
+			for _, o := range seen {
+				if s.lo < o.hi && o.lo < s.hi {
+					t.Fatalf("fresh(%d) overlaps bytes handed out before", n)
+				}
+			}
+			seen = append(seen, s)
+			kept[len(kept)] = unsafe.String(&b[0], n)
+		}
+	}
+	for i, s := range kept {
+		if strings.Trim(s, s[:1]) != "" {
+			t.Fatalf("string %d changed after later calls: %q", i, s)
+		}
 	}
 }

@@ -94,12 +94,13 @@ func handle(h hostabi.Hook, viewLen int32) int32 {
 	c := &theCall
 	c.effects = c.effects[:0]
 	c.host = wasmHost{}
-	// A fresh buffer per call: the view's strings share it (one
-	// allocation instead of one per string), so it must not be reused.
-	viewBuf := make([]byte, viewLen)
+	// The view's strings share the memory it is read into (one
+	// allocation instead of one per string), so that memory is never
+	// written again: each view takes fresh bytes from the arena.
+	viewBuf := fresh(int(viewLen))
 	n := hostView(ptr(viewBuf), uint32(len(viewBuf)))
 	if int(n) > len(viewBuf) {
-		viewBuf = make([]byte, n)
+		viewBuf = fresh(int(n))
 		n = hostView(ptr(viewBuf), uint32(len(viewBuf)))
 	}
 	if err := hostabi.ParseViewShared(viewBuf[:n], &c.View); err != nil {
@@ -142,7 +143,7 @@ func (wasmHost) message(i int) (hostabi.Message, bool) {
 	}
 	// The message's strings share a buffer of their own (one allocation
 	// instead of one per string), so they stay valid after the call.
-	own := make([]byte, len(b))
+	own := fresh(len(b))
 	copy(own, b)
 	var m hostabi.Message
 	if err := hostabi.ParseMessageShared(own, &m); err != nil {
