@@ -3,6 +3,7 @@ package wasmops
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -109,6 +110,62 @@ func TestCKitMalformedViews(t *testing.T) {
 				}
 				return
 			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("effects mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The AssemblyScript kit's reader (guests/assemblyscript/wagent.ts) on
+// view documents the host would never write. It trusts the host, so it is
+// laxer than the C kit's; what it must keep is its answers: keys matched
+// after their escapes are undone (compared as bytes when they need no
+// decoding), strings of any length (scanned 16 bytes at a time) with
+// escapes anywhere, and a document cut short answered as far as it goes
+// (the call cut short is a call, whose id was read).
+func TestASKitViews(t *testing.T) {
+	ctx := context.Background()
+	r := runtime(t)
+	m, err := r.Load(ctx, read(t, "policy-as/policy.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := r.NewOp(m, wasmhost.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := "calc_total_with_a_rather_long_name_of_over_thirty_two_bytes"
+	view := toolView(calls("x", "y", long, "é\"q"))
+	const cfg = `"config":{"allow":["x","calc_total_with_a_rather_long_name_of_over_thirty_two_bytes","\u00e9\"q"]}`
+	c := func(i int, name string) string { return `{"id":"c` + strconv.Itoa(i) + `","name":"` + name + `"}` }
+	calls := c(1, "x") + `,` + c(2, "y") + `,` + c(3, long) + `,` + c(4, `\u00e9\"q`)
+	all := []hostabi.Effect{decision("c1", true, "on the allow list"), decision("c3", true, "on the allow list"), decision("c4", true, "on the allow list"), ask("c2")}
+	for _, tc := range []struct {
+		name, doc string
+		want      []hostabi.Effect
+	}{
+		{name: "valid", doc: `{"hook":"tool",` + cfg + `,"tool":{"calls":[` + calls + `]}}`, want: all},
+		{name: "white-space", doc: "{ \"hook\" : \"tool\" ,\n" + cfg + " , \"tool\" : { \"calls\" : [ " + calls + " ] } }", want: all},
+		{name: "escaped-keys", doc: `{"hook":"tool","\u0063onfig":{"\u0061llow":["x","` + long + `","\u00e9\"q"]},"t\u006fol":{"c\u0061lls":[` + calls + `]}}`, want: all},
+		{name: "key-not-ascii", doc: `{"hook":"tool",` + cfg + `,"toolé":{"calls":[` + c(1, "x") + `]},"tool":{"calls":[` + calls + `]}}`, want: all},
+		{name: "long-unknown-members", doc: `{"a_key_of_a_later_minor_longer_than_sixteen":"a value \\\" with an escape after sixteen bytes","hook":"tool",` + cfg + `,"tool":{"calls":[` + calls + `]}}`, want: all},
+		{name: "last-key-counts", doc: `{"hook":"tool","config":{"allow":["y"],"allow":["x","` + long + `","\u00e9\"q"]},"tool":{"calls":[` + calls + `]}}`, want: all},
+		{name: "cut-in-a-call", doc: `{"hook":"tool",` + cfg + `,"tool":{"calls":[` + c(1, "x") + `,{"id":"c2","na`, want: []hostabi.Effect{decision("c1", true, "on the allow list"), ask("c2")}},
+		{name: "cut-in-a-string", doc: `{"hook":"tool",` + cfg + `,"tool":{"calls":[` + c(1, "x") + `,{"id":"c2","name":"a string cut short, and long\`, want: []hostabi.Effect{decision("c1", true, "on the allow list"), ask("c2")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := []byte(tc.doc)
+			fctx := wasmhost.WithDocumentFilter(ctx, func(kind wasmhost.Document, d []byte) []byte {
+				if kind == wasmhost.DocView {
+					return doc
+				}
+				return d
+			})
+			got, err := op.Handle(fctx, view, &conversation{})
 			if err != nil {
 				t.Fatal(err)
 			}
