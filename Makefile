@@ -74,6 +74,7 @@ guests:
 	sh examples/wasm-ops/policy-as/build.sh
 	sh examples/wasm-ops/policy-c/build.sh
 	$(WAGENT_BUILD) -o builtins/builtins.wasm ./guests/builtins/module
+	$(WAGENT_BUILD) -o builtins/core.wasm ./guests/builtins/core
 	$(WAGENT_BUILD) -o examples/wasm-ops/calculator/calculator.wasm ./examples/wasm-ops/calculator
 	sh examples/wasm-ops/deny-word/build.sh
 	$(WAGENT_BUILD) -o testdata/ops/slowtool.wasm ./testdata/ops/slowtool

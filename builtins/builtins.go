@@ -1,28 +1,77 @@
-// Package builtins embeds wagent's built-in operations (the guest module
-// built from ./module) so that the CLI and programs that `go install`
-// wagent need nothing else. The host loads them exactly as it loads a
-// third-party module: through the ABI, checked, sandboxed and limited.
+// Package builtins embeds wagent's built-in operations (the guest modules
+// built from guests/builtins) so that the CLI and programs that `go
+// install` wagent need nothing else. The host loads them exactly as it
+// loads a third-party module: through the ABI, checked, sandboxed and
+// limited.
 package builtins
 
 import (
 	_ "embed"
 	"os"
+	"slices"
 
 	"github.com/wagent/wagent/pipeline"
 )
 
-//go:embed builtins.wasm
-var module []byte
+// module is every built-in op; core is the same ops but files, fetch and
+// shell, built from the same code. A pipeline that names only core ops
+// loads core: the Go runtime is the same, but without the HTML parser
+// and the file tools there is less code for wazero to check on every
+// start (about 0.85x) and an instance starts in about 0.7x the time
+// (x/net/html builds its 2,231-entry entity table in every instance).
+var (
+	//go:embed builtins.wasm
+	module []byte
+	//go:embed core.wasm
+	core []byte
+)
 
-// Module returns the bundle's wasm bytes. Callers must not modify them.
+// Module returns the bundle of every built-in op. Callers must not modify
+// it.
 func Module() []byte { return module }
+
+// CoreModule returns the bundle of the CoreNames ops. Callers must not
+// modify it.
+func CoreModule() []byte { return core }
 
 // Names lists the built-in ops, in the order DefaultPipeline uses them
 // where it does.
 var Names = []string{"approval", "agents-md", "skills", "retry", "turn-stopping", "max-turns", "unknown-tool", "final-output", "compaction", "files", "fetch", "shell"}
 
-// Bundle returns the built-ins for pipeline.Options.Builtins.
-func Bundle() pipeline.Builtins {
+// CoreNames lists the ops CoreModule carries: all but the ones that act
+// through capabilities (files, fetch, shell).
+var CoreNames = []string{"approval", "agents-md", "skills", "retry", "turn-stopping", "max-turns", "unknown-tool", "final-output", "compaction"}
+
+// Bundle returns the built-ins for pipeline.Options.Builtins: each
+// pipeline gets the smaller bundle when all the built-ins it names are in
+// it (see ModuleFor).
+func Bundle() pipeline.Builtins { return bundles{} }
+
+// ModuleFor returns the bundle a pipeline naming these built-ins loads:
+// CoreModule when all of them are core ops, Module otherwise.
+func ModuleFor(names []string) []byte {
+	for _, n := range names {
+		if !slices.Contains(CoreNames, n) {
+			return module
+		}
+	}
+	return core
+}
+
+// bundles resolves built-ins from the whole bundle, and narrows to the
+// core one for a pipeline that needs no more (pipeline.Narrower).
+type bundles struct{}
+
+func (bundles) Lookup(name string) ([]byte, string, bool) {
+	return pipeline.BundleBuiltins{Wasm: module, Ops: Names}.Lookup(name)
+}
+
+func (bundles) Names() []string { return pipeline.BundleBuiltins{Wasm: module, Ops: Names}.Names() }
+
+func (bundles) Narrow(names []string) pipeline.Builtins {
+	if w := ModuleFor(names); &w[0] == &core[0] {
+		return pipeline.BundleBuiltins{Wasm: core, Ops: CoreNames}
+	}
 	return pipeline.BundleBuiltins{Wasm: module, Ops: Names}
 }
 

@@ -19,14 +19,18 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	abitest.Run(t, builtins.Module(), abitest.Options{
-		Ops: map[string]abitest.OpOptions{
-			"approval":      {Config: json.RawMessage(`{"mode":"ask","allow":["load_skill"],"deny":["rm"]}`)},
-			"skills":        {Mounts: []wasmhost.Mount{{HostDir: skills, GuestPath: "/skills"}}},
-			"retry":         {Config: json.RawMessage(`{"attempts":3}`)},
-			"turn-stopping": {Config: json.RawMessage(`{"require_phrase":"DONE"}`)},
-			"max-turns":     {Config: json.RawMessage(`{"max_steps":20}`)},
-		},
-		Runtime: []wasmhost.Option{wasmhost.WithCacheDir(filepath.Join(os.TempDir(), "wagent-builtins-test-cache"))},
-	})
+	for name, wasm := range map[string][]byte{"all": builtins.Module(), "core": builtins.CoreModule()} {
+		t.Run(name, func(t *testing.T) {
+			abitest.Run(t, wasm, abitest.Options{
+				Ops: map[string]abitest.OpOptions{
+					"approval":      {Config: json.RawMessage(`{"mode":"ask","allow":["load_skill"],"deny":["rm"]}`)},
+					"skills":        {Mounts: []wasmhost.Mount{{HostDir: skills, GuestPath: "/skills"}}},
+					"retry":         {Config: json.RawMessage(`{"attempts":3}`)},
+					"turn-stopping": {Config: json.RawMessage(`{"require_phrase":"DONE"}`)},
+					"max-turns":     {Config: json.RawMessage(`{"max_steps":20}`)},
+				},
+				Runtime: []wasmhost.Option{wasmhost.WithCacheDir(filepath.Join(os.TempDir(), "wagent-builtins-test-cache"))},
+			})
+		})
+	}
 }

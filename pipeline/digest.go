@@ -27,6 +27,9 @@ func (s *Spec) Digests(o Options) ([]ModuleDigest, error) {
 			ops = append(append([]OpSpec(nil), ops...), OpSpec{Use: BuiltinPrefix + Fallback})
 		}
 	}
+	if o.Builtins != nil {
+		o.Builtins = builtinsFor(o.Builtins, ops)
+	}
 	var out []ModuleDigest
 	for i, spec := range ops {
 		if spec.MCP != nil {

@@ -55,6 +55,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -234,6 +235,33 @@ type Builtins interface {
 	Names() []string
 }
 
+// A Narrower is Builtins that can give a pipeline that names only some
+// built-ins a smaller module to load them from (the same ops, built from
+// the same code, in a bundle that leaves the others out). Build and
+// Digests narrow to the built-ins a spec names.
+type Narrower interface {
+	Builtins
+	// Narrow returns the Builtins for a pipeline that names these
+	// built-ins; each of them must resolve in it.
+	Narrow(names []string) Builtins
+}
+
+// builtinsFor narrows b to the built-ins ops name (the fallback among
+// them unless noFallback), if b is a Narrower.
+func builtinsFor(b Builtins, ops []OpSpec) Builtins {
+	n, ok := b.(Narrower)
+	if !ok {
+		return b
+	}
+	var names []string
+	for _, o := range ops {
+		if name, ok := strings.CutPrefix(o.Use, BuiltinPrefix); ok && o.Module == nil {
+			names = append(names, name)
+		}
+	}
+	return n.Narrow(names)
+}
+
 // MapBuiltins is a Builtins of one module per name.
 type MapBuiltins map[string][]byte
 
@@ -287,6 +315,11 @@ type Options struct {
 	// MCP runs the pipeline's MCP servers; pipelines built with one hub
 	// share its servers. Required when the spec has an MCP entry.
 	MCP *mcp.Hub
+	// Loaded are modules the Runtime has already loaded, by the first
+	// byte of the slice they were loaded from: a module whose bytes are
+	// that very slice is not hashed, scanned and checked again. Only for
+	// bytes that never change (the embedded built-ins).
+	Loaded map[*byte]*wasmhost.Module
 }
 
 // Loaded is a built pipeline with what each op was loaded from.
@@ -309,10 +342,17 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 			ops = append(append([]OpSpec(nil), ops...), OpSpec{Use: BuiltinPrefix + Fallback})
 		}
 	}
+	all := o.Builtins
+	if o.Builtins != nil {
+		o.Builtins = builtinsFor(o.Builtins, ops)
+	}
 	l := &Loaded{}
 	var engineOps []engine.Operation
 	// A bundle named by several entries is loaded (and hashed) once.
-	loaded := map[*byte]*wasmhost.Module{}
+	loaded := maps.Clone(o.Loaded)
+	if loaded == nil {
+		loaded = map[*byte]*wasmhost.Module{}
+	}
 	for i, spec := range ops {
 		at := fmt.Sprintf("pipeline %s: op %d (%s)", s.label(), i+1, spec.Use)
 		if spec.Line > 0 {
@@ -364,7 +404,7 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", at, err)
 		}
-		if err := s.reservedName(spec, op.Manifest().Name, wasm, o.Builtins); err != nil {
+		if err := s.reservedName(spec, op.Manifest().Name, wasm, all); err != nil {
 			return nil, fmt.Errorf("%s: %v", at, err)
 		}
 		l.Ops = append(l.Ops, op)
@@ -391,6 +431,12 @@ func (s *Spec) reservedName(spec OpSpec, name string, wasm []byte, b Builtins) e
 	bw, _, ok := b.Lookup(name)
 	if !ok || bytes.Equal(bw, wasm) {
 		return nil
+	}
+	if n, ok := b.(Narrower); ok {
+		// A copy of the smaller bundle that carries it.
+		if nw, _, ok := n.Narrow([]string{name}).Lookup(name); ok && bytes.Equal(nw, wasm) {
+			return nil
+		}
 	}
 	return fmt.Errorf("the module's op is named %q, the name of a built-in; a module that is not the built-in must name its op otherwise", name)
 }

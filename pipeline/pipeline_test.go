@@ -229,3 +229,34 @@ func TestConfigCheckedAtLoad(t *testing.T) {
 		t.Fatalf("a good config: %v", err)
 	}
 }
+
+// Options.Loaded answers for the very slice a module was loaded from:
+// Build uses that module (here one from another Runtime, which NewOp
+// refuses, to show it was used) and loads any other slice itself.
+func TestBuildUsesLoadedModules(t *testing.T) {
+	rt, other := runtime(t), runtime(t)
+	wasm, _ := os.ReadFile(calculator)
+	ctx := context.Background()
+	mod, err := rt.Load(ctx, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &pipeline.Spec{Ops: []pipeline.OpSpec{{Use: "builtin:calc"}}}
+	o := pipeline.Options{Runtime: rt, Builtins: pipeline.MapBuiltins{"calc": wasm}, NoFallback: true, Loaded: map[*byte]*wasmhost.Module{&wasm[0]: mod}}
+	if _, err := s.Build(ctx, o); err != nil {
+		t.Fatalf("with the module loaded: %v", err)
+	}
+	foreign, err := other.Load(ctx, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Loaded = map[*byte]*wasmhost.Module{&wasm[0]: foreign}
+	if _, err := s.Build(ctx, o); err == nil || !strings.Contains(err.Error(), "loaded by another runtime") {
+		t.Fatalf("err %v, want the given module used (and refused)", err)
+	}
+	copied := append([]byte(nil), wasm...)
+	o.Builtins = pipeline.MapBuiltins{"calc": copied}
+	if _, err := s.Build(ctx, o); err != nil {
+		t.Fatalf("another slice of the same bytes is loaded, not looked up: %v", err)
+	}
+}

@@ -292,3 +292,56 @@ func BenchmarkGuestPolicyCall(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBundleStart is the part of issue 21's P5 the host controls: the
+// built-ins bundle loaded from a warm cache by a new Runtime (a new
+// process, in effect) and one op's instance started, with its data
+// segments packed (the default) and as the Go linker wrote them,
+// alternating in one loop so that both see the same machine.
+func BenchmarkBundleStart(b *testing.B) {
+	wasm := readRepo(b, "builtins/builtins.wasm")
+	ctx := context.Background()
+	defer func(was bool) { packSegments = was }(packSegments)
+	type side struct {
+		dir             string
+		load, inst, cpu time.Duration
+	}
+	start := func(s *side, packed bool) {
+		packSegments = packed
+		r, err := NewRuntime(ctx, WithCacheDir(s.dir))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer r.Close(ctx)
+		cpu0, t0 := cpuTime(), time.Now()
+		m, err := r.Load(ctx, wasm)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		op, err := r.NewOp(m, Config{Op: m.Manifests()[0].Name})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := op.Warm(ctx); err != nil {
+			b.Fatal(err)
+		}
+		s.load, s.inst, s.cpu = s.load+t1.Sub(t0), s.inst+time.Since(t1), s.cpu+cpuTime()-cpu0
+	}
+	packed, linked := &side{dir: b.TempDir()}, &side{dir: b.TempDir()}
+	start(packed, true) // fill the caches
+	start(linked, false)
+	*packed, *linked = side{dir: packed.dir}, side{dir: linked.dir}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start(packed, true)
+		start(linked, false)
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
+	b.ReportMetric(ms(packed.load), "packed-load-ms")
+	b.ReportMetric(ms(packed.inst), "packed-instance-ms")
+	b.ReportMetric(ms(packed.cpu), "packed-cpu-ms")
+	b.ReportMetric(ms(linked.load), "linked-load-ms")
+	b.ReportMetric(ms(linked.inst), "linked-instance-ms")
+	b.ReportMetric(ms(linked.cpu), "linked-cpu-ms")
+}

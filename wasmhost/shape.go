@@ -77,6 +77,7 @@ type shape struct {
 	// over the whole module.
 	elemEntries, locals uint64
 	hasStart            bool
+	hasDataCount        bool
 	exports             map[string]bool
 	manifest            int // bytes of the manifest section(s)
 	names               int // bytes of the name section(s)
@@ -257,6 +258,7 @@ func (s *shape) read(id byte, body []byte) error {
 	case 9:
 		err = s.readElements(r)
 	case 12:
+		s.hasDataCount = true
 		s.datas = r.u32()
 		if s.datas > maxDataSegments {
 			return fmt.Errorf("module has %d data segments, over the limit of %d", s.datas, maxDataSegments)

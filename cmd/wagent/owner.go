@@ -159,7 +159,7 @@ func openOwner(ctx context.Context, c *cli.Context, env *cliEnv, dir string, m m
 	o := &owner{env: env, dir: dir, mode: m, pipes: map[string]*loadedPipeline{}, mcp: mcp.NewHub()}
 	var err error
 	if m == modeDrive {
-		if o.w, err = startRuntime(ctx, env); err != nil {
+		if o.w, err = startRuntime(ctx, env, preloadFor(c, env)); err != nil {
 			return nil, err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/replay"
 	"github.com/wagent/wagent/pipeline"
@@ -82,7 +83,7 @@ Examples:
 			if evs.Broken != "" {
 				return fail(exitFailure, "session %s cannot be replayed: %s", id, evs.Broken)
 			}
-			w, err := startRuntime(ctx, env)
+			w, err := startRuntime(ctx, env, builtins.CoreModule())
 			if err != nil {
 				return err
 			}

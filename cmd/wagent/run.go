@@ -264,9 +264,17 @@ func keyEnv(s settings) string {
 type warmRuntime struct {
 	rt   *wasmhost.Runtime
 	done chan struct{}
+	// builtins is the embedded bundle preload, loaded while the store
+	// opens (nil if that failed: the pipeline's load reports why).
+	builtins *wasmhost.Module
+	preload  []byte
 }
 
-func startRuntime(ctx context.Context, env *cliEnv) (*warmRuntime, error) {
+// startRuntime starts the wasm runtime and, in the background, loads the
+// built-ins bundle preload names (builtins.ModuleFor: the one the
+// session's pipeline will load, so that its load overlaps the store's
+// open).
+func startRuntime(ctx context.Context, env *cliEnv, preload []byte) (*warmRuntime, error) {
 	opts := []wasmhost.Option{wasmhost.WithLogger(warnings(env.stderr))}
 	if d := env.getenv("WAGENT_CACHE_DIR"); d != "" {
 		opts = append(opts, wasmhost.WithCacheDir(d))
@@ -275,12 +283,38 @@ func startRuntime(ctx context.Context, env *cliEnv) (*warmRuntime, error) {
 	if err != nil {
 		return nil, fail(exitFailure, "start the wasm runtime: %v", err)
 	}
-	w := &warmRuntime{rt: rt, done: make(chan struct{})}
+	w := &warmRuntime{rt: rt, done: make(chan struct{}), preload: preload}
 	go func() {
 		defer close(w.done)
-		rt.Load(ctx, builtins.Module()) // errors surface again when the pipeline loads it
+		w.builtins, _ = rt.Load(ctx, preload) // errors surface again when the pipeline loads it
 	}()
 	return w, nil
+}
+
+// preloadFor is the built-ins bundle the pipeline of a session this
+// command starts will load: the core one for the default pipeline (and
+// when that cannot be known here: a server's sessions name their own),
+// else the one ModuleFor picks for the built-ins its file names.
+func preloadFor(c *cli.Context, env *cliEnv) []byte {
+	r, err := newResolver(c, env)
+	if err != nil {
+		return builtins.CoreModule()
+	}
+	p := r.all()["pipeline"].value
+	if p == "" {
+		return builtins.CoreModule()
+	}
+	spec, err := pipeline.ParseFile(p) // resolved as the session will: a file setting relative to its file
+	if err != nil {
+		return builtins.CoreModule()
+	}
+	names := []string{pipeline.Fallback}
+	for _, op := range spec.Ops {
+		if name, ok := strings.CutPrefix(op.Use, pipeline.BuiltinPrefix); ok {
+			names = append(names, name)
+		}
+	}
+	return builtins.ModuleFor(names)
 }
 
 // close waits for the background load and closes the runtime.
@@ -311,7 +345,11 @@ func loadPipeline(ctx context.Context, env *cliEnv, s settings, w *warmRuntime, 
 		progress.loading(current)
 	})
 	<-w.done
-	l, err := spec.Build(ctx, pipeline.Options{Runtime: w.rt, Builtins: builtinModules(), MCP: hub, Progress: func(use string) {
+	var loaded map[*byte]*wasmhost.Module
+	if w.builtins != nil {
+		loaded = map[*byte]*wasmhost.Module{&w.preload[0]: w.builtins}
+	}
+	l, err := spec.Build(ctx, pipeline.Options{Runtime: w.rt, Builtins: builtinModules(), MCP: hub, Loaded: loaded, Progress: func(use string) {
 		mu.Lock()
 		defer mu.Unlock()
 		current = use

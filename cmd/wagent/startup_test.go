@@ -24,6 +24,11 @@ import (
 //
 // ms-to-first-request is the figure that matters; ns/op is the whole
 // process, answer and exit included.
+//
+// With WAGENT_BASELINE_BIN naming another build of wagent (an earlier
+// commit's, say), warm runs alternate between the two binaries, each with
+// its own cache, and report both and their ratio: a before and after from
+// one run on a noisy machine.
 func BenchmarkStartup(b *testing.B) {
 	bin := wagentBin(b)
 	hits := make(chan time.Time, 16)
@@ -43,7 +48,7 @@ func BenchmarkStartup(b *testing.B) {
 	defer srv.Close()
 
 	var cpu time.Duration // the runs' user and system time
-	runOnce := func(b *testing.B, home, cache string, timed bool) time.Duration {
+	runBin := func(b *testing.B, bin, home, cache string, timed bool, cpu *time.Duration) time.Duration {
 		cmd := exec.Command(bin, "run", "--provider", "openai", "--base-url", srv.URL+"/v1", "--model", "m", "hi")
 		cmd.Env = procEnv(map[string]string{"WAGENT_HOME": home, "WAGENT_CACHE_DIR": cache, "OPENAI_API_KEY": "sk-dummy"})
 		var out bytes.Buffer
@@ -63,7 +68,7 @@ func BenchmarkStartup(b *testing.B) {
 			b.Fatalf("wagent run: %v\n%s", err, out.String())
 		}
 		if timed {
-			cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+			*cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		}
 		if !bytes.Contains(out.Bytes(), []byte("ok")) {
 			b.Fatalf("wagent run printed no answer:\n%s", out.String())
@@ -75,6 +80,9 @@ func BenchmarkStartup(b *testing.B) {
 			b.Fatalf("the server saw no request\n%s", out.String())
 			return 0
 		}
+	}
+	runOnce := func(b *testing.B, home, cache string, timed bool) time.Duration {
+		return runBin(b, bin, home, cache, timed, &cpu)
 	}
 	fresh := func(b *testing.B, parent, prefix string) string {
 		d, err := os.MkdirTemp(parent, prefix)
@@ -106,5 +114,29 @@ func BenchmarkStartup(b *testing.B) {
 		}
 		b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-to-first-request")
 		b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/run")
+	})
+	base := os.Getenv("WAGENT_BASELINE_BIN")
+	if base == "" {
+		return
+	}
+	b.Run("warm-vs-baseline", func(b *testing.B) {
+		tmp := b.TempDir()
+		b.StopTimer()
+		cache, baseCache := filepath.Join(tmp, "cache"), filepath.Join(tmp, "base-cache")
+		var cpuNew, cpuBase time.Duration
+		runBin(b, bin, fresh(b, tmp, "home-"), cache, false, &cpuNew)
+		runBin(b, base, fresh(b, tmp, "home-"), baseCache, false, &cpuBase)
+		var total, baseTotal time.Duration
+		for i := 0; i < b.N; i++ {
+			total += runBin(b, bin, fresh(b, tmp, "home-"), cache, true, &cpuNew)
+			baseTotal += runBin(b, base, fresh(b, tmp, "home-"), baseCache, true, &cpuBase)
+		}
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
+		b.ReportMetric(ms(total), "ms-to-first-request")
+		b.ReportMetric(ms(cpuNew), "cpu-ms/run")
+		b.ReportMetric(ms(baseTotal), "baseline-ms-to-first-request")
+		b.ReportMetric(ms(cpuBase), "baseline-cpu-ms/run")
+		b.ReportMetric(float64(total)/float64(baseTotal), "x_baseline")
+		b.ReportMetric(float64(cpuNew)/float64(cpuBase), "x_baseline_cpu")
 	})
 }

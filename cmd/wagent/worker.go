@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/server/console"
@@ -101,7 +102,7 @@ Examples:
 			}
 			defer l.Close()
 			o := &owner{env: env, mode: modeDrive, log: l, bus: bus, pipes: map[string]*loadedPipeline{}, mcp: mcp.NewHub(), pipelinesDir: dir, shared: true}
-			if o.w, err = startRuntime(context.Background(), env); err != nil {
+			if o.w, err = startRuntime(context.Background(), env, builtins.CoreModule()); err != nil {
 				return err
 			}
 			defer o.closeRuntime()

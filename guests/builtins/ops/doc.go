@@ -2,8 +2,10 @@
 // pdk.Op: approval, skills, retry, turn-stopping, max-turns, unknown-tool,
 // final-output, compaction and agents-md, and the ops that act on the
 // world through the capabilities they are granted (ABI 1.2): files, fetch
-// and shell. They are compiled into one guest module
-// (guests/builtins/module, embedded by the host package builtins) and
+// and shell. They are compiled into a guest module of all of them
+// (guests/builtins/module) and one of those without the capabilities ops
+// (guests/builtins/core: no HTML parser and no file tools, so it loads and
+// starts faster), both embedded by the host package builtins, and
 // loaded by the host exactly as a third-party module would be: through the
 // ABI, sandboxed, with the pipeline's limits and grants. They keep no
 // state between calls: what they must remember is in
@@ -23,7 +25,18 @@ import (
 // All returns every built-in op, each with the test fault switch (see
 // faulty).
 func All() []func() Op {
-	list := []func() Op{Approval, Skills, Retry, TurnStopping, MaxTurns, UnknownTool, FinalOutput, Compaction, AgentsMD, Files, Fetch, Shell}
+	return withFaults(append(core(), Files, Fetch, Shell))
+}
+
+// Core returns the built-ins that act on the world through no capability
+// but a read-only mount: all but files, fetch and shell.
+func Core() []func() Op { return withFaults(core()) }
+
+func core() []func() Op {
+	return []func() Op{Approval, Skills, Retry, TurnStopping, MaxTurns, UnknownTool, FinalOutput, Compaction, AgentsMD}
+}
+
+func withFaults(list []func() Op) []func() Op {
 	out := make([]func() Op, len(list))
 	for i, f := range list {
 		out[i] = func() Op { return faulty(f()) }
