@@ -1,6 +1,7 @@
 package wasmhost
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -164,6 +165,12 @@ func hostEffects(inst *instance, mem api.Memory, stack []uint64) {
 // call's effect limit, view and manifest; the effects join the call's
 // answer. The bytes are not kept.
 func (c *callState) acceptEffects(b []byte) *hostabi.Fault {
+	if c.effects == nil {
+		// One allocation for a typical answer, not one per doubling: an
+		// effect is an object, so there are at most as many as '{' bytes
+		// (more than that, or than the limit, grow as append does).
+		c.effects = make([]hostabi.Effect, 0, min(bytes.Count(b, []byte{'{'}), c.limits.MaxEffects, maxPrealloc))
+	}
 	before := len(c.effects)
 	// The count is checked as the effects are decoded, not after: a flood
 	// of small effects never costs more than the limit's worth of memory.
@@ -182,6 +189,9 @@ func (c *callState) acceptEffects(b []byte) *hostabi.Fault {
 	}
 	return nil
 }
+
+// maxPrealloc bounds the effects acceptEffects makes room for at once.
+const maxPrealloc = 16
 
 // log(level, ptr, len) -> 0
 func hostLog(inst *instance, mem api.Memory, stack []uint64) {

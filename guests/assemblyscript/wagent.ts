@@ -14,8 +14,12 @@
 // Build with asc 0.28 (npm assemblyscript@0.28.20), then embed the
 // manifest (wagent-build -manifest):
 //
-//   asc op.ts -O3 --runtime stub --exportStart _initialize \
+//   asc op.ts -O3 --enable simd --runtime stub --exportStart _initialize \
 //     --use abort=PATH/TO/guests/assemblyscript/wagent/abort -o op.wasm
+//
+// --enable simd lets the reader scan strings 16 bytes at a time (wasm
+// SIMD is wasm 2.0, which the host takes); without it the kit works the
+// same, a byte at a time.
 //
 // --runtime stub is a bump allocator without a collector: handle resets
 // the whole heap when a call starts, so nothing allocated in one call
@@ -86,10 +90,10 @@ export class Raw {
     let found: Raw | null = null;
     r.pos++;
     while (r.more(0x7D)) {
-      const k = r.string();
+      r.key();
       r.colon();
       const v = r.value();
-      if (k == key) found = v;
+      if (r.keyEq(key)) found = v;
     }
     return found;
   }
@@ -105,11 +109,7 @@ export class Raw {
   }
 
   /** The string this is ("" for null, or for anything but a string). */
-  str(): string {
-    if (!this.isString()) return "";
-    const r = new Reader(this.ptr, this.ptr + <usize>this.len);
-    return r.string();
-  }
+  str(): string { return rawStr(this.ptr, this.len); }
 
   /** The strings of an array of strings, or null when this is not one
    * (null, an array of strings with nulls as "", is one). */
@@ -127,40 +127,36 @@ export class Raw {
   }
 
   /** The integer this is (0 for anything else). */
-  int(): i64 {
-    let p = this.ptr;
-    const end = p + <usize>this.len;
-    let neg = false;
-    if (p < end && load<u8>(p) == 0x2D) { neg = true; p++; }
-    let v: i64 = 0;
-    while (p < end) {
-      const c = load<u8>(p);
-      if (c < 0x30 || c > 0x39) break;
-      v = v * 10 + <i64>(c - 0x30);
-      p++;
-    }
-    return neg ? -v : v;
-  }
+  int(): i64 { return rawInt(this.ptr, this.len); }
 
   bool(): bool { return this.len == 4 && this.first() == 0x74; }
 }
 
 // The reader trusts the host: views and messages are JSON the host wrote,
-// so it skips values without validating them.
+// so it skips values without validating them. Its hot paths are inlined,
+// keys are compared as bytes (not decoded into strings), and with SIMD
+// (asc --enable simd) strings are scanned 16 bytes at a time.
 class Reader {
   constructor(public pos: usize, public end: usize) {}
 
-  ws(): void {
+  /** The last key read: its bytes (kraw), or (escaped, not ASCII, not a
+   * string) decoded in ks. */
+  kp: usize = 0;
+  kl: usize = 0;
+  kraw: bool = false;
+  ks: string = "";
+
+  @inline ws(): void {
     while (this.pos < this.end) {
       const c = load<u8>(this.pos);
-      if (c != 0x20 && c != 0x09 && c != 0x0A && c != 0x0D) return;
+      if (c > 0x20 || (c != 0x20 && c != 0x09 && c != 0x0A && c != 0x0D)) return;
       this.pos++;
     }
   }
 
   /** more skips a separating comma and reports whether another item
    * comes before the closing bracket, which it consumes. */
-  more(close: u8): bool {
+  @inline more(close: u8): bool {
     this.ws();
     if (this.pos < this.end && load<u8>(this.pos) == 0x2C) { this.pos++; this.ws(); }
     if (this.pos >= this.end) return false;
@@ -168,7 +164,7 @@ class Reader {
     return true;
   }
 
-  colon(): void {
+  @inline colon(): void {
     this.ws();
     if (this.pos < this.end && load<u8>(this.pos) == 0x3A) this.pos++;
   }
@@ -204,14 +200,71 @@ class Reader {
     }
   }
 
-  skipString(): void {
-    this.pos++;
-    while (this.pos < this.end) {
-      const c = load<u8>(this.pos);
-      this.pos++;
-      if (c == 0x5C) this.pos++;
-      else if (c == 0x22) return;
+  /** skipString moves past the string at pos: an escape's backslash and
+   * the byte after it are passed over (so an unterminated string ending
+   * in a backslash leaves pos one past the end, as it always did). */
+  @inline skipString(): void {
+    let p = this.pos + 1;
+    for (;;) {
+      p = findQuoteOrBackslash(p, this.end);
+      if (p >= this.end) break;
+      if (load<u8>(p) == 0x22) { p++; break; }
+      p += 2;
     }
+    this.pos = p;
+  }
+
+  /** key reads a member's key as string does, without decoding it when
+   * it is ASCII without escapes (then kp and kl are its bytes). */
+  key(): void {
+    this.ws();
+    this.kraw = false;
+    if (this.pos >= this.end || load<u8>(this.pos) != 0x22) {
+      this.skip();
+      this.ks = "";
+      return;
+    }
+    const start = this.pos + 1;
+    let p = start;
+    let high: u8 = 0;
+    while (p < this.end) {
+      const c = load<u8>(p);
+      if (c == 0x22 || c == 0x5C) break;
+      high |= c;
+      p++;
+    }
+    if (p < this.end && load<u8>(p) == 0x22 && high < 0x80) {
+      this.kp = start;
+      this.kl = p - start;
+      this.kraw = true;
+      this.pos = p + 1;
+      return;
+    }
+    this.ks = this.string();
+  }
+
+  /** keyIs reports whether the last key is lit (ASCII). */
+  @inline keyIs(lit: string): bool {
+    if (!this.kraw) return this.ks == lit;
+    const n = <usize>lit.length;
+    if (this.kl != n) return false;
+    const q = changetype<usize>(lit);
+    for (let i: usize = 0; i < n; i++) {
+      if (<u32>load<u8>(this.kp + i) != <u32>load<u16>(q + (i << 1))) return false;
+    }
+    return true;
+  }
+
+  /** keyEq reports whether the last key is key (any string). */
+  keyEq(key: string): bool {
+    if (!this.kraw) return this.ks == key;
+    const n = <usize>key.length;
+    if (this.kl != n) return false; // the key is ASCII: one byte a char
+    const q = changetype<usize>(key);
+    for (let i: usize = 0; i < n; i++) {
+      if (<u32>load<u8>(this.kp + i) != <u32>load<u16>(q + (i << 1))) return false;
+    }
+    return true;
   }
 
   /** string decodes the string at pos (escapes undone) and moves past it. */
@@ -221,52 +274,115 @@ class Reader {
       this.skip();
       return "";
     }
-    const start = this.pos + 1;
-    let p = start;
-    while (p < this.end) {
-      const c = load<u8>(p);
-      if (c == 0x22 || c == 0x5C) break;
-      p++;
+    const v = decodeStringAt(this.pos, this.end);
+    this.pos = stringEnd;
+    return v;
+  }
+
+  /** val moves past the next value, noting where it is (vs, vl): the
+   * v* methods read it as Raw's methods would, without making a Raw. */
+  vs: usize = 0;
+  vl: i32 = 0;
+  @inline val(): void {
+    this.ws();
+    const start = this.pos;
+    this.skip();
+    this.vs = start;
+    this.vl = <i32>(this.pos - start);
+  }
+  @inline vraw(): Raw { return new Raw(this.vs, this.vl); }
+  @inline vstr(): string { return rawStr(this.vs, this.vl); }
+  @inline vint(): i64 { return rawInt(this.vs, this.vl); }
+  @inline vbool(): bool { return this.vl == 4 && load<u8>(this.vs) == 0x74; }
+}
+
+/** findQuoteOrBackslash returns the first '"' or '\\' in [p, end), or
+ * end (or p, if p is past end). */
+// @ts-ignore: decorator
+@inline function findQuoteOrBackslash(p: usize, end: usize): usize {
+  if (ASC_FEATURE_SIMD) {
+    while (p < end && end - p >= 16) {
+      const x = v128.load(p);
+      const m = i8x16.bitmask(v128.or(i8x16.eq(x, i8x16.splat(0x22)), i8x16.eq(x, i8x16.splat(0x5C))));
+      if (m != 0) return p + <usize>ctz(m);
+      p += 16;
     }
-    if (p < this.end && load<u8>(p) == 0x22) {
-      this.pos = p + 1;
-      return String.UTF8.decodeUnsafe(start, p - start);
-    }
-    // Escapes: undo them into a buffer, then decode it.
-    const buf = heap.alloc(this.end - start);
-    let o = buf;
-    p = start;
-    while (p < this.end) {
-      const c = load<u8>(p);
-      if (c == 0x22) break;
-      if (c != 0x5C) { store<u8>(o++, c); p++; continue; }
-      const e = load<u8>(p + 1);
-      p += 2;
-      if (e == 0x6E) store<u8>(o++, 0x0A);
-      else if (e == 0x74) store<u8>(o++, 0x09);
-      else if (e == 0x72) store<u8>(o++, 0x0D);
-      else if (e == 0x62) store<u8>(o++, 0x08);
-      else if (e == 0x66) store<u8>(o++, 0x0C);
-      else if (e == 0x75) {
-        let r = hex4(p);
-        p += 4;
-        if (r >= 0xD800 && r < 0xDC00 && p + 6 <= this.end && load<u8>(p) == 0x5C && load<u8>(p + 1) == 0x75) {
-          const lo = hex4(p + 2);
-          if (lo >= 0xDC00 && lo < 0xE000) {
-            r = 0x10000 + ((r - 0xD800) << 10) + (lo - 0xDC00);
-            p += 6;
-          } else {
-            r = 0xFFFD;
-          }
-        } else if (r >= 0xD800 && r < 0xE000) {
+  }
+  while (p < end) {
+    const c = load<u8>(p);
+    if (c == 0x22 || c == 0x5C) break;
+    p++;
+  }
+  return p;
+}
+
+let stringEnd: usize = 0;
+
+/** decodeStringAt decodes the string whose opening quote is at q (escapes
+ * undone) and sets stringEnd to where it ends. */
+function decodeStringAt(q: usize, end: usize): string {
+  const start = q + 1;
+  let p = findQuoteOrBackslash(start, end);
+  if (p < end && load<u8>(p) == 0x22) {
+    stringEnd = p + 1;
+    return String.UTF8.decodeUnsafe(start, p - start);
+  }
+  // Escapes: undo them into a buffer, then decode it.
+  const buf = heap.alloc(end - start);
+  let o = buf;
+  p = start;
+  while (p < end) {
+    const c = load<u8>(p);
+    if (c == 0x22) break;
+    if (c != 0x5C) { store<u8>(o++, c); p++; continue; }
+    const e = load<u8>(p + 1);
+    p += 2;
+    if (e == 0x6E) store<u8>(o++, 0x0A);
+    else if (e == 0x74) store<u8>(o++, 0x09);
+    else if (e == 0x72) store<u8>(o++, 0x0D);
+    else if (e == 0x62) store<u8>(o++, 0x08);
+    else if (e == 0x66) store<u8>(o++, 0x0C);
+    else if (e == 0x75) {
+      let r = hex4(p);
+      p += 4;
+      if (r >= 0xD800 && r < 0xDC00 && p + 6 <= end && load<u8>(p) == 0x5C && load<u8>(p + 1) == 0x75) {
+        const lo = hex4(p + 2);
+        if (lo >= 0xDC00 && lo < 0xE000) {
+          r = 0x10000 + ((r - 0xD800) << 10) + (lo - 0xDC00);
+          p += 6;
+        } else {
           r = 0xFFFD;
         }
-        o = putRune(o, r);
-      } else store<u8>(o++, e);
-    }
-    this.pos = p + 1;
-    return String.UTF8.decodeUnsafe(buf, o - buf);
+      } else if (r >= 0xD800 && r < 0xE000) {
+        r = 0xFFFD;
+      }
+      o = putRune(o, r);
+    } else store<u8>(o++, e);
   }
+  stringEnd = p + 1;
+  return String.UTF8.decodeUnsafe(buf, o - buf);
+}
+
+function rawInt(ptr: usize, len: i32): i64 {
+  let p = ptr;
+  const end = p + <usize>len;
+  let neg = false;
+  if (p < end && load<u8>(p) == 0x2D) { neg = true; p++; }
+  let v: i64 = 0;
+  while (p < end) {
+    const c = load<u8>(p);
+    if (c < 0x30 || c > 0x39) break;
+    v = v * 10 + <i64>(c - 0x30);
+    p++;
+  }
+  return neg ? -v : v;
+}
+
+/** rawStr is Raw.str. */
+function rawStr(ptr: usize, len: i32): string {
+  if (len <= 0 || load<u8>(ptr) != 0x22) return "";
+  const v = decodeStringAt(ptr, ptr + <usize>len);
+  return v;
 }
 
 function hex4(p: usize): u32 {
@@ -386,31 +502,34 @@ function parseView(doc: Raw): View {
   const r = new Reader(doc.ptr, doc.ptr + <usize>doc.len);
   r.pos++;
   while (r.more(0x7D)) {
-    const k = r.string();
+    r.key();
     r.colon();
-    const val = r.value();
-    if (k == "hook") v.hook = val.str();
-    else if (k == "session") v.session = val.str();
-    else if (k == "op") v.op = val.str();
-    else if (k == "turn") v.turn = val.int();
-    else if (k == "step") v.step = val.int();
-    else if (k == "messages") v.messages = val.int();
-    else if (k == "config") v.config = val;
-    else if (k == "tool") v.tool = parseTool(val);
-    else if (k == "stop") {
+    r.val();
+    if (r.keyIs("hook")) v.hook = r.vstr();
+    else if (r.keyIs("session")) v.session = r.vstr();
+    else if (r.keyIs("op")) v.op = r.vstr();
+    else if (r.keyIs("turn")) v.turn = r.vint();
+    else if (r.keyIs("step")) v.step = r.vint();
+    else if (r.keyIs("messages")) v.messages = r.vint();
+    else if (r.keyIs("config")) v.config = r.vraw();
+    else if (r.keyIs("tool")) v.tool = parseTool(r.vraw());
+    else if (r.keyIs("stop")) {
+      const val = r.vraw();
       const s = new StopView();
       const c = val.field("content"), f = val.field("finish_reason");
       if (c !== null) s.content = c.str();
       if (f !== null) s.finishReason = f.str();
       v.stop = s;
-    } else if (k == "failure") v.failure = parseFailure(val);
-    else if (k == "command") {
+    } else if (r.keyIs("failure")) v.failure = parseFailure(r.vraw());
+    else if (r.keyIs("command")) {
+      const val = r.vraw();
       const c = new CommandView();
       const n = val.field("name"), a = val.field("args");
       if (n !== null) c.name = n.str();
       if (a !== null) c.args = a.str();
       v.command = c;
-    } else if (k == "prompt") {
+    } else if (r.keyIs("prompt")) {
+      const val = r.vraw();
       const batch = new Array<InputMessage>();
       const b = val.field("batch");
       if (b !== null) {
@@ -421,7 +540,8 @@ function parseView(doc: Raw): View {
         }
       }
       v.prompt = batch;
-    } else if (k == "compact") {
+    } else if (r.keyIs("compact")) {
+      const val = r.vraw();
       const c = new CompactView();
       const a = val.field("reason"), b = val.field("instruction"), m = val.field("model"), t = val.field("tokens"), s = val.field("summarized");
       if (a !== null) c.reason = a.str();
@@ -442,37 +562,44 @@ function parseTool(val: Raw): ToolView {
   if (val.first() != 0x7B) return t;
   r.pos++;
   while (r.more(0x7D)) {
-    const k = r.string();
+    r.key();
     r.colon();
-    const x = r.value();
-    if (k == "run") t.run = x.str();
-    else if (k == "offered") { const s = x.strs(); if (s !== null) t.offered = s; }
-    else if (k == "calls") {
-      const items = x.items();
-      for (let i = 0; i < items.length; i++) t.calls.push(parseCall(items[i]));
+    r.val();
+    if (r.keyIs("run")) t.run = r.vstr();
+    else if (r.keyIs("offered")) { const s = r.vraw().strs(); if (s !== null) t.offered = s; }
+    else if (r.keyIs("calls")) {
+      // items(), without the array of them
+      if (r.vl > 0 && load<u8>(r.vs) == 0x5B) {
+        const ir = new Reader(r.vs, r.vs + <usize>r.vl);
+        ir.pos++;
+        while (ir.more(0x5D)) {
+          ir.val();
+          t.calls.push(parseCall(ir.vs, ir.vl));
+        }
+      }
     }
   }
   return t;
 }
 
-function parseCall(val: Raw): PendingCall {
+function parseCall(ptr: usize, len: i32): PendingCall {
   const c = new PendingCall();
-  if (val.first() != 0x7B) return c;
-  const r = new Reader(val.ptr, val.ptr + <usize>val.len);
+  if (len <= 0 || load<u8>(ptr) != 0x7B) return c;
+  const r = new Reader(ptr, ptr + <usize>len);
   r.pos++;
   while (r.more(0x7D)) {
-    const k = r.string();
+    r.key();
     r.colon();
-    const x = r.value();
-    if (k == "id") c.id = x.str();
-    else if (k == "name") c.name = x.str();
-    else if (k == "arguments") c.arguments = x;
-    else if (k == "owner") c.owner = x.str();
-    else if (k == "server") c.server = x.str();
-    else if (k == "decision") c.decision = x.str();
-    else if (k == "requested") c.requested = x.bool();
-    else if (k == "started") c.started = x.bool();
-    else if (k == "annotations") c.annotations = x;
+    r.val();
+    if (r.keyIs("id")) c.id = r.vstr();
+    else if (r.keyIs("name")) c.name = r.vstr();
+    else if (r.keyIs("arguments")) c.arguments = r.vraw();
+    else if (r.keyIs("owner")) c.owner = r.vstr();
+    else if (r.keyIs("server")) c.server = r.vstr();
+    else if (r.keyIs("decision")) c.decision = r.vstr();
+    else if (r.keyIs("requested")) c.requested = r.vbool();
+    else if (r.keyIs("started")) c.started = r.vbool();
+    else if (r.keyIs("annotations")) c.annotations = r.vraw();
   }
   return c;
 }
@@ -513,8 +640,11 @@ class Out {
   cap: usize = 0;
   count: i32 = 0;
 
-  room(n: usize): void {
-    if (this.len + n <= this.cap) return;
+  @inline room(n: usize): void {
+    if (this.len + n > this.cap) this.grow(n);
+  }
+
+  grow(n: usize): void {
     let cap = this.cap * 2;
     if (cap < this.len + n) cap = this.len + n;
     if (cap < 1024) cap = 1024;
@@ -533,7 +663,8 @@ class Out {
   ascii(s: string): void {
     const n = <usize>s.length;
     this.room(n);
-    for (let i = 0; i < s.length; i++) store<u8>(this.ptr + this.len + <usize>i, <u8>s.charCodeAt(i));
+    const q = changetype<usize>(s), o = this.ptr + this.len;
+    for (let i: usize = 0; i < n; i++) store<u8>(o + i, <u8>load<u16>(q + (i << 1)));
     this.len += n;
   }
 
@@ -542,8 +673,10 @@ class Out {
     this.room(<usize>s.length * 6 + 2);
     let o = this.ptr + this.len;
     store<u8>(o++, 0x22);
-    for (let i = 0; i < s.length; i++) {
-      let c = <u32>s.charCodeAt(i);
+    const q = changetype<usize>(s), n = s.length;
+    for (let i = 0; i < n; i++) {
+      let c = <u32>load<u16>(q + (<usize>i << 1));
+      if (c >= 0x20 && c < 0x80 && c != 0x22 && c != 0x5C) { store<u8>(o++, c); continue; }
       if (c == 0x22 || c == 0x5C) { store<u8>(o++, 0x5C); store<u8>(o++, c); continue; }
       if (c < 0x20) {
         store<u8>(o++, 0x5C);
@@ -557,7 +690,7 @@ class Out {
         continue;
       }
       if (c >= 0xD800 && c < 0xE000) {
-        const d = i + 1 < s.length ? <u32>s.charCodeAt(i + 1) : 0;
+        const d = i + 1 < n ? <u32>load<u16>(q + (<usize>(i + 1) << 1)) : 0;
         if (c < 0xDC00 && d >= 0xDC00 && d < 0xE000) {
           c = 0x10000 + ((c - 0xD800) << 10) + (d - 0xDC00);
           i++;
@@ -612,15 +745,15 @@ export class Call {
     const r = new Reader(doc.ptr, doc.ptr + <usize>doc.len);
     r.pos++;
     while (r.more(0x7D)) {
-      const k = r.string();
+      r.key();
       r.colon();
-      const x = r.value();
-      if (k == "role") m.role = x.str();
-      else if (k == "id") m.id = x.str();
-      else if (k == "content") m.content = x.str();
-      else if (k == "tool_calls") m.toolCalls = x;
-      else if (k == "call_id") m.callId = x.str();
-      else if (k == "is_error") m.isError = x.bool();
+      r.val();
+      if (r.keyIs("role")) m.role = r.vstr();
+      else if (r.keyIs("id")) m.id = r.vstr();
+      else if (r.keyIs("content")) m.content = r.vstr();
+      else if (r.keyIs("tool_calls")) m.toolCalls = r.vraw();
+      else if (r.keyIs("call_id")) m.callId = r.vstr();
+      else if (r.keyIs("is_error")) m.isError = r.vbool();
     }
     return m;
   }

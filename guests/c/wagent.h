@@ -16,8 +16,8 @@
  *
  * Build (Debian: clang-14 lld-14 wasi-libc), then embed the manifest:
  *
- *     clang-14 --target=wasm32-wasi -O2 -mexec-model=reactor -nodefaultlibs \
- *         -Wl,--strip-debug -o op.wasm op.c -lc
+ *     clang-14 --target=wasm32-wasi -Oz -msimd128 -mbulk-memory \
+ *         -mexec-model=reactor -nodefaultlibs -Wl,--strip-debug -o op.wasm op.c -lc
  *     go run ./guests/cmd/wagent-build -manifest op.manifest.json -o op.wasm op.wasm
  *
  * Memory. Everything a call reads (the view, messages, notes, decoded
@@ -26,6 +26,10 @@
  * call, which is what the ABI asks of instances anyway (durable memory is
  * notes). The arena grows the wasm memory as it needs; past the op's
  * memory limit the call traps and the host records a memory fault.
+ *
+ * -msimd128 lets the reader scan strings 16 bytes at a time, and
+ * -mbulk-memory copies with memory.copy (both are wasm 2.0, which the
+ * host takes); without them the kit works the same, a byte at a time.
  *
  * Strings. A wg_str is a pointer and a length, not NUL-terminated. Raw
  * JSON (a config, a call's arguments, a member of the view) is a wg_str
@@ -130,75 +134,174 @@ WG__FN wg_str wg_itoa(int64_t n) {
 /* ---- Reading JSON ------------------------------------------------------- */
 
 /* The reader skips values as a parser would, so keys it does not know
- * (a later ABI minor may add some) are passed over whatever they hold. */
+ * (a later ABI minor may add some) are passed over whatever they hold.
+ *
+ * Speed. A wasm function call is dear (the host's deadline checks run at
+ * every entry), so the hot paths (white space, strings, the writer) are
+ * inlined, and skipping a value is one loop however deep it is, not one
+ * call per token. The view is decoded in one pass when the call starts. */
 
-WG__FN const char *wg__ws(const char *p, const char *e) {
-	while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+/* WG__INLINE: always inlined, whatever the optimisation level. */
+#define WG__INLINE static inline __attribute__((always_inline, unused))
+
+/* WG__MAX_DEPTH: how deep a value may nest; deeper is malformed. */
+#define WG__MAX_DEPTH 512
+
+WG__INLINE bool wg__isws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+WG__INLINE const char *wg__ws(const char *p, const char *e) {
+	while (p < e && (unsigned char)*p <= ' ' && wg__isws(*p))
 		p++;
 	return p;
 }
 
-/* wg__skip returns the end of the value at p, or NULL if it is malformed. */
-WG__FN const char *wg__skip(const char *p, const char *e, int depth) {
-	p = wg__ws(p, e);
-	if (p >= e || depth > 512)
-		return NULL;
-	if (*p == '"') {
-		for (p++; p < e; p++) {
-			if (*p == '\\')
-				p++;
-			else if (*p == '"')
-				return p + 1;
-		}
-		return NULL;
+/* With wasm SIMD (clang -msimd128), strings are scanned 16 bytes at a
+ * time; without it, a byte at a time. Either way the kit reads only
+ * inside [p, e). */
+#ifdef __wasm_simd128__
+#include <wasm_simd128.h>
+#endif
+
+/* wg__find_qb returns the first '"' or '\\' in [p, e), or e (or p, if p
+ * is past e). */
+WG__INLINE const char *wg__find_qb(const char *p, const char *e) {
+#ifdef __wasm_simd128__
+	while (e - p >= 16) {
+		v128_t x = wasm_v128_load(p);
+		uint32_t m = (uint32_t)wasm_i8x16_bitmask(
+			wasm_v128_or(wasm_i8x16_eq(x, wasm_i8x16_splat('"')), wasm_i8x16_eq(x, wasm_i8x16_splat('\\'))));
+		if (m)
+			return p + __builtin_ctz(m);
+		p += 16;
 	}
-	if (*p == '{' || *p == '[') {
-		char close = *p == '{' ? '}' : ']';
-		bool obj = *p == '{';
-		p = wg__ws(p + 1, e);
-		if (p < e && *p == close)
+#endif
+	while (p < e && *p != '"' && *p != '\\')
+		p++;
+	return p;
+}
+
+/* wg__find_esc returns the first byte in [p, e) a JSON string must
+ * escape (a control byte, '"' or '\\'), or e. */
+WG__INLINE const unsigned char *wg__find_esc(const unsigned char *p, const unsigned char *e) {
+#ifdef __wasm_simd128__
+	while (e - p >= 16) {
+		v128_t x = wasm_v128_load(p);
+		v128_t m = wasm_v128_or(wasm_u8x16_lt(x, wasm_u8x16_splat(0x20)),
+			wasm_v128_or(wasm_i8x16_eq(x, wasm_i8x16_splat('"')), wasm_i8x16_eq(x, wasm_i8x16_splat('\\'))));
+		uint32_t b = (uint32_t)wasm_i8x16_bitmask(m);
+		if (b)
+			return p + __builtin_ctz(b);
+		p += 16;
+	}
+#endif
+	while (p < e && *p >= 0x20 && *p != '"' && *p != '\\')
+		p++;
+	return p;
+}
+
+/* wg__str_end returns the end of the string whose opening quote is at p,
+ * or NULL when it does not end before e. An escape's backslash and the
+ * byte after it are passed over. */
+WG__INLINE const char *wg__str_end(const char *p, const char *e) {
+	for (p++;;) {
+		p = wg__find_qb(p, e);
+		if (p >= e)
+			return NULL;
+		if (*p == '"')
 			return p + 1;
-		for (;;) {
-			if (obj) {
-				p = wg__skip(p, e, depth + 1); /* the key */
-				if (!p)
-					return NULL;
-				p = wg__ws(p, e);
-				if (p >= e || *p != ':')
-					return NULL;
-				p++;
-			}
-			p = wg__skip(p, e, depth + 1);
-			if (!p)
+		p += 2;
+	}
+}
+
+WG__INLINE bool wg__delim(char c) { return c == ',' || c == '}' || c == ']' || wg__isws(c); }
+
+/* wg__skip returns the end of the value at p, or NULL if it is malformed:
+ * a string, an object or array whose members are values (an object's keys
+ * are values too, followed by ':'), nested at most WG__MAX_DEPTH deep
+ * (depth is that of the value at p), or a run of bytes up to a delimiter
+ * (a number, true, false or null). It is one loop: st holds, for each open
+ * container, whether it is an object (1) and whether its key was just read
+ * (2). */
+WG__FN const char *wg__skip(const char *p, const char *e, int depth) {
+	unsigned char st[WG__MAX_DEPTH + 1];
+	int d = 0; /* open containers */
+	for (;;) {
+		/* A value (or an object's key) at depth + d. */
+		p = wg__ws(p, e);
+		if (p >= e || depth + d > WG__MAX_DEPTH)
+			return NULL;
+		char c = *p;
+		if (c == '"') {
+			if (!(p = wg__str_end(p, e)))
 				return NULL;
-			p = wg__ws(p, e);
-			if (p < e && *p == ',') {
+		} else if (c == '{' || c == '[') {
+			char close = c == '{' ? '}' : ']';
+			p = wg__ws(p + 1, e);
+			if (p < e && *p == close) {
 				p++;
+			} else {
+				st[d++] = c == '{';
 				continue;
 			}
-			if (p < e && *p == close)
-				return p + 1;
+		} else {
+			const char *s = p;
+			while (p < e && !wg__delim(*p))
+				p++;
+			if (p == s)
+				return NULL;
+		}
+		/* A value ended: close what it ends. */
+		for (;;) {
+			if (d == 0)
+				return p;
+			unsigned char t = st[d - 1];
+			p = wg__ws(p, e);
+			if (t == 1) { /* an object's key was read */
+				if (p >= e || *p != ':')
+					return NULL;
+				st[d - 1] = 3;
+				p++;
+				break;
+			}
+			if (p < e && *p == ',') {
+				if (t == 3)
+					st[d - 1] = 1;
+				p++;
+				break;
+			}
+			if (p < e && *p == (t ? '}' : ']')) {
+				p++;
+				d--;
+				continue;
+			}
 			return NULL;
 		}
 	}
-	/* A number, true, false or null. */
-	const char *s = p;
-	while (p < e && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
-		p++;
-	return p > s ? p : NULL;
+}
+
+/* wg__skip_value is wg__skip with a string's end found inline. */
+WG__INLINE const char *wg__skip_value(const char *p, const char *e, int depth) {
+	p = wg__ws(p, e);
+	if (p < e && *p == '"' && depth <= WG__MAX_DEPTH)
+		return wg__str_end(p, e);
+	return wg__skip(p, e, depth);
 }
 
 /* An iterator over an array's items or an object's members. */
 typedef struct {
 	const char *p, *e;
 	bool obj, ok;
+	/* The kit's: for wg_calls, the calls decoded with the view. */
+	const void *wg__calls;
+	size_t wg__i, wg__n;
+	const char *wg__at;
 } wg_iter;
 
 /* wg_json_items starts iterating over an array (or an object's members);
  * anything else iterates over nothing. */
 WG__FN wg_iter wg_json_items(wg_str raw) {
 	const char *p = wg__ws(raw.p, raw.p + raw.n), *e = raw.p + raw.n;
-	wg_iter it = {p, e, false, false};
+	wg_iter it = {p, e, false, false, NULL, 0, 0, NULL};
 	if (p < e && (*p == '[' || *p == '{')) {
 		it.obj = *p == '{';
 		it.p = p + 1;
@@ -207,37 +310,52 @@ WG__FN wg_iter wg_json_items(wg_str raw) {
 	return it;
 }
 
-/* wg_json_next yields the next item (for an object: the next member, its
- * raw key in *key when key is not NULL). */
-WG__FN bool wg_json_next(wg_iter *it, wg_str *key, wg_str *val) {
+/* wg__next_start moves the iterator to its next item and returns where it
+ * starts, or NULL at the end. */
+WG__INLINE const char *wg__next_start(wg_iter *it) {
 	if (!it->ok)
-		return false;
+		return NULL;
 	const char *p = wg__ws(it->p, it->e);
 	if (p < it->e && *p == ',')
 		p = wg__ws(p + 1, it->e);
 	if (p >= it->e || *p == ']' || *p == '}') {
 		it->ok = false;
-		return false;
+		return NULL;
 	}
+	return p;
+}
+
+/* wg__member reads an object member's key at p (any value, as the reader
+ * has it) and its ':'; it returns where the value starts, or NULL. */
+WG__INLINE const char *wg__member(const char *p, const char *e, int depth, wg_str *key) {
+	const char *k = p;
+	p = wg__skip_value(p, e, depth);
+	if (!p)
+		return NULL;
+	*key = (wg_str){k, (size_t)(p - k)};
+	p = wg__ws(p, e);
+	if (p >= e || *p != ':')
+		return NULL;
+	return wg__ws(p + 1, e);
+}
+
+/* wg__next is wg_json_next inlined. */
+WG__INLINE bool wg__next(wg_iter *it, wg_str *key, wg_str *val) {
+	const char *p = wg__next_start(it);
+	if (!p)
+		return false;
 	if (it->obj) {
-		const char *k = p;
-		p = wg__skip(p, it->e, 0);
+		wg_str k;
+		p = wg__member(p, it->e, 0, &k);
 		if (!p) {
 			it->ok = false;
 			return false;
 		}
 		if (key)
-			*key = (wg_str){k, (size_t)(p - k)};
-		p = wg__ws(p, it->e);
-		if (p >= it->e || *p != ':') {
-			it->ok = false;
-			return false;
-		}
-		p++;
+			*key = k;
 	}
-	p = wg__ws(p, it->e);
 	const char *v = p;
-	p = wg__skip(p, it->e, 0);
+	p = wg__skip_value(p, it->e, 0);
 	if (!p) {
 		it->ok = false;
 		return false;
@@ -246,6 +364,10 @@ WG__FN bool wg_json_next(wg_iter *it, wg_str *key, wg_str *val) {
 	it->p = p;
 	return true;
 }
+
+/* wg_json_next yields the next item (for an object: the next member, its
+ * raw key in *key when key is not NULL). */
+WG__FN bool wg_json_next(wg_iter *it, wg_str *key, wg_str *val) { return wg__next(it, key, val); }
 
 WG__FN void wg__utf8(char **o, uint32_t r) {
 	char *q = *o;
@@ -277,25 +399,11 @@ WG__FN int wg__hex4(const char *p) {
 	return v;
 }
 
-/* wg_json_string decodes a raw JSON string (null gives ""); a string
- * without escapes is returned in place, one with escapes is decoded into
- * the arena. It reports false when raw is not a string. */
-WG__FN bool wg_json_string(wg_str raw, wg_str *out) {
-	const char *p = wg__ws(raw.p, raw.p + raw.n), *e = raw.p + raw.n;
-	if (e - p >= 4 && memcmp(p, "null", 4) == 0) {
-		*out = (wg_str){"", 0};
-		return true;
-	}
-	if (p >= e || *p != '"')
-		return false;
-	const char *s = ++p;
-	while (p < e && *p != '"' && *p != '\\')
-		p++;
-	if (p < e && *p == '"') {
-		*out = (wg_str){s, (size_t)(p - s)};
-		return true;
-	}
+/* wg__unescape decodes the string body at s (after its opening quote),
+ * which has escapes, into the arena. */
+WG__FN bool wg__unescape(const char *s, const char *e, wg_str *out) {
 	char *o = wg_alloc((size_t)(e - s) + 1), *start = o;
+	const char *p;
 	for (p = s; p < e && *p != '"'; p++) {
 		if (*p != '\\') {
 			*o++ = *p;
@@ -340,22 +448,114 @@ WG__FN bool wg_json_string(wg_str raw, wg_str *out) {
 	return true;
 }
 
+/* wg__string is wg_json_string inlined: a string without escapes is
+ * returned in place. */
+WG__INLINE bool wg__string(wg_str raw, wg_str *out) {
+	const char *p = wg__ws(raw.p, raw.p + raw.n), *e = raw.p + raw.n;
+	if (p < e && *p == '"') {
+		const char *s = ++p;
+		p = wg__find_qb(p, e);
+		if (p < e && *p == '"') {
+			*out = (wg_str){s, (size_t)(p - s)};
+			return true;
+		}
+		return wg__unescape(s, e, out);
+	}
+	if (e - p >= 4 && p[0] == 'n' && p[1] == 'u' && p[2] == 'l' && p[3] == 'l') {
+		*out = (wg_str){"", 0};
+		return true;
+	}
+	return false;
+}
+
+/* wg_json_string decodes a raw JSON string (null gives ""); a string
+ * without escapes is returned in place, one with escapes is decoded into
+ * the arena. It reports false when raw is not a string. */
+WG__FN bool wg_json_string(wg_str raw, wg_str *out) { return wg__string(raw, out); }
+
+WG__INLINE size_t wg__strlen(const char *s) {
+	size_t n = 0;
+	while (s[n])
+		n++;
+	return n;
+}
+
+/* wg__is reports whether s is the literal lit, compared inline. */
+#define wg__is(s, lit) ((s).n == sizeof(lit) - 1 && wg__same((s).p, lit, sizeof(lit) - 1))
+WG__INLINE bool wg__same(const char *a, const char *b, size_t n) {
+	for (size_t i = 0; i < n; i++)
+		if (a[i] != b[i])
+			return false;
+	return true;
+}
+
+/* wg__key_is decodes the raw key k and reports whether it is lit; a key
+ * without escapes is compared in place. */
+#define wg__key_is(k, lit) wg__key_eq(k, lit, sizeof(lit) - 1)
+WG__INLINE bool wg__key_eq(wg_str dk, const char *lit, size_t n) { return dk.n == n && wg__same(dk.p, lit, n); }
+
+/* The members of the last object of the view wg_json_field read, so
+ * that asking it for another key of the same object (a config's, say)
+ * does not read the object again. Only objects inside the view document
+ * (which no one writes) are remembered; it is reset when a call starts. */
+struct wg__field {
+	wg_str key, val;
+	bool named; /* key is a string (decoded in key) */
+};
+WG__FN struct {
+	const char *doc, *doc_end; /* the view document */
+	const char *p;
+	size_t n;
+	struct wg__field *f;
+	size_t count, cap;
+} wg__fields;
+
 /* wg_json_field finds key among the members of the object obj (the last
  * one, if it is there twice) and sets *val to its raw value. It reports
  * false when obj is not an object or has no such key. */
 WG__FN bool wg_json_field(wg_str obj, const char *key, wg_str *val) {
-	wg_iter it = wg_json_items(obj);
-	if (!it.obj)
-		return false;
-	wg_str want = wg_cstr(key), k, v, dk;
-	bool found = false;
-	while (wg_json_next(&it, &k, &v)) {
-		if (wg_json_string(k, &dk) && wg_eq(dk, want)) {
-			*val = v;
-			found = true;
+	size_t want = wg__strlen(key);
+	wg_str k, v, dk;
+	if (!(obj.p && obj.p >= wg__fields.doc && obj.p < wg__fields.doc_end && obj.n <= (size_t)(wg__fields.doc_end - obj.p))) {
+		wg_iter it = wg_json_items(obj);
+		if (!it.obj)
+			return false;
+		bool found = false;
+		while (wg__next(&it, &k, &v)) {
+			if (wg__string(k, &dk) && dk.n == want && wg__same(dk.p, key, want)) {
+				*val = v;
+				found = true;
+			}
+		}
+		return found;
+	}
+	if (obj.p != wg__fields.p || obj.n != wg__fields.n) {
+		wg_iter it = wg_json_items(obj);
+		if (!it.obj)
+			return false;
+		size_t n = 0;
+		while (wg__next(&it, &k, &v)) {
+			if (n == wg__fields.cap) { /* a larger table (it is reused) */
+				size_t cap = wg__fields.cap ? 2 * wg__fields.cap : 16;
+				struct wg__field *f = wg_alloc(cap * sizeof *f);
+				if (n)
+					memcpy(f, wg__fields.f, n * sizeof *f);
+				wg__fields.f = f, wg__fields.cap = cap;
+			}
+			struct wg__field *f = &wg__fields.f[n++];
+			f->named = wg__string(k, &f->key);
+			f->val = v;
+		}
+		wg__fields.p = obj.p, wg__fields.n = obj.n, wg__fields.count = n;
+	}
+	for (size_t i = wg__fields.count; i-- > 0;) {
+		const struct wg__field *f = &wg__fields.f[i];
+		if (f->named && f->key.n == want && wg__same(f->key.p, key, want)) {
+			*val = f->val;
+			return true;
 		}
 	}
-	return found;
+	return false;
 }
 
 /* wg_json_int decodes a JSON integer. */
@@ -388,8 +588,8 @@ WG__FN bool wg_json_bool(wg_str raw, bool *out) {
 WG__FN bool wg_json_has_string(wg_str list, wg_str s) {
 	wg_iter it = wg_json_items(list);
 	wg_str item, d;
-	while (wg_json_next(&it, NULL, &item))
-		if (wg_json_string(item, &d) && wg_eq(d, s))
+	while (wg__next(&it, NULL, &item))
+		if (wg__string(item, &d) && d.n == s.n && wg__same(d.p, s.p, s.n))
 			return true;
 	return false;
 }
@@ -405,8 +605,8 @@ WG__FN bool wg_json_is_strings(wg_str raw) {
 	wg_iter it = wg_json_items(raw);
 	wg_str item, d;
 	const char *last = it.p;
-	while (wg_json_next(&it, NULL, &item)) {
-		if (!wg_json_string(item, &d))
+	while (wg__next(&it, NULL, &item)) {
+		if (!wg__string(item, &d))
 			return false;
 		last = it.p;
 	}
@@ -418,53 +618,269 @@ WG__FN bool wg_json_is_strings(wg_str raw) {
 
 /* ---- The view ----------------------------------------------------------- */
 
+/* A pending call of the tool view. */
+typedef struct {
+	wg_str id, name, arguments, owner, server, decision, annotations;
+	bool requested, started;
+} wg_call;
+
 /* wg_view is the call's view (ABI.md §4). The strings are decoded; the
- * objects (config, tool, ...) are raw JSON, empty when absent. */
+ * objects (config, tool, ...) are raw JSON, empty when absent. The wg__
+ * members are the kit's: the tool view's calls (decoded) and run, noted
+ * as the view was decoded, for the tool it was decoded with. */
 typedef struct {
 	wg_str hook, session, op;
 	int64_t turn, step, messages;
 	wg_str config;
 	wg_str prompt, tool, failure, stop, command, compact;
 	wg_str raw; /* the whole document */
+	wg_str wg__tool, wg__calls, wg__run;
+	bool wg__has_calls, wg__has_run;
+	const void *wg__dcalls; /* struct wg__dcall[wg__ndcalls], or NULL */
+	size_t wg__ndcalls;
 } wg_view;
 
+/* A call decoded with the view, and where it ends in the document. */
+struct wg__dcall {
+	wg_call c;
+	const char *end;
+};
+
+/* wg__call_field decodes one member of a call. */
+WG__INLINE void wg__call_field(wg_call *c, wg_str key, wg_str val) {
+	switch (key.n) {
+	case 2:
+		if (wg__is(key, "id"))
+			wg__string(val, &c->id);
+		break;
+	case 4:
+		if (wg__is(key, "name"))
+			wg__string(val, &c->name);
+		break;
+	case 5:
+		if (wg__is(key, "owner"))
+			wg__string(val, &c->owner);
+		break;
+	case 6:
+		if (wg__is(key, "server"))
+			wg__string(val, &c->server);
+		break;
+	case 7:
+		if (wg__is(key, "started"))
+			wg_json_bool(val, &c->started);
+		break;
+	case 8:
+		if (wg__is(key, "decision"))
+			wg__string(val, &c->decision);
+		break;
+	case 9:
+		if (wg__is(key, "arguments"))
+			c->arguments = val;
+		else if (wg__is(key, "requested"))
+			wg_json_bool(val, &c->requested);
+		break;
+	case 11:
+		if (wg__is(key, "annotations"))
+			c->annotations = val;
+		break;
+	}
+}
+
+/* wg__call_at decodes the call at p (a value at depth) in one pass: its
+ * members are skipped as wg__skip would skip the whole call, and decoded
+ * as they are (a member whose key is not a string is passed over). An item
+ * that is not an object is a call with nothing set. It returns the call's
+ * end, or NULL when it does not parse. */
+WG__FN const char *wg__call_at(const char *p, const char *e, int depth, wg_call *t) {
+	wg_str k, key, val;
+	memset(t, 0, sizeof *t);
+	p = wg__ws(p, e);
+	if (p >= e || depth > WG__MAX_DEPTH)
+		return NULL;
+	if (*p != '{')
+		return wg__skip(p, e, depth);
+	p = wg__ws(p + 1, e);
+	if (p < e && *p == '}')
+		return p + 1;
+	for (;;) {
+		if (!(p = wg__member(p, e, depth + 1, &k)))
+			return NULL;
+		const char *s = p;
+		if (!(p = wg__skip_value(p, e, depth + 1)))
+			return NULL;
+		val = (wg_str){s, (size_t)(p - s)};
+		if (wg__string(k, &key))
+			wg__call_field(t, key, val);
+		p = wg__ws(p, e);
+		if (p < e && *p == ',') {
+			p++;
+			continue;
+		}
+		if (p < e && *p == '}')
+			return p + 1;
+		return NULL;
+	}
+}
+
+/* wg__calls_at decodes the calls array at p (a value at depth 1) into the
+ * arena; it returns its end, or NULL when it does not parse. */
+WG__FN const char *wg__calls_at(const char *p, const char *e, struct wg__dcall **out, size_t *count) {
+	size_t n = 0, cap = 0;
+	struct wg__dcall *a = NULL;
+	p = wg__ws(p + 1, e);
+	if (p < e && *p == ']') {
+		*out = NULL, *count = 0;
+		return p + 1;
+	}
+	for (;;) {
+		if (n == cap) {
+			size_t c2 = cap ? 2 * cap : 8;
+			struct wg__dcall *b = wg_alloc(c2 * sizeof *b);
+			if (n)
+				memcpy(b, a, n * sizeof *a);
+			a = b, cap = c2;
+		}
+		if (!(p = wg__call_at(p, e, 2, &a[n].c)))
+			return NULL;
+		a[n++].end = p;
+		p = wg__ws(p, e);
+		if (p < e && *p == ',') {
+			p++;
+			continue;
+		}
+		if (p < e && *p == ']') {
+			*out = a, *count = n;
+			return p + 1;
+		}
+		return NULL;
+	}
+}
+
+/* wg__tool_members reads the tool object at p (a value at depth 0) in one
+ * pass, as wg__skip would, noting its calls (decoded when they are an
+ * array) and run, the last of each; it returns the object's end, or NULL
+ * if it is malformed (and then notes nothing). */
+WG__FN const char *wg__tool_members(const char *p, const char *e, wg_view *v) {
+	wg_str calls = {0}, run = {0}, k, dk;
+	bool has_calls = false, has_run = false;
+	struct wg__dcall *dc = NULL;
+	size_t ndc = 0;
+	p = wg__ws(p + 1, e);
+	if (p < e && *p == '}') {
+		p++;
+	} else {
+		for (;;) {
+			p = wg__member(p, e, 1, &k);
+			if (!p)
+				return NULL;
+			const char *s = p;
+			bool named = wg__string(k, &dk);
+			bool is_calls = named && wg__is(dk, "calls"), is_run = named && wg__is(dk, "run");
+			if (is_calls && p < e && *p == '[') {
+				p = wg__calls_at(p, e, &dc, &ndc);
+			} else {
+				p = wg__skip_value(p, e, 1);
+				if (is_calls)
+					dc = NULL, ndc = 0;
+			}
+			if (!p)
+				return NULL;
+			if (is_calls)
+				calls = (wg_str){s, (size_t)(p - s)}, has_calls = true;
+			else if (is_run)
+				run = (wg_str){s, (size_t)(p - s)}, has_run = true;
+			p = wg__ws(p, e);
+			if (p < e && *p == ',') {
+				p++;
+				continue;
+			}
+			if (p < e && *p == '}') {
+				p++;
+				break;
+			}
+			return NULL;
+		}
+	}
+	v->wg__calls = calls, v->wg__run = run;
+	v->wg__has_calls = has_calls, v->wg__has_run = has_run;
+	v->wg__dcalls = dc, v->wg__ndcalls = ndc;
+	return p;
+}
+
+/* wg__parse_view decodes the view in one pass: every member's value is
+ * skipped once (the tool's members, the calls decoded, as they are
+ * skipped), and the ones the kit knows are decoded. It refuses a document
+ * that is not an object and a member whose key is not a string or whose
+ * known value has the wrong type; a member that does not parse ends the
+ * document. */
 WG__FN bool wg__parse_view(wg_str doc, wg_view *v) {
 	memset(v, 0, sizeof *v);
 	v->raw = doc;
 	wg_iter it = wg_json_items(doc);
 	if (!it.obj)
 		return false;
-	wg_str k, val, key;
-	while (wg_json_next(&it, &k, &val)) {
-		if (!wg_json_string(k, &key))
+	const char *p, *e = it.e;
+	while ((p = wg__next_start(&it))) {
+		wg_str k, key, val;
+		if (!(p = wg__member(p, e, 0, &k)))
+			break;
+		const char *s = p;
+		bool tool = false;
+		if (wg__is(k, "\"tool\"") && p < e && *p == '{') {
+			wg_view keep = *v;
+			p = wg__tool_members(p, e, v);
+			if (!p) /* as it was: the last good tool's */
+				*v = keep;
+			tool = true;
+		} else {
+			p = wg__skip_value(p, e, 0);
+		}
+		if (!p)
+			break;
+		it.p = p;
+		val = (wg_str){s, (size_t)(p - s)};
+		if (!wg__string(k, &key))
 			return false;
 		bool ok = true;
-		if (wg_eq(key, WG_S("hook")))
-			ok = wg_json_string(val, &v->hook);
-		else if (wg_eq(key, WG_S("session")))
-			ok = wg_json_string(val, &v->session);
-		else if (wg_eq(key, WG_S("op")))
-			ok = wg_json_string(val, &v->op);
-		else if (wg_eq(key, WG_S("turn")))
-			ok = wg_json_int(val, &v->turn);
-		else if (wg_eq(key, WG_S("step")))
-			ok = wg_json_int(val, &v->step);
-		else if (wg_eq(key, WG_S("messages")))
-			ok = wg_json_int(val, &v->messages);
-		else if (wg_eq(key, WG_S("config")))
-			v->config = val;
-		else if (wg_eq(key, WG_S("prompt")))
-			v->prompt = val;
-		else if (wg_eq(key, WG_S("tool")))
-			v->tool = val;
-		else if (wg_eq(key, WG_S("failure")))
-			v->failure = val;
-		else if (wg_eq(key, WG_S("stop")))
-			v->stop = val;
-		else if (wg_eq(key, WG_S("command")))
-			v->command = val;
-		else if (wg_eq(key, WG_S("compact")))
-			v->compact = val;
+		switch (key.n) {
+		case 2:
+			if (wg__is(key, "op"))
+				ok = wg__string(val, &v->op);
+			break;
+		case 4:
+			if (wg__is(key, "hook"))
+				ok = wg__string(val, &v->hook);
+			else if (wg__is(key, "turn"))
+				ok = wg_json_int(val, &v->turn);
+			else if (wg__is(key, "step"))
+				ok = wg_json_int(val, &v->step);
+			else if (wg__is(key, "tool")) {
+				v->tool = val;
+				v->wg__tool = tool ? val : (wg_str){0};
+			} else if (wg__is(key, "stop"))
+				v->stop = val;
+			break;
+		case 6:
+			if (wg__is(key, "config"))
+				v->config = val;
+			else if (wg__is(key, "prompt"))
+				v->prompt = val;
+			break;
+		case 7:
+			if (wg__is(key, "session"))
+				ok = wg__string(val, &v->session);
+			else if (wg__is(key, "failure"))
+				v->failure = val;
+			else if (wg__is(key, "command"))
+				v->command = val;
+			else if (wg__is(key, "compact"))
+				v->compact = val;
+			break;
+		case 8:
+			if (wg__is(key, "messages"))
+				ok = wg_json_int(val, &v->messages);
+			break;
+		}
 		/* anything else: a key of a later minor, skipped */
 		if (!ok)
 			return false;
@@ -472,48 +888,67 @@ WG__FN bool wg__parse_view(wg_str doc, wg_view *v) {
 	return true;
 }
 
-/* A pending call of the tool view. */
-typedef struct {
-	wg_str id, name, arguments, owner, server, decision, annotations;
-	bool requested, started;
-} wg_call;
-
-/* wg_calls iterates over the tool view's pending calls; wg_next_call
- * decodes the next one. */
-WG__FN wg_iter wg_calls(const wg_view *v) {
-	wg_str calls = {0};
-	wg_json_field(v->tool, "calls", &calls);
-	return wg_json_items(calls);
+/* wg__tool_cached reports whether v's tool is the one the view was
+ * decoded with, whose calls and run the kit noted. */
+WG__INLINE bool wg__tool_cached(const wg_view *v) {
+	return v->wg__tool.p && v->wg__tool.p == v->tool.p && v->wg__tool.n == v->tool.n;
 }
 
-WG__FN bool wg_next_call(wg_iter *it, wg_call *c) {
-	wg_str item, k, val, key;
-	if (!wg_json_next(it, NULL, &item))
-		return false;
-	memset(c, 0, sizeof *c);
-	wg_iter f = wg_json_items(item);
-	while (wg_json_next(&f, &k, &val)) {
-		if (!wg_json_string(k, &key))
-			continue;
-		if (wg_eq(key, WG_S("id")))
-			wg_json_string(val, &c->id);
-		else if (wg_eq(key, WG_S("name")))
-			wg_json_string(val, &c->name);
-		else if (wg_eq(key, WG_S("arguments")))
-			c->arguments = val;
-		else if (wg_eq(key, WG_S("owner")))
-			wg_json_string(val, &c->owner);
-		else if (wg_eq(key, WG_S("server")))
-			wg_json_string(val, &c->server);
-		else if (wg_eq(key, WG_S("decision")))
-			wg_json_string(val, &c->decision);
-		else if (wg_eq(key, WG_S("annotations")))
-			c->annotations = val;
-		else if (wg_eq(key, WG_S("requested")))
-			wg_json_bool(val, &c->requested);
-		else if (wg_eq(key, WG_S("started")))
-			wg_json_bool(val, &c->started);
+/* wg_calls iterates over the tool view's pending calls; wg_next_call
+ * decodes the next one. (For the view's own tool, the calls were decoded
+ * with the view, and wg_next_call hands them out.) */
+WG__FN wg_iter wg_calls(const wg_view *v) {
+	wg_str calls = {0};
+	bool cached = wg__tool_cached(v);
+	if (cached) {
+		if (v->wg__has_calls)
+			calls = v->wg__calls;
+	} else {
+		wg_json_field(v->tool, "calls", &calls);
 	}
+	wg_iter it = wg_json_items(calls);
+	if (cached && v->wg__dcalls && it.ok && !it.obj) {
+		it.wg__calls = v->wg__dcalls;
+		it.wg__n = v->wg__ndcalls;
+		it.wg__at = it.p;
+	}
+	return it;
+}
+
+/* wg_next_call decodes the next call: a call that does not parse ends the
+ * iteration; an item that is not an object is a call with nothing set. */
+WG__FN bool wg_next_call(wg_iter *it, wg_call *c) {
+	wg_str k, key, val;
+	if (it->wg__calls && it->ok && it->p == it->wg__at) { /* decoded with the view */
+		if (it->wg__i == it->wg__n) {
+			it->ok = false;
+			return false;
+		}
+		const struct wg__dcall *d = (const struct wg__dcall *)it->wg__calls + it->wg__i++;
+		*c = d->c;
+		it->p = it->wg__at = d->end;
+		return true;
+	}
+	if (it->obj) { /* calls is an object: its members' values, as it was */
+		if (!wg_json_next(it, NULL, &val))
+			return false;
+		memset(c, 0, sizeof *c);
+		wg_iter f = wg_json_items(val);
+		while (f.obj && wg_json_next(&f, &k, &val))
+			if (wg__string(k, &key))
+				wg__call_field(c, key, val);
+		return true;
+	}
+	const char *p = wg__next_start(it);
+	if (!p)
+		return false;
+	wg_call t;
+	if (!(p = wg__call_at(p, it->e, 0, &t))) {
+		it->ok = false;
+		return false;
+	}
+	*c = t;
+	it->p = p;
 	return true;
 }
 
@@ -521,8 +956,8 @@ WG__FN bool wg_next_call(wg_iter *it, wg_call *c) {
  * view's run), or an empty string. */
 WG__FN wg_str wg_tool_run(const wg_view *v) {
 	wg_str raw, s = {"", 0};
-	if (wg_json_field(v->tool, "run", &raw))
-		wg_json_string(raw, &s);
+	if (wg__tool_cached(v) ? (raw = v->wg__run, v->wg__has_run) : wg_json_field(v->tool, "run", &raw))
+		wg__string(raw, &s);
 	return s;
 }
 
@@ -573,19 +1008,19 @@ WG__FN bool wg_message_get(int64_t i, wg_message *m) {
 	if (!it.obj)
 		return false;
 	while (wg_json_next(&it, &k, &val)) {
-		if (!wg_json_string(k, &key))
+		if (!wg__string(k, &key))
 			return false;
-		if (wg_eq(key, WG_S("role")))
-			wg_json_string(val, &m->role);
-		else if (wg_eq(key, WG_S("id")))
-			wg_json_string(val, &m->id);
-		else if (wg_eq(key, WG_S("content")))
-			wg_json_string(val, &m->content);
-		else if (wg_eq(key, WG_S("call_id")))
-			wg_json_string(val, &m->call_id);
-		else if (wg_eq(key, WG_S("tool_calls")))
+		if (wg__is(key, "role"))
+			wg__string(val, &m->role);
+		else if (wg__is(key, "id"))
+			wg__string(val, &m->id);
+		else if (wg__is(key, "content"))
+			wg__string(val, &m->content);
+		else if (wg__is(key, "call_id"))
+			wg__string(val, &m->call_id);
+		else if (wg__is(key, "tool_calls"))
 			m->tool_calls = val;
-		else if (wg_eq(key, WG_S("is_error")))
+		else if (wg__is(key, "is_error"))
 			wg_json_bool(val, &m->is_error);
 	}
 	return true;
@@ -612,36 +1047,75 @@ WG__FN struct {
 	int count;
 } wg__out;
 
-WG__FN void wg__put(const char *s, size_t n) {
-	if (wg__out.n + n > wg__out.cap) {
-		size_t cap = wg__out.cap * 2;
-		if (cap < wg__out.n + n)
-			cap = wg__out.n + n;
-		if (cap < 1024)
-			cap = 1024;
-		char *p = wg_alloc(cap);
-		if (wg__out.n)
-			memcpy(p, wg__out.p, wg__out.n);
-		wg__out.p = p;
-		wg__out.cap = cap;
+/* wg__grow makes room for n more bytes of output. */
+WG__FN void wg__grow(size_t n) {
+	size_t cap = wg__out.cap * 2;
+	if (cap < wg__out.n + n)
+		cap = wg__out.n + n;
+	if (cap < 1024)
+		cap = 1024;
+	char *p = wg_alloc(cap);
+	if (wg__out.n)
+		memcpy(p, wg__out.p, wg__out.n);
+	wg__out.p = p;
+	wg__out.cap = cap;
+}
+
+/* wg__room returns where n more bytes of output go (the caller adds n to
+ * wg__out.n). */
+WG__INLINE char *wg__room(size_t n) {
+	if (n > wg__out.cap - wg__out.n)
+		wg__grow(n);
+	return wg__out.p + wg__out.n;
+}
+
+/* wg__copy copies n bytes; short runs (most of what the writer copies)
+ * are copied inline rather than by a call of memcpy. */
+WG__INLINE void wg__copy(char *dst, const char *s, size_t n) {
+#ifdef __wasm_bulk_memory__
+	__builtin_memcpy(dst, s, n); /* memory.copy */
+#else
+	if (n > 32) {
+		memcpy(dst, s, n);
+		return;
 	}
-	memcpy(wg__out.p + wg__out.n, s, n);
+	for (size_t i = 0; i < n; i++)
+		dst[i] = s[i];
+#endif
+}
+
+WG__INLINE void wg__put(const char *s, size_t n) {
+	wg__copy(wg__room(n), s, n);
 	wg__out.n += n;
 }
 
-WG__FN void wg__putc(char c) { wg__put(&c, 1); }
+WG__INLINE void wg__putc(char c) {
+	*wg__room(1) = c;
+	wg__out.n++;
+}
 
-/* wg__quote writes s as a JSON string. */
+/* wg__quote writes s as a JSON string: runs that need no escape are
+ * copied whole. */
 WG__FN void wg__quote(wg_str s) {
 	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)s.p, *e = p + s.n;
+	const unsigned char *q = wg__find_esc(p, e);
+	if (s.n > SIZE_MAX - 2)
+		__builtin_trap();
+	if (q == e) { /* nothing to escape */
+		char *o = wg__room(s.n + 2);
+		o[0] = '"';
+		wg__copy(o + 1, s.p, s.n);
+		o[s.n + 1] = '"';
+		wg__out.n += s.n + 2;
+		return;
+	}
 	wg__putc('"');
-	size_t run = 0;
-	for (size_t i = 0; i < s.n; i++) {
-		unsigned char c = (unsigned char)s.p[i];
-		if (c >= 0x20 && c != '"' && c != '\\')
-			continue;
-		wg__put(s.p + run, i - run);
-		run = i + 1;
+	for (;;) {
+		wg__put((const char *)p, (size_t)(q - p));
+		if (q == e)
+			break;
+		unsigned char c = *q++;
 		switch (c) {
 		case '"': wg__put("\\\"", 2); break;
 		case '\\': wg__put("\\\\", 2); break;
@@ -653,8 +1127,9 @@ WG__FN void wg__quote(wg_str s) {
 			wg__put(u, 6);
 		}
 		}
+		p = q;
+		q = wg__find_esc(p, e);
 	}
-	wg__put(s.p + run, s.n - run);
 	wg__putc('"');
 }
 
@@ -669,12 +1144,12 @@ WG__FN void wg_effect(const char *kind) {
 	else
 		wg__put(",{\"kind\":", 9);
 	wg__out.count++;
-	wg__quote(wg_cstr(kind));
+	wg__quote((wg_str){kind, wg__strlen(kind)});
 }
 
 WG__FN void wg__key(const char *key) {
 	wg__putc(',');
-	wg__quote(wg_cstr(key));
+	wg__quote((wg_str){key, wg__strlen(key)});
 	wg__putc(':');
 }
 
@@ -806,13 +1281,18 @@ typedef int (*wg_handler)(const wg_view *v);
 WG__FN int32_t wg_handle(int32_t view_len, wg_handler fn) {
 	wg__reset();
 	wg__out.p = NULL, wg__out.n = 0, wg__out.cap = 0, wg__out.count = 0;
+	wg__fields.doc = wg__fields.doc_end = NULL;
+	wg__fields.p = NULL, wg__fields.n = 0, wg__fields.f = NULL, wg__fields.count = 0, wg__fields.cap = 0;
 	size_t cap = view_len > 0 ? (size_t)view_len : 1;
 	char *buf = wg_alloc(cap);
 	int32_t n = wg__host_view(buf, (int32_t)cap);
 	if (n > (int32_t)cap) {
-		buf = wg_alloc((size_t)n);
+		cap = (size_t)n;
+		buf = wg_alloc(cap);
 		n = wg__host_view(buf, n);
 	}
+	if (n >= 0 && (size_t)n <= cap)
+		wg__fields.doc = buf, wg__fields.doc_end = buf + n;
 	wg_view v;
 	if (n < 0 || !wg__parse_view((wg_str){buf, (size_t)n}, &v))
 		return wg_fail("wagent.h: the view is not a JSON object of the ABI");

@@ -27,7 +27,7 @@ if [ "$have" != "Version $want" ]; then
 	echo "skipped: $msg" >&2
 	exit 0
 fi
-"$asc" policy.ts -O3s --runtime stub --exportStart _initialize \
+"$asc" policy.ts -O3s --enable simd --runtime stub --exportStart _initialize \
 	--use abort=../../../guests/assemblyscript/wagent/abort -o policy.wasm
 cd ../../..
 go run ./guests/cmd/wagent-build -manifest examples/wasm-ops/policy-as/policy.manifest.json \

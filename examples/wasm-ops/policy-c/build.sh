@@ -25,7 +25,7 @@ fi
 # depend on whether binaryen is; wasm-ld alone does not.
 obj=$(mktemp)
 trap 'rm -f "$obj"' EXIT
-"$cc" --target=wasm32-wasi -Oz -Wall -Werror -c -o "$obj" policy.c
+"$cc" --target=wasm32-wasi -Oz -msimd128 -mbulk-memory -Wall -Werror -c -o "$obj" policy.c
 wasm-ld-14 -m wasm32 -L/usr/lib/wasm32-wasi /usr/lib/wasm32-wasi/crt1-reactor.o \
 	--entry _initialize --strip-debug "$obj" -lc -o policy.wasm
 cd ../../..
