@@ -9,11 +9,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wagent/wagent/hostabi"
@@ -251,7 +253,10 @@ func (r *Runtime) compile(ctx context.Context, wasm []byte, digest [32]byte, c c
 		defer r.guard.lock()()
 		r.guard.verify() // wazero may read the cache now: nothing unchecked in it
 	}
-	m, err := cr.r.CompileModule(ctx, wasm)
+	// Functions compile on every CPU: a Go guest's few thousand take
+	// seconds on one. The machine code is the same (wazero joins them in
+	// order), so the cache does not depend on it.
+	m, err := cr.r.CompileModule(experimental.WithCompilationWorkers(ctx, compileWorkers()), wasm)
 	if err != nil {
 		return nil, fmt.Errorf("not a valid wasm module: %v", firstLine(err.Error()))
 	}
@@ -271,6 +276,10 @@ type compiled struct {
 	mod  wazero.CompiledModule
 	mode mode
 }
+
+// compileWorkers is how many goroutines compile a module's functions;
+// benchmarks set it to compare.
+var compileWorkers = func() int { return runtime.GOMAXPROCS(0) }
 
 func digestOf(b []byte) [32]byte { return sha256.Sum256(b) }
 
