@@ -154,6 +154,9 @@ func TestASKitViews(t *testing.T) {
 		{name: "key-not-ascii", doc: `{"hook":"tool",` + cfg + `,"toolé":{"calls":[` + c(1, "x") + `]},"tool":{"calls":[` + calls + `]}}`, want: all},
 		{name: "long-unknown-members", doc: `{"a_key_of_a_later_minor_longer_than_sixteen":"a value \\\" with an escape after sixteen bytes","hook":"tool",` + cfg + `,"tool":{"calls":[` + calls + `]}}`, want: all},
 		{name: "last-key-counts", doc: `{"hook":"tool","config":{"allow":["y"],"allow":["x","` + long + `","\u00e9\"q"]},"tool":{"calls":[` + calls + `]}}`, want: all},
+		{name: "mismatched-bracket-after", doc: `{"hook":"tool",` + cfg + `,"tool":{"calls":[` + calls + `]},"later":{"a":1]}`, want: all},
+		{name: "mismatched-bracket-in-calls", doc: `{"hook":"tool",` + cfg + `,"tool":{"calls":[` + c(1, "x") + `}}`, want: []hostabi.Effect{decision("c1", true, "on the allow list")}},
+		{name: "mismatched-bracket-in-a-call", doc: `{"hook":"tool",` + cfg + `,"tool":{"calls":[{"id":"c1","name":"x"],` + c(2, "y") + `]}}`, want: []hostabi.Effect{decision("c1", true, "on the allow list"), ask("c2")}},
 		{name: "cut-in-a-call", doc: `{"hook":"tool",` + cfg + `,"tool":{"calls":[` + c(1, "x") + `,{"id":"c2","na`, want: []hostabi.Effect{decision("c1", true, "on the allow list"), ask("c2")}},
 		{name: "cut-in-a-string", doc: `{"hook":"tool",` + cfg + `,"tool":{"calls":[` + c(1, "x") + `,{"id":"c2","name":"a string cut short, and long\`, want: []hostabi.Effect{decision("c1", true, "on the allow list"), ask("c2")}},
 	} {

@@ -160,7 +160,11 @@ class Reader {
     this.ws();
     if (this.pos < this.end && load<u8>(this.pos) == 0x2C) { this.pos++; this.ws(); }
     if (this.pos >= this.end) return false;
-    if (load<u8>(this.pos) == close) { this.pos++; return false; }
+    // Either closing bracket ends the container: a mismatched one (a
+    // hostile tool call's arguments, {"a":1]) must not leave the reader
+    // where no step moves it.
+    const c = load<u8>(this.pos);
+    if (c == close || c == 0x7D || c == 0x5D) { this.pos++; return false; }
     return true;
   }
 
