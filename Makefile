@@ -105,12 +105,15 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
 # bench-wasm runs only issue 21's benchmarks of the real wasm pipeline
-# (P1, P6, P11 in builtins; P4 in wasmhost; P5 in cmd/wagent), with the
-# counts BENCHMARKS.md records; bench runs them too, at BENCHTIME.
+# (P1, P6, P11 in builtins; P4 and the host's part of P5 in wasmhost; P5
+# in cmd/wagent), with the counts BENCHMARKS.md records; bench runs them
+# too, at BENCHTIME. WAGENT_BASELINE_BIN=path/to/an/older/wagent adds a
+# warm start-up alternating with that build.
 bench-wasm:
 	$(GO) test -run '^$$' -bench 'WasmPipelineTransition' -benchtime 200x ./builtins/
 	$(GO) test -run '^$$' -bench 'WasmPipeline(Thousand|Idle)' -benchtime 1x ./builtins/
 	$(GO) test -run '^$$' -bench 'GuestPolicyCall|EmptyCall' -benchtime 1s ./wasmhost/
+	$(GO) test -run '^$$' -bench 'BundleStart|BundleCompile' -benchtime 3x ./wasmhost/
 	$(GO) test -run '^$$' -bench '^BenchmarkStartup$$' -benchtime 3x ./cmd/wagent/
 
 # demo runs an agent offline: the scripted model, the demo pipeline (a
