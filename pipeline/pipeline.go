@@ -375,6 +375,9 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 		if spec.SHA256 != "" {
 			sum := sha256.Sum256(wasm)
 			if got := hex.EncodeToString(sum[:]); got != spec.SHA256 {
+				if other := otherBundle(all, spec, spec.SHA256); other != "" {
+					return nil, fmt.Errorf("%s: sha256 is %s, the pipeline pins %s, the bundle this built-in is loaded from when %s; with the built-ins this pipeline names it comes from the other bundle: pin %s", at, got, spec.SHA256, other, got)
+				}
 				return nil, fmt.Errorf("%s: sha256 is %s, the pipeline pins %s: the module changed; check it and update the pin", at, got, spec.SHA256)
 			}
 		}
@@ -439,6 +442,28 @@ func (s *Spec) reservedName(spec OpSpec, name string, wasm []byte, b Builtins) e
 		}
 	}
 	return fmt.Errorf("the module's op is named %q, the name of a built-in; a module that is not the built-in must name its op otherwise", name)
+}
+
+// otherBundle says when a built-in is loaded from a module whose digest is
+// pin, if that is another bundle than the one its pipeline loads it from
+// (a Narrower's): "" when pin is no bundle of it.
+func otherBundle(b Builtins, spec OpSpec, pin string) string {
+	name, ok := strings.CutPrefix(spec.Use, BuiltinPrefix)
+	n, isN := b.(Narrower)
+	if !ok || !isN {
+		return ""
+	}
+	for _, c := range []struct {
+		b    Builtins
+		when string
+	}{{n, "the pipeline names any built-in outside the smaller bundle"}, {n.Narrow([]string{name}), "the pipeline names only built-ins of the smaller bundle"}} {
+		if w, _, ok := c.b.Lookup(name); ok {
+			if sum := sha256.Sum256(w); hex.EncodeToString(sum[:]) == pin {
+				return c.when
+			}
+		}
+	}
+	return ""
 }
 
 func (s *Spec) names(use string) bool {
