@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -318,6 +319,12 @@ func (o *owner) prepare(ctx context.Context, req *server.CreateRequest) (engine.
 
 // pipeline loads the settings' pipeline, or returns it loaded already.
 func (o *owner) pipeline(ctx context.Context, s settings) (*pipeline.Loaded, error) {
+	if o.shared {
+		// The session's creator recorded its folder, which agents-md
+		// would mount and read: in a process others' sessions run in,
+		// only a folder under WAGENT_PROJECT_ROOTS.
+		s.Dir = projectDir(o.env, s.Dir)
+	}
 	var digest [32]byte
 	if s.Pipeline != "" {
 		b, err := os.ReadFile(s.Pipeline)
@@ -339,6 +346,34 @@ func (o *owner) pipeline(ctx context.Context, s settings) (*pipeline.Loaded, err
 	}
 	o.pipes[key] = &loadedPipeline{digest: digest, l: l}
 	return l, nil
+}
+
+// projectDir returns dir if it lies under one of the folders
+// WAGENT_PROJECT_ROOTS lists (filepath.ListSeparator between them), both
+// with symbolic links resolved, and "" otherwise: for a process that runs
+// sessions others create (a worker, an owner serving TCP or NATS), which
+// must not read a folder of its machine because a creator named it.
+func projectDir(env *cliEnv, dir string) string {
+	if dir == "" {
+		return ""
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return ""
+	}
+	for _, root := range filepath.SplitList(env.getenv("WAGENT_PROJECT_ROOTS")) {
+		if root == "" {
+			continue
+		}
+		r, err := filepath.EvalSymlinks(root)
+		if err != nil {
+			continue
+		}
+		if rel, err := filepath.Rel(r, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel) {
+			return real
+		}
+	}
+	return ""
 }
 
 // openStoreDir opens the badger store in dir, read-only or for writing.
