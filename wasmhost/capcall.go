@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
@@ -117,10 +118,33 @@ func (c *callState) actionContext() (context.Context, context.CancelFunc) {
 
 // tell adds a line for watchers (a log effect, published after the
 // call's answer is appended; not durable).
+// maxMessageBytes bounds the host's messages about an op's request or
+// command (the error in its response, the line for watchers): they may
+// quote what the guest sent (a URL, a command line), which can be
+// megabytes, and an error the op hands on as a result must stay a result,
+// not an effect over its size limit.
+const maxMessageBytes = 1024
+
+// clipText shortens s to maxMessageBytes (whole runes), saying how long it
+// was.
+func clipText(s string) string { return clip(s, maxMessageBytes) }
+
+// clip shortens s to n bytes (whole runes), saying how long it was: for
+// what a guest sent, quoted in a message of the host's.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + fmt.Sprintf("… (%d bytes in all)", len(s))
+}
+
+// quotedBytes is how much of a URL or command line a message quotes.
+const quotedBytes = 256
+
 func (c *callState) tell(format string, args ...any) {
 	switch n := len(c.hostLogs); {
 	case n < maxHostLogs:
-		c.hostLogs = append(c.hostLogs, hostabi.Effect{Kind: hostabi.KindLog, Level: "info", Text: "host: " + fmt.Sprintf(format, args...)})
+		c.hostLogs = append(c.hostLogs, hostabi.Effect{Kind: hostabi.KindLog, Level: "info", Text: "host: " + clipText(fmt.Sprintf(format, args...))})
 	case n == maxHostLogs:
 		c.hostLogs = append(c.hostLogs, hostabi.Effect{Kind: hostabi.KindLog, Level: "info", Text: "host: (more requests and commands in this call are not shown)"})
 	}

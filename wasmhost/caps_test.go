@@ -243,3 +243,32 @@ func TestCapabilityToolsIdempotent(t *testing.T) {
 		t.Errorf("the bundle has %d of the %d capability ops", seen, len(want))
 	}
 }
+
+// A request the op may not make gets an error it can hand on as a result,
+// however long what it sent: a URL or a command line of megabytes is
+// quoted in the error (and the line for watchers) only in part, so the
+// result stays under the effect size limit instead of faulting the op.
+func TestLongRequestsGetShortErrors(t *testing.T) {
+	long := strings.Repeat("a", 2<<20)
+	fetch := builtin(t, "fetch", Config{Grants: Grants{HTTP: []string{"127.0.0.1:1"}}})
+	shell := builtin(t, "shell", Config{Grants: Grants{Mounts: []Mount{{HostDir: t.TempDir(), GuestPath: "/work", Write: true}}, Exec: []ExecGrant{{Cmd: "echo **", Unconfined: true}}}})
+	for _, c := range []struct {
+		op         *Op
+		tool, args string
+		want       string
+	}{
+		{fetch, "fetch", `{"url":"http://127.0.0.1:1/%zz` + long + `"}`, "is not an absolute URL"},
+		{fetch, "fetch", `{"url":"http://` + long + `.example/"}`, "not granted"},
+		{shell, "shell", `{"command":"ls ` + long + `"}`, "matches no exec grant"},
+	} {
+		r, logs := runCall(t, c.op, c.tool, c.args)
+		if !r.IsError || !strings.Contains(r.Content, c.want) || len(r.Content) > 4<<10 {
+			t.Errorf("%s: result is_error=%v, %d bytes: %.200s", c.tool, r.IsError, len(r.Content), r.Content)
+		}
+		for _, l := range logs {
+			if len(l) > 4<<10 {
+				t.Errorf("%s: a line for watchers of %d bytes", c.tool, len(l))
+			}
+		}
+	}
+}

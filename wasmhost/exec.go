@@ -64,10 +64,11 @@ func (o *Op) doExec(ctx context.Context, req *hostabi.ExecRequest, tell func(str
 	if req.Shell != "" {
 		what = "sh -c " + quoteArg(req.Shell)
 	}
+	what = clip(what, quotedBytes)
 	fail := func(code, format string, args ...any) hostabi.ExecResponse {
 		msg := fmt.Sprintf(format, args...)
 		tell("exec %s refused: %s", what, msg)
-		return hostabi.ExecResponse{ExitCode: -1, Code: code, Error: "exec: " + msg}
+		return hostabi.ExecResponse{ExitCode: -1, Code: code, Error: "exec: " + clipText(msg)}
 	}
 	if len(o.caps.exec) == 0 {
 		return fail(hostabi.CapNotCapable, "op %s may run no commands (its manifest requests none, or the pipeline grants none)", o.man.Name)
@@ -289,7 +290,7 @@ func run(ctx context.Context, s runSpec) hostabi.ExecResponse {
 	cmd := &exec.Cmd{Path: s.bin, Args: s.argv, Dir: s.dir, Env: s.env}
 	setProcessGroup(cmd)
 	fail := func(format string, args ...any) hostabi.ExecResponse {
-		return hostabi.ExecResponse{ExitCode: -1, Code: hostabi.CapStartFailed, Error: "exec: " + fmt.Sprintf(format, args...)}
+		return hostabi.ExecResponse{ExitCode: -1, Code: hostabi.CapStartFailed, Error: "exec: " + clipText(fmt.Sprintf(format, args...))}
 	}
 	// Pipes made here, handed over as files: nothing of os/exec's own
 	// copying runs on the confined thread.

@@ -233,8 +233,8 @@ func (o *Op) doHTTP(ctx context.Context, req *hostabi.HTTPRequest, tell func(str
 	}
 	fail := func(code, format string, args ...any) hostabi.HTTPResponse {
 		msg := fmt.Sprintf(format, args...)
-		tell("http %s %s refused: %s", method, req.URL, msg)
-		return hostabi.HTTPResponse{Code: code, Error: "http_request: " + msg}
+		tell("http %s %s refused: %s", method, clip(req.URL, quotedBytes), msg)
+		return hostabi.HTTPResponse{Code: code, Error: "http_request: " + clipText(msg)}
 	}
 	if len(o.caps.http) == 0 {
 		return fail(hostabi.CapNotCapable, "op %s has no HTTP capability (its manifest requests none, or the pipeline grants none)", o.man.Name)
@@ -244,14 +244,14 @@ func (o *Op) doHTTP(ctx context.Context, req *hostabi.HTTPRequest, tell func(str
 	}
 	u, err := url.Parse(req.URL)
 	if err != nil || !u.IsAbs() {
-		return fail(hostabi.CapBadRequest, "%q is not an absolute URL", req.URL)
+		return fail(hostabi.CapBadRequest, "%q is not an absolute URL", clip(req.URL, quotedBytes))
 	}
 	host, port, err := target(u)
 	if err != nil {
 		return fail(hostabi.CapBadRequest, "%v", err)
 	}
 	if _, ok := o.grantFor(host, port); !ok {
-		return fail(hostabi.CapNotGranted, "%s", (&notGrantedError{hostport: hostPort(host, port), granted: o.grantedHosts()}).Error())
+		return fail(hostabi.CapNotGranted, "%s", (&notGrantedError{hostport: clip(hostPort(host, port), quotedBytes), granted: o.grantedHosts()}).Error())
 	}
 	if req.TimeoutMS > 0 {
 		var cancel context.CancelFunc
@@ -320,6 +320,6 @@ func (o *Op) httpError(ctx context.Context, method, rawURL string, err error, st
 		code = hostabi.CapTimeout
 		msg = fmt.Sprintf("no complete response within %d ms (the call's deadline, or the request's timeout_ms)", time.Since(start).Milliseconds())
 	}
-	tell("http %s %s failed: %s", method, rawURL, msg)
-	return hostabi.HTTPResponse{Code: code, Error: "http_request: " + msg, DurationMS: time.Since(start).Milliseconds()}
+	tell("http %s %s failed: %s", method, clip(rawURL, quotedBytes), msg)
+	return hostabi.HTTPResponse{Code: code, Error: "http_request: " + clipText(msg), DurationMS: time.Since(start).Milliseconds()}
 }
