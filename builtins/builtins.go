@@ -9,6 +9,7 @@ import (
 	_ "embed"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/wagent/wagent/pipeline"
 )
@@ -107,7 +108,10 @@ func DefaultPipeline(skillsDir string) *pipeline.Spec {
 // there (mounted read-only at /project) as prompt parts.
 func DefaultPipelineIn(skillsDir, projectDir string) *pipeline.Spec {
 	ops := []pipeline.OpSpec{{Use: "builtin:approval", Config: []byte(`{"mode":"ask","allow":["load_skill","read_skill_file"]}`)}}
-	if st, err := os.Stat(projectDir); projectDir != "" && err == nil && st.IsDir() {
+	// A folder whose name has a colon cannot be written as a mount
+	// (HOST:GUEST:MODE): the session runs without agents-md rather than
+	// not at all.
+	if st, err := os.Stat(projectDir); projectDir != "" && !strings.Contains(projectDir, ":") && err == nil && st.IsDir() {
 		ops = append(ops, pipeline.OpSpec{Use: "builtin:agents-md", Mounts: []string{projectDir + ":/project:ro"}})
 	}
 	if st, err := os.Stat(skillsDir); skillsDir != "" && err == nil && st.IsDir() {

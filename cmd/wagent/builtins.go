@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/pipeline"
@@ -60,7 +61,7 @@ func dataDir(env *cliEnv) string {
 // names no mount the session's working directory, read-only, which is
 // what the op is for.
 func grantProject(spec *pipeline.Spec, dir string) {
-	if dir == "" {
+	if dir == "" || strings.Contains(dir, ":") { // no mount can name it (HOST:GUEST:MODE)
 		return
 	}
 	for i := range spec.Ops {

@@ -263,6 +263,8 @@ func (o *owner) resolve(ctx context.Context, id string, set *engine.SessionCreat
 		if s, err = s.inDir(o.pipelinesDir); err != nil {
 			return engine.Config{}, fmt.Errorf("session %s: %v", id, err)
 		}
+	} else if err := o.sessionFiles(s); err != nil {
+		return engine.Config{}, fmt.Errorf("session %s: %v", id, err)
 	}
 	prov, err := buildProvider(o.env, s, secrets[secretAPIKey], o.shared)
 	if err != nil {
@@ -293,6 +295,11 @@ func (o *owner) prepare(ctx context.Context, req *server.CreateRequest) (engine.
 	if err := s.check(); err != nil {
 		return engine.SessionCreated{}, err
 	}
+	if o.mode == modeDrive {
+		if err := o.sessionFiles(s); err != nil {
+			return engine.SessionCreated{}, fail(exitFailure, "%v", err)
+		}
+	}
 	if _, err := buildProvider(o.env, s, req.Secrets[secretAPIKey], o.shared); err != nil {
 		return engine.SessionCreated{}, err
 	}
@@ -322,8 +329,12 @@ func (o *owner) pipeline(ctx context.Context, s settings) (*pipeline.Loaded, err
 	if o.shared {
 		// The session's creator recorded its folder, which agents-md
 		// would mount and read: in a process others' sessions run in,
-		// only a folder under WAGENT_PROJECT_ROOTS.
+		// only a folder under WAGENT_PROJECT_ROOTS; and its files only
+		// from there (or --pipelines).
 		s.Dir = projectDir(o.env, s.Dir)
+		if err := o.sessionFiles(s); err != nil {
+			return nil, err
+		}
 	}
 	var digest [32]byte
 	if s.Pipeline != "" {
@@ -346,6 +357,23 @@ func (o *owner) pipeline(ctx context.Context, s settings) (*pipeline.Loaded, err
 	}
 	o.pipes[key] = &loadedPipeline{digest: digest, l: l}
 	return l, nil
+}
+
+// sessionFiles refuses, in a process that runs sessions others create
+// (unless a worker's --pipelines names where its files come from), a
+// pipeline file or script outside WAGENT_PROJECT_ROOTS: the session's
+// creator named the path, and the process would read that file of its
+// machine, run what it grants and quote it in errors.
+func (o *owner) sessionFiles(s settings) error {
+	if !o.shared || o.pipelinesDir != "" {
+		return nil
+	}
+	for _, f := range []struct{ what, path string }{{"pipeline", s.Pipeline}, {"script", s.Script}} {
+		if f.path != "" && projectDir(o.env, f.path) == "" {
+			return fmt.Errorf("the session's %s %s is not under this process's WAGENT_PROJECT_ROOTS: a process that runs sessions others create reads their files only there (set it in this process's environment, or start a worker with --pipelines DIR)", f.what, f.path)
+		}
+	}
+	return nil
 }
 
 // projectDir returns dir if it lies under one of the folders

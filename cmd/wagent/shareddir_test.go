@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/wagent/wagent/builtins"
@@ -75,5 +76,57 @@ func TestSharedProcessReadsOnlyItsProjectRoots(t *testing.T) {
 				t.Errorf("agents-md in the pipeline: %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// The files a session names (its pipeline, its script) are read by a
+// shared process only under WAGENT_PROJECT_ROOTS, or from a worker's
+// --pipelines folder: a creator could otherwise run a pipeline file of the
+// worker's machine with the mounts it grants, or have an error quote the
+// first line of any file.
+func TestSharedProcessReadsSessionFilesOnlyUnderRoots(t *testing.T) {
+	base := t.TempDir()
+	projects := filepath.Join(base, "projects")
+	if err := os.MkdirAll(projects, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(base, "credentials")
+	os.WriteFile(secret, []byte("aws_secret_access_key=TOPSECRET\n"), 0o600)
+	inside := filepath.Join(projects, "p.yaml")
+	os.WriteFile(inside, []byte("ops:\n  - use: builtin:max-turns\n"), 0o644)
+	vars := map[string]string{"WAGENT_HOME": base, "WAGENT_PROJECT_ROOTS": projects}
+	env := &cliEnv{getenv: func(k string) string { return vars[k] }, stderr: os.Stderr}
+	for _, c := range []struct {
+		name      string
+		shared    bool
+		pipelines string
+		s         settings
+		refuse    bool
+	}{
+		{"a script outside the roots", true, "", settings{Provider: "script", Script: secret}, true},
+		{"a pipeline outside the roots", true, "", settings{Provider: "openai", Model: "m", Pipeline: secret}, true},
+		{"a pipeline under a root", true, "", settings{Provider: "openai", Model: "m", Pipeline: inside}, false},
+		{"a worker with --pipelines", true, projects, settings{Provider: "script", Script: secret}, false},
+		{"one user's own process", false, "", settings{Provider: "script", Script: secret}, false},
+	} {
+		o := &owner{env: env, shared: c.shared, pipelinesDir: c.pipelines}
+		err := o.sessionFiles(c.s)
+		if (err != nil) != c.refuse || err != nil && (strings.Contains(err.Error(), "TOPSECRET") || !strings.Contains(err.Error(), "WAGENT_PROJECT_ROOTS")) {
+			t.Errorf("%s: err = %v, want refused %v", c.name, err, c.refuse)
+		}
+	}
+}
+
+// A project folder whose name has a colon cannot be written as a mount:
+// the session runs without agents-md instead of not loading at all.
+func TestProjectDirWithAColon(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a:b")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range builtins.DefaultPipelineIn("", dir).Ops {
+		if op.Use == "builtin:agents-md" {
+			t.Fatalf("agents-md mounts %v", op.Mounts)
+		}
 	}
 }

@@ -1,6 +1,8 @@
 package pdk
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wagent/wagent/hostabi"
@@ -11,7 +13,20 @@ import (
 // the hook does not take faults the call, see ABI.md §4).
 
 // Emit adds an effect to the answer.
-func (c *Call) Emit(e hostabi.Effect) { c.effects = append(c.effects, e) }
+func (c *Call) Emit(e hostabi.Effect) {
+	if e.Kind == hostabi.KindResult && len(e.Content) > hostabi.MaxTextBytes {
+		e.Content = cutResult(e.Content)
+	}
+	c.effects = append(c.effects, e)
+}
+
+// cutResult shortens a tool result over the host's limit (an error that
+// quotes a megabyte argument, a file read whole) to fit, saying so: the
+// model gets an answer, where a result over the limit would fault the op.
+func cutResult(s string) string {
+	note := "\n[cut: the result was " + strconv.Itoa(len(s)) + " bytes; a result holds at most " + strconv.Itoa(hostabi.MaxTextBytes) + "]"
+	return strings.ToValidUTF8(s[:hostabi.MaxTextBytes-len(note)], "") + note
+}
 
 // Effects returns the effects emitted so far.
 func (c *Call) Effects() []hostabi.Effect { return c.effects }

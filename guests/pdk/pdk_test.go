@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
@@ -194,5 +195,24 @@ func TestFreshNeverReusesMemory(t *testing.T) {
 		if strings.Trim(s, s[:1]) != "" {
 			t.Fatalf("string %d changed after later calls: %q", i, s)
 		}
+	}
+}
+
+// A result over the host's limit is cut to fit, saying so, instead of
+// faulting the op: an error that quotes a megabyte argument still answers.
+func TestResultOverTheLimitIsCut(t *testing.T) {
+	c := &Call{}
+	long := strings.Repeat("é", hostabi.MaxTextBytes) // 2 bytes a rune: the cut falls inside one
+	c.Result("c1", long, true)
+	c.ErrorResult("c2", "short", "")
+	e := c.Effects()
+	if err := e[0].Check(hostabi.HookTool); err != nil {
+		t.Fatalf("the cut result does not pass the host's check: %v", err)
+	}
+	if len(e[0].Content) > hostabi.MaxTextBytes || !utf8.ValidString(e[0].Content) || !strings.HasSuffix(e[0].Content, "a result holds at most 1048576]") || !e[0].IsError {
+		t.Errorf("cut result: %d bytes, valid UTF-8 %v, ends %q", len(e[0].Content), utf8.ValidString(e[0].Content), e[0].Content[len(e[0].Content)-60:])
+	}
+	if e[1].Content != "short" {
+		t.Errorf("a short result changed: %q", e[1].Content)
 	}
 }

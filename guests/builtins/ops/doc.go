@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/wagent/wagent/guests/pdk"
@@ -125,6 +126,21 @@ func (c *configCache[T]) get(raw []byte, parse func([]byte) (T, error)) (*T, err
 	}
 	c.raw, c.parsed = string(raw), &v
 	return c.parsed, nil
+}
+
+// maxPatternBytes bounds a glob or grep pattern: one of megabytes takes
+// longer to compile than a call may run, and is no search anyone means.
+const maxPatternBytes = 4096
+
+// quoted shortens what a tool's caller sent (a path, a URL) for a message
+// that quotes it: an error result must stay a short answer, whatever the
+// model passed.
+func quoted(s string) string {
+	const n = 256
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "… (" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // glob matches name against a pattern where * matches any run of

@@ -94,10 +94,10 @@ func fetchURL(c *pdk.Call, a fetchArgs) (string, error) {
 	case strings.HasPrefix(media, "text/"), media == "", strings.HasSuffix(media, "json"), strings.HasSuffix(media, "xml"), media == "application/javascript":
 		text = resp.Body
 	default:
-		return "", fmt.Errorf("%s is %s (%d bytes), not text; fetch returns text only", a.URL, media, len(resp.Body))
+		return "", fmt.Errorf("%s is %s (%d bytes), not text; fetch returns text only", quoted(a.URL), media, len(resp.Body))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s (HTTP %d", resp.URL, resp.Status)
+	fmt.Fprintf(&b, "%s (HTTP %d", quoted(resp.URL), resp.Status)
 	if media != "" {
 		b.WriteString(", " + media)
 	}

@@ -93,7 +93,7 @@ func (cfg *filesConfig) resolve(p string) (string, error) {
 	}
 	full = path.Clean(full)
 	if full != cfg.Dir && !strings.HasPrefix(full, cfg.Dir+"/") {
-		return "", fmt.Errorf("%s is outside the project (%s): give a path inside it, relative to it", p, cfg.Dir)
+		return "", fmt.Errorf("%s is outside the project (%s): give a path inside it, relative to it", quoted(p), cfg.Dir)
 	}
 	return full, nil
 }
@@ -111,11 +111,11 @@ func (cfg *filesConfig) rel(full string) string {
 func (cfg *filesConfig) fileError(p string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%s does not exist (list_dir or glob shows what does)", p)
+		return fmt.Errorf("%s does not exist (list_dir or glob shows what does)", quoted(p))
 	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("%s cannot be accessed: %v", p, unwrapPath(err))
+		return fmt.Errorf("%s cannot be accessed: %v", quoted(p), unwrapPath(err))
 	}
-	return fmt.Errorf("%s: %v", p, unwrapPath(err))
+	return fmt.Errorf("%s: %v", quoted(p), unwrapPath(err))
 }
 
 func unwrapPath(err error) error {
@@ -518,6 +518,9 @@ func (cfg *filesConfig) glob(a globArgs) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if len(a.Pattern) > maxPatternBytes {
+		return "", fmt.Errorf("the pattern is %d bytes; give one of at most %d", len(a.Pattern), maxPatternBytes)
+	}
 	pat := strings.Split(path.Clean(a.Pattern), "/")
 	for _, seg := range pat {
 		if _, err := path.Match(seg, ""); err != nil {
@@ -634,13 +637,16 @@ func (cfg *filesConfig) grep(a grepArgs) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if len(a.Pattern) > maxPatternBytes {
+		return "", fmt.Errorf("the pattern is %d bytes; give one of at most %d", len(a.Pattern), maxPatternBytes)
+	}
 	expr := a.Pattern
 	if a.IgnoreCase {
 		expr = "(?i)" + expr
 	}
 	re, err := regexp.Compile(expr)
 	if err != nil {
-		return "", fmt.Errorf("pattern %q is not a regular expression: %v", a.Pattern, err)
+		return "", fmt.Errorf("pattern %q is not a regular expression: %s", a.Pattern, quoted(err.Error()))
 	}
 	if a.Glob != "" {
 		if _, err := path.Match(a.Glob, ""); err != nil {
