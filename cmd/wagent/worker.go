@@ -55,7 +55,10 @@ yields, and lets go. Workers need no per-session flags: each session's
 pipeline, provider and model come from its recorded settings, its API key
 from the environment variable the settings name (--api-key-env) or the
 provider's usual one. With --pipelines, pipeline and script files are
-looked up by file name in DIR, whatever path the session recorded.
+looked up by file name in DIR, whatever path the session recorded; without
+it, they are read where the session recorded them only under a folder
+$WAGENT_PROJECT_ROOTS lists, and a session's project folder (for
+agents-md) likewise.
 
 SIGINT or SIGTERM stops taking wake-ups; sessions being driven get 10s to
 yield, then their turns are cut off where they are and another worker goes

@@ -127,6 +127,9 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 	if err := os.WriteFile(pipelineFile, []byte("ops:\n  - mcp: rec\n    url: "+mcpURL+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The workers run the sessions' pipeline file from where their creator
+	// named it: a folder they are told they may read.
+	env["WAGENT_PROJECT_ROOTS"] = filepath.Dir(pipelineFile)
 
 	// The workers, one per slot; a killed one is replaced by a new process
 	// (named w1-2, w1-3, … so that its spans are told apart).
