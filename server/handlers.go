@@ -60,12 +60,23 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Reserved while it is created: a second create of the same id is
+	// told it exists, and no one opens the log before its first event
+	// (a reader would see a session without its settings).
+	if !s.reserve(w, req.ID) {
+		return
+	}
 	s.mu.Lock()
 	if len(req.Secrets) > 0 {
 		s.secrets[req.ID] = req.Secrets
 	}
 	s.mu.Unlock()
 	sess, err := s.host.Create(r.Context(), req.ID, info)
+	s.release(req.ID)
+	if errors.Is(err, store.ErrExists) {
+		writeError(w, http.StatusConflict, CodeExists, fmt.Sprintf("session %q already exists", req.ID))
+		return
+	}
 	if err != nil {
 		fail(w, err)
 		return
@@ -151,7 +162,18 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := Session{Summary: sum, Commands: s.commands(id)}
-	if evs, err := s.o.Log.Read(r.Context(), id, 1, 1); err == nil && len(evs) == 1 {
+	evs, err := s.o.Log.Read(r.Context(), id, 1, 1)
+	s.mu.Lock()
+	writing := s.writing[id]
+	s.mu.Unlock()
+	if writing || err == nil && len(evs) == 0 {
+		// Being created (or forked, imported): it has no settings to
+		// show yet, and a client that took none for its settings would
+		// record a change that drops them.
+		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no session %q in this store (GET /v1/sessions lists them)", id))
+		return
+	}
+	if err == nil {
 		var c engine.SessionCreated
 		if json.Unmarshal(evs[0].Data, &c) == nil {
 			out.Settings, out.Model, out.Pipeline = c.Settings, c.Model, c.Pipeline

@@ -442,13 +442,30 @@ func openSession(ctx context.Context, c *cli.Context, env *cliEnv, cl *server.Cl
 	info, isNew, err := openSessionOnce(ctx, c, env, cl, id, create)
 	if id != "" && create && server.IsCode(err, server.CodeExists) {
 		// A second command naming the same new session created it first:
-		// this one continues it, as if it had come a moment later.
-		info, isNew, err = openSessionOnce(ctx, c, env, cl, id, false)
+		// this one continues it, as if it had come a moment later. The
+		// first may still be creating it (the owner answers "no session"
+		// until its first event is written): wait for that, briefly.
+		for wait := 10 * time.Millisecond; ; wait *= 2 {
+			info, isNew, err = openSessionOnce(ctx, c, env, cl, id, false)
+			if err == nil || wait > time.Second || !isNoSession(err) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil, false, ctx.Err()
+			case <-time.After(wait):
+			}
+		}
 	}
 	if server.IsCode(err, server.CodeExists) {
 		err = apiFail(err)
 	}
 	return info, isNew, err
+}
+
+// isNoSession reports whether err is openSessionOnce's "no session".
+func isNoSession(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "no session ")
 }
 
 func openSessionOnce(ctx context.Context, c *cli.Context, env *cliEnv, cl *server.Client, id string, create bool) (*server.Session, bool, error) {
