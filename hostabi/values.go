@@ -1,6 +1,9 @@
 package hostabi
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // Reading the documents an op decodes itself (its config, a tool call's
 // arguments) without reflection, beside Field, String and Strings: Members
@@ -86,3 +89,13 @@ func Bool(raw []byte) (bool, error) {
 // AppendString appends s to dst as a JSON string, as the codec writes
 // strings (invalid UTF-8 becomes U+FFFD; <, > and & stay as they are).
 func AppendString(dst []byte, s string) []byte { return appendString(dst, s) }
+
+// Clip shortens s to at most n bytes of whole runes, saying how long it
+// was: for a message, the host's or an op's, that quotes what the other
+// side sent (a URL, a path, a command line), which may be megabytes.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "… (" + strconv.Itoa(len(s)) + " bytes in all)"
+}

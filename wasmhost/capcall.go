@@ -3,7 +3,6 @@ package wasmhost
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
@@ -129,14 +128,8 @@ const maxMessageBytes = 1024
 // was.
 func clipText(s string) string { return clip(s, maxMessageBytes) }
 
-// clip shortens s to n bytes (whole runes), saying how long it was: for
-// what a guest sent, quoted in a message of the host's.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + fmt.Sprintf("… (%d bytes in all)", len(s))
-}
+// clip shortens what a guest sent for a message of the host's.
+func clip(s string, n int) string { return hostabi.Clip(s, n) }
 
 // quotedBytes is how much of a URL or command line a message quotes.
 const quotedBytes = 256

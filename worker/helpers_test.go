@@ -206,21 +206,10 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// checkSession checks what every test promises of a finished session: the
-// log folds, the single-writer history holds, every call has exactly one
-// result, and no non-idempotent call ran twice. It returns the results'
-// codes by call.
-func checkSession(t testing.TB, id string, evs []store.Event, ops *sideEffects) map[string]string {
-	t.Helper()
-	if _, err := engine.Fold(id, evs); err != nil {
-		t.Errorf("%s: %v", id, err)
-	}
-	if _, err := worker.CheckWriters(evs); err != nil {
-		t.Errorf("%s: %v", id, err)
-	}
-	calls := map[string]string{} // id -> tool
-	results := map[string]int{}  // id -> results
-	codes := map[string]string{} // id -> code of its result
+// tally reads a log's tool calls: each call's tool, how many results it
+// has and the code of its (last) result, by call id.
+func tally(evs []store.Event) (calls map[string]string, results map[string]int, codes map[string]string) {
+	calls, results, codes = map[string]string{}, map[string]int{}, map[string]string{}
 	for _, e := range evs {
 		switch e.Type {
 		case engine.EvAssistantMessage:
@@ -236,6 +225,22 @@ func checkSession(t testing.TB, id string, evs []store.Event, ops *sideEffects) 
 			codes[r.CallID] = r.Code
 		}
 	}
+	return calls, results, codes
+}
+
+// checkSession checks what every test promises of a finished session: the
+// log folds, the single-writer history holds, every call has exactly one
+// result, and no non-idempotent call ran twice. It returns the results'
+// codes by call.
+func checkSession(t testing.TB, id string, evs []store.Event, ops *sideEffects) map[string]string {
+	t.Helper()
+	if _, err := engine.Fold(id, evs); err != nil {
+		t.Errorf("%s: %v", id, err)
+	}
+	if _, err := worker.CheckWriters(evs); err != nil {
+		t.Errorf("%s: %v", id, err)
+	}
+	calls, results, codes := tally(evs)
 	for c, name := range calls {
 		if results[c] != 1 {
 			t.Errorf("%s: call %s (%s) has %d results, want exactly 1", id, c, name, results[c])

@@ -145,21 +145,7 @@ func twoWriters(t *testing.T, f *fleet) {
 // writers that have no lease and no fence.
 func checkCalls(t testing.TB, id string, evs []store.Event, ops *sideEffects) {
 	t.Helper()
-	calls, results := map[string]string{}, map[string]int{}
-	for _, e := range evs {
-		switch e.Type {
-		case engine.EvAssistantMessage:
-			var a engine.AssistantMessage
-			json.Unmarshal(e.Data, &a)
-			for _, c := range a.ToolCalls {
-				calls[c.ID] = c.Name
-			}
-		case engine.EvToolResult:
-			var r engine.ToolResult
-			json.Unmarshal(e.Data, &r)
-			results[r.CallID]++
-		}
-	}
+	calls, results, _ := tally(evs)
 	for c, name := range calls {
 		if results[c] != 1 {
 			t.Errorf("%s: call %s has %d results, want 1", id, c, results[c])

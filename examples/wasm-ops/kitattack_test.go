@@ -64,13 +64,13 @@ func FuzzKitsAgreeOnHostileCalls(f *testing.F) {
 		// host writes (invalid UTF-8 becomes U+FFFD).
 		var rt hostabi.View
 		if err := hostabi.ParseView(hostabi.AppendView(nil, view), &rt); err != nil {
-			t.Skip()
+			return // no view the host would hand over: nothing to compare
 		}
 		view = &rt
 		ids := map[string]bool{}
 		for _, c := range view.Tool.Calls {
 			if ids[c.ID] {
-				t.Skip()
+				return // two calls of one id after the round trip: not a view the engine makes
 			}
 			ids[c.ID] = true
 		}

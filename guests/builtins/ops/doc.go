@@ -16,7 +16,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/wagent/wagent/guests/pdk"
@@ -135,13 +134,7 @@ const maxPatternBytes = 4096
 // quoted shortens what a tool's caller sent (a path, a URL) for a message
 // that quotes it: an error result must stay a short answer, whatever the
 // model passed.
-func quoted(s string) string {
-	const n = 256
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "… (" + strconv.Itoa(len(s)) + " bytes)"
-}
+func quoted(s string) string { return hostabi.Clip(s, 256) }
 
 // glob matches name against a pattern where * matches any run of
 // characters.
