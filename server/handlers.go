@@ -66,13 +66,38 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if !s.reserve(w, req.ID) {
 		return
 	}
+	reserved := true
+	release := func() {
+		if reserved {
+			reserved = false
+			s.release(req.ID)
+		}
+	}
+	defer release() // a panic in Create (an embedder's Resolve) must not wedge the id
+	if _, err := s.o.Log.Head(r.Context(), req.ID); err == nil {
+		// Created while this one prepared.
+		writeError(w, http.StatusConflict, CodeExists, fmt.Sprintf("session %q already exists", req.ID))
+		return
+	}
 	s.mu.Lock()
+	prev, had := s.secrets[req.ID]
 	if len(req.Secrets) > 0 {
 		s.secrets[req.ID] = req.Secrets
 	}
 	s.mu.Unlock()
 	sess, err := s.host.Create(r.Context(), req.ID, info)
-	s.release(req.ID)
+	if err != nil {
+		// A create that failed (or lost the race) leaves the secrets
+		// as they were: another create's session may be using them.
+		s.mu.Lock()
+		if had {
+			s.secrets[req.ID] = prev
+		} else {
+			delete(s.secrets, req.ID)
+		}
+		s.mu.Unlock()
+	}
+	release()
 	if errors.Is(err, store.ErrExists) {
 		writeError(w, http.StatusConflict, CodeExists, fmt.Sprintf("session %q already exists", req.ID))
 		return
