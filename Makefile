@@ -2,10 +2,14 @@
 #
 #   make demo    run an agent offline on the embedded defaults
 #   make test    run the whole test suite (what CI runs)
-#   make e2e     run the web console's tests in headless Chromium (CI too)
 #   make check   format, vet, tidy and generated modules up to date
 #   make bench   run the benchmarks recorded in BENCHMARKS.md
-#   make e2e     the MCP suites again under the race detector, the MCP benchmarks once, and the 3-worker kill test
+#   make e2e     the web console in headless Chromium, the MCP suites again under the
+#                race detector, the MCP benchmarks once, and the 3-worker kill test (CI too)
+#
+# test, e2e and check install what they need first (scripts/deps.sh: the npm
+# MCP servers, AssemblyScript), pinned, into ~/.cache/wagent, only when
+# missing; Node.js and npm are the one thing they ask for.
 
 GO       ?= go
 PKGS     := ./...
@@ -15,7 +19,7 @@ BENCHTIME ?= 1s
 
 WAGENT_BUILD := $(GO) run ./guests/cmd/wagent-build
 
-.PHONY: all build test e2e race check fmt vet tidy-check guests guests-check bench bench-wasm demo clean
+.PHONY: all build test e2e race check fmt vet tidy-check guests guests-check bench bench-wasm demo clean deps-test deps-e2e deps-guests
 
 all: build
 
@@ -27,7 +31,7 @@ build:
 # JetStream store only those, as its whole suite under -race takes a minute;
 # for the workers the safety net (two writers at one head, the hammer, the
 # fence) and the lease handover.
-test:
+test: deps-test
 	$(GO) test $(TESTFLAGS) $(PKGS)
 	$(GO) test -race $(TESTFLAGS) ./engine/ ./store/ ./store/badger/
 	$(GO) test -race $(TESTFLAGS) -run 'Hammer|Race|Watch|Concurrent' ./store/jetstream/
@@ -39,7 +43,7 @@ test:
 #    another) driven by chromedp against an owner in the test process.
 #    They fail, never skip, without a browser. Each test's screenshots land
 #    in $(E2E_OUT)/_artifacts/ (the log names each file);
-#  - the MCP server suites (the real npm servers that .ci/run installs,
+#  - the MCP server suites (the real npm servers that deps-e2e installs,
 #    and Go fakes) under the race detector, and the MCP benchmarks once,
 #    so that the figures in BENCHMARKS.md keep a command that works;
 #  - 300 sessions over three wagent worker processes on a cluster of three
@@ -48,7 +52,7 @@ test:
 #    moments (build tag e2e; -workers.sessions=N for more, -workers.seed=S
 #    to repeat a schedule the log printed).
 E2E_OUT ?= e2e-out
-e2e:
+e2e: deps-e2e
 	mkdir -p $(E2E_OUT)
 	$(GO) test -tags e2e $(TESTFLAGS) -v -run '^TestBrowser' -artifacts -outputdir $(abspath $(E2E_OUT)) ./server/console/
 	$(GO) test -race $(TESTFLAGS) ./tools/mcp/ ./pipeline/
@@ -56,7 +60,16 @@ e2e:
 	$(GO) test -run '^$$' -bench 'MCP' -benchtime 200x ./tools/mcp/
 	$(GO) test -tags e2e $(TESTFLAGS) -v -run '^TestE2EWorkers' ./cmd/wagent/
 
-race:
+# deps-* install what a target's tests need when it is missing (a second
+# run installs nothing), or say in one line what to install by hand.
+deps-test:
+	@sh scripts/deps.sh test
+deps-e2e:
+	@sh scripts/deps.sh e2e
+deps-guests:
+	@sh scripts/deps.sh guests
+
+race: deps-test
 	$(GO) test -race $(TESTFLAGS) $(PKGS)
 
 fmt:
@@ -82,7 +95,7 @@ guests:
 	$(WAGENT_BUILD) -o guests/examples/policy/policy.wasm ./guests/examples/policy
 
 # guests-check fails when a committed module does not match its source.
-guests-check:
+guests-check: deps-guests
 	@WAGENT_GUESTS_STRICT=1 $(MAKE) --no-print-directory guests
 	@git diff --quiet -- '*.wasm' || { echo "committed wasm modules differ from their sources: run 'make guests' and commit:"; git diff --stat -- '*.wasm'; exit 1; }
 
@@ -101,7 +114,7 @@ vet:
 tidy-check:
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; exit 1; }
 
-bench:
+bench: deps-test
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
 # bench-wasm runs only issue 21's benchmarks of the real wasm pipeline

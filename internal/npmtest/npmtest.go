@@ -1,7 +1,8 @@
 // Package npmtest finds the real MCP servers from npm that tests run
-// against, at the versions the project pins. .ci/run installs them with
-// npm into a folder outside the module ($WAGENT_TEST_NPM, default
-// ~/.cache/wagent/npm).
+// against, at the versions the project pins in packages.txt.
+// scripts/deps.sh, which make test runs first, installs them with npm into
+// a folder outside the module ($WAGENT_TEST_NPM, default
+// ~/.cache/wagent/npm) when they are missing.
 //
 // A test whose server is missing fails, saying how to install it. Only
 // outside CI, and only when WAGENT_TEST_NO_NPM=1 says so, it skips
@@ -9,17 +10,28 @@
 package npmtest
 
 import (
+	_ "embed"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
-// The pinned packages.
-const (
-	Everything = "@modelcontextprotocol/server-everything@2026.8.31"
-	Filesystem = "@modelcontextprotocol/server-filesystem@2026.8.31"
-)
+//go:embed packages.txt
+var packagesTxt string
+
+// Packages lists the pinned packages, NAME@VERSION, as packages.txt has
+// them.
+func Packages() []string {
+	var out []string
+	for _, line := range strings.Split(packagesTxt, "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
 
 // Dir is the folder the packages are installed in.
 func Dir() string {
@@ -44,9 +56,8 @@ func Bin(t testing.TB, name string) string {
 		_, err = exec.LookPath("node")
 	}
 	if err != nil {
-		msg := name + " (npm " + Everything + " and " + Filesystem + ", with node) is not available in " + dir + ": " + err.Error() +
-			"; install with: mkdir -p " + dir + " && cd " + dir + " && npm install --no-audit --no-fund " + Everything + " " + Filesystem +
-			" (bash .ci/run does this; WAGENT_TEST_NPM names another folder)"
+		msg := name + " (npm " + strings.Join(Packages(), " and ") + ", with node) is not available in " + dir + ": " + err.Error() +
+			"; make test installs them first (scripts/deps.sh test; WAGENT_TEST_NPM names another folder)"
 		if os.Getenv("WAGENT_TEST_NO_NPM") == "1" && os.Getenv("CI") == "" {
 			t.Skip(msg + "; skipped because WAGENT_TEST_NO_NPM=1")
 		}

@@ -1,0 +1,104 @@
+#!/bin/sh
+# deps.sh installs what the tests need, pinned, into caches outside the
+# module, and only what is missing: a second run installs nothing. The
+# Makefile runs it before the targets that need it; .ci/run has no install
+# step of its own for these.
+#
+#   scripts/deps.sh test     the real MCP servers from npm (make test), into
+#                            $WAGENT_TEST_NPM (default ~/.cache/wagent/npm);
+#                            the versions are internal/npmtest/packages.txt
+#   scripts/deps.sh e2e      the same, and a check for Chromium (make e2e);
+#                            the NATS server is built from the Go module
+#   scripts/deps.sh guests   AssemblyScript, to rebuild the AssemblyScript
+#                            example op (make check), into $WAGENT_GUEST_NPM
+#                            (default ~/.cache/wagent/asc)
+#
+# Node.js and npm are the one thing it asks for: without them it says how to
+# get them, in one line, and fails.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache="${HOME:-/root}/.cache/wagent"
+
+fail() {
+	echo "deps: $*" >&2
+	exit 1
+}
+
+need_node() {
+	for c in node npm; do
+		command -v "$c" >/dev/null 2>&1 ||
+			fail "$1 needs Node.js and npm, and '$c' is not on PATH: install them (Debian: apt-get install nodejs npm) and run it again"
+	done
+}
+
+# installed DIR NAME@VERSION: whether NAME is in DIR at VERSION.
+installed() {
+	pj="$1/node_modules/${2%@*}/package.json"
+	[ -f "$pj" ] || return 1
+	have=$(node -e 'process.stdout.write(String(require(process.argv[1]).version))' "$pj" 2>/dev/null) || return 1
+	[ "$have" = "${2##*@}" ]
+}
+
+# npm_install WHAT DIR NAME@VERSION...: installs into DIR those of the
+# packages that are missing or at another version.
+npm_install() {
+	what=$1 dir=$2
+	shift 2
+	need_node "$what"
+	missing=
+	for spec in "$@"; do
+		installed "$dir" "$spec" || missing="$missing $spec"
+	done
+	[ -n "$missing" ] || return 0
+	mkdir -p "$dir" || fail "cannot create $dir: point ${3:-the cache} somewhere writable"
+	# Two installs into one folder at once would corrupt it: the second
+	# waits, then finds what the first installed.
+	if command -v flock >/dev/null 2>&1; then
+		exec 9>"$dir/.wagent-deps.lock"
+		flock 9
+		missing=
+		for spec in "$@"; do
+			installed "$dir" "$spec" || missing="$missing $spec"
+		done
+		[ -n "$missing" ] || return 0
+	fi
+	[ -f "$dir/package.json" ] || echo '{"name":"wagent-deps","private":true}' >"$dir/package.json"
+	echo "deps: $what: installing$missing into $dir (npm; the first time downloads about 40 MB)"
+	# shellcheck disable=SC2086 # $missing is a list of package specs
+	(cd "$dir" && npm install --no-audit --no-fund --loglevel=error --save-exact $missing) ||
+		fail "npm could not install$missing into $dir: check that npm reaches its registry (npm config get registry) and run it again"
+	for spec in $missing; do
+		installed "$dir" "$spec" || fail "$spec is not in $dir after npm install: remove $dir and run it again"
+	done
+}
+
+test_packages() {
+	grep -v '^[[:space:]]*\(#\|$\)' "$root/internal/npmtest/packages.txt"
+}
+
+npm_test() {
+	# shellcheck disable=SC2046 # one package spec a line, no spaces
+	npm_install "make test (the real MCP servers)" "${WAGENT_TEST_NPM:-$cache/npm}" $(test_packages)
+}
+
+need_chromium() {
+	if [ -n "${WAGENT_CHROMIUM:-}" ]; then
+		[ -x "$WAGENT_CHROMIUM" ] || fail "WAGENT_CHROMIUM=$WAGENT_CHROMIUM is not a program to run: name Chromium's binary, or unset it to use chromium from PATH"
+		return 0
+	fi
+	command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ||
+		fail "make e2e needs Chromium for the web console's browser tests: install it (Debian: apt-get install chromium fonts-dejavu-core) or name one with WAGENT_CHROMIUM"
+}
+
+case "${1:-}" in
+test) npm_test ;;
+e2e)
+	need_chromium
+	npm_test
+	;;
+guests) npm_install "the AssemblyScript example op" "${WAGENT_GUEST_NPM:-$cache/asc}" assemblyscript@0.28.20 ;;
+*)
+	echo "usage: scripts/deps.sh test|e2e|guests" >&2
+	exit 2
+	;;
+esac
