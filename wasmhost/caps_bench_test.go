@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wagent/wagent/wasmhost/internal/confine"
+	"github.com/wagent/wagent/internal/confine"
 )
 
 // What running a command costs per call (BENCHMARKS.md, "Capabilities"),

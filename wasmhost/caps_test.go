@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/hostabi"
-	"github.com/wagent/wagent/wasmhost/internal/confine"
+	"github.com/wagent/wagent/internal/confine"
 )
 
 // Capabilities (ABI 1.2): what an op requests and is not granted is

@@ -17,7 +17,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
-	"github.com/wagent/wagent/wasmhost/internal/confine"
+	"github.com/wagent/wagent/internal/confine"
 )
 
 // Commands (ABI 1.2, exec). A command runs only when its argv matches one

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/hostabi"
-	"github.com/wagent/wagent/wasmhost/internal/confine"
+	"github.com/wagent/wagent/internal/confine"
 )
 
 // Grants are what a pipeline gives an op. The op gets the capabilities its

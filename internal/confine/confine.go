@@ -39,6 +39,13 @@ func Start(cmd *exec.Cmd, p *Policy) (<-chan error, error) {
 	return start(cmd, p)
 }
 
+// Restrict confines the calling OS thread, and everything it starts from
+// now on, by p. The caller must have locked its goroutine to the thread
+// (runtime.LockOSThread) and never unlock it: the restriction cannot be
+// undone. A process box's init calls it after it has mounted its /proc
+// (Landlock forbids mounts once it restricts a thread).
+func Restrict(p *Policy) error { return restrict(p) }
+
 // Level returns the Landlock ABI version of the running kernel, 0 when
 // Landlock is unavailable (not Linux, too old, or disabled at boot).
 func Level() int { return level() }

@@ -89,15 +89,9 @@ func start(cmd *exec.Cmd, p *Policy) (<-chan error, error) {
 		// Never unlocked: when this goroutine returns, the Go runtime
 		// ends the thread, and its Landlock domain with it.
 		runtime.LockOSThread()
-		if fd >= 0 {
-			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-				started <- fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
-				return
-			}
-			if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
-				started <- fmt.Errorf("landlock_restrict_self: %w", err)
-				return
-			}
+		if err := restrictThread(fd, flags); err != nil {
+			started <- err
+			return
 		}
 		if err := cmd.Start(); err != nil {
 			started <- err
@@ -110,6 +104,31 @@ func start(cmd *exec.Cmd, p *Policy) (<-chan error, error) {
 		return nil, err
 	}
 	return done, nil
+}
+
+func restrictThread(fd int, flags uint32) error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+	}
+	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
+		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	return nil
+}
+
+func restrict(p *Policy) error {
+	if v := level(); v < MinLevel {
+		return fmt.Errorf("landlock is not available (kernel ABI %d, confinement needs %d or later)", v, MinLevel)
+	}
+	fd, flags, err := ruleset(p)
+	if err != nil {
+		return err
+	}
+	if fd < 0 {
+		return errors.New("landlock restricted nothing (not enabled in this kernel?)")
+	}
+	defer unix.Close(fd)
+	return restrictThread(fd, flags)
 }
 
 // ruleset builds the Landlock ruleset of p: the access rights of the

@@ -1,0 +1,7 @@
+//go:build unix && !linux
+
+package procbox
+
+import "syscall"
+
+func setPdeathsig(*syscall.SysProcAttr) {}
