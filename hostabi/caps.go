@@ -426,6 +426,11 @@ type GrantedCommand struct {
 	// Confinement says how the command is confined: "landlock" (files,
 	// and network and signals where the kernel can) or "none".
 	Confinement string `json:"confinement"`
+	// Enforcement says whether the command runs in a whole process box
+	// (everything it starts ends with it; it sees none of the host's
+	// processes): "full", or "partial: " and what is missing. Empty from
+	// hosts older than the box.
+	Enforcement string `json:"enforcement,omitempty"`
 }
 
 // HTTPRequest is what a guest hands the http_request host function.
@@ -802,6 +807,10 @@ func AppendGranted(dst []byte, g *Granted) []byte {
 			dst = appendInt(dst, c.OutputBytes)
 			dst = appendKey(dst, &h, "confinement")
 			dst = appendString(dst, c.Confinement)
+			if c.Enforcement != "" {
+				dst = appendKey(dst, &h, "enforcement")
+				dst = appendString(dst, c.Enforcement)
+			}
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
@@ -849,6 +858,8 @@ func ParseGranted(b []byte, g *Granted) error {
 						c.OutputBytes, err = d.int(64)
 					case "confinement":
 						c.Confinement, err = d.str()
+					case "enforcement":
+						c.Enforcement, err = d.str()
 					default:
 						_, err = d.skip(0)
 					}

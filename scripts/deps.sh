@@ -63,7 +63,7 @@ npm_install() {
 		[ -n "$missing" ] || return 0
 	fi
 	[ -f "$dir/package.json" ] || echo '{"name":"wagent-deps","private":true}' >"$dir/package.json"
-	echo "deps: $what: installing$missing into $dir (npm; the first time downloads about 40 MB)"
+	echo "deps: $what: installing$missing into $dir with npm"
 	# shellcheck disable=SC2086 # $missing is a list of package specs
 	(cd "$dir" && npm install --no-audit --no-fund --loglevel=error --save-exact $missing) ||
 		fail "npm could not install$missing into $dir: check that npm reaches its registry (npm config get registry) and run it again"

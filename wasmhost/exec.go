@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/confine"
+	"github.com/wagent/wagent/internal/procbox"
 )
 
 // Commands (ABI 1.2, exec). A command runs only when its argv matches one
@@ -27,8 +27,10 @@ import (
 // the call's deadline, its output kept to the grant's size; and, unless
 // the grant says unconfined, confined with Landlock to the op's mounts,
 // the system's programs and libraries and the grant's own paths. It runs
-// in a process group of its own, killed whole when the command ends or is
-// stopped.
+// in a process box (internal/procbox): everything it starts ends with it,
+// when it exits, is stopped or the host dies, and its /proc shows the box
+// only. Where the system gives no whole box, the grant records so and the
+// op's watcher is told once.
 
 // defaultPath is a command's PATH unless its grant sets one: the usual
 // system directories, never the host's own PATH.
@@ -94,7 +96,9 @@ func (o *Op) doExec(ctx context.Context, req *hostabi.ExecRequest, tell func(str
 		return fail(hostabi.CapStartFailed, "a scratch directory: %v", err)
 	}
 	defer os.RemoveAll(scratch)
-	env := []string{"PATH=" + defaultPath, "HOME=" + scratch, "TMPDIR=" + scratch}
+	// Built from nothing: the host's environment (its API keys above all)
+	// reaches a command only through what the grant names.
+	env := []string{"PATH=" + defaultPath, "HOME=" + scratch, "TMPDIR=" + scratch, "LANG=C.UTF-8", "TERM=dumb"}
 	env = mergeEnv(env, x.env)
 	argv := req.Argv
 	if req.Shell != "" {
@@ -121,6 +125,9 @@ func (o *Op) doExec(ctx context.Context, req *hostabi.ExecRequest, tell func(str
 				policy.Read = append(policy.Read, m.HostDir)
 			}
 		}
+	}
+	if !x.enforce.Full() && !x.told.Swap(true) {
+		tell("exec grant %s of op %s is not fully enforced on this system: %s", quoteArg(x.Cmd), o.man.Name, strings.TrimPrefix(x.enforce.String(), "partial: "))
 	}
 	res := run(ctx, runSpec{bin: bin, argv: argv, dir: dir, env: env, stdin: req.Stdin, timeout: timeout, keep: x.OutputBytes, policy: policy})
 	res.Confinement = x.confine
@@ -287,13 +294,12 @@ type runSpec struct {
 // run runs one command to its end, or until it is stopped.
 func run(ctx context.Context, s runSpec) hostabi.ExecResponse {
 	start := time.Now()
-	cmd := &exec.Cmd{Path: s.bin, Args: s.argv, Dir: s.dir, Env: s.env}
-	setProcessGroup(cmd)
+	cmd := &procbox.Cmd{Spec: procbox.Spec{Path: s.bin, Args: s.argv, Dir: s.dir, Env: s.env, Policy: s.policy}}
 	fail := func(format string, args ...any) hostabi.ExecResponse {
 		return hostabi.ExecResponse{ExitCode: -1, Code: hostabi.CapStartFailed, Error: "exec: " + clipText(fmt.Sprintf(format, args...))}
 	}
-	// Pipes made here, handed over as files: nothing of os/exec's own
-	// copying runs on the confined thread.
+	// Pipes made here, handed over as files: the box's init and the
+	// command write to them directly, nothing of os/exec's copying.
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return fail("%v", err)
@@ -346,7 +352,7 @@ func run(ctx context.Context, s runSpec) hostabi.ExecResponse {
 	readers.Add(2)
 	go drain(outR, stdout)
 	go drain(errR, stderr)
-	done, err := confine.Start(cmd, s.policy)
+	err = cmd.Start()
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -368,9 +374,8 @@ func run(ctx context.Context, s runSpec) hostabi.ExecResponse {
 	timer := time.NewTimer(s.timeout)
 	defer timer.Stop()
 	killed := ""
-	var waitErr error
 	select {
-	case waitErr = <-done:
+	case <-cmd.Done():
 	case <-timer.C:
 		killed = "timeout"
 	case <-ctx.Done():
@@ -384,12 +389,14 @@ func run(ctx context.Context, s runSpec) hostabi.ExecResponse {
 		killed = "output"
 	}
 	if killed != "" {
-		killGroup(cmd)
-		waitErr = <-done
+		cmd.Kill()
 	}
-	// Whatever the command left running in its group goes with it.
-	killGroup(cmd)
-	// Output still held open by something that left the group ends here.
+	state, waitErr := cmd.Wait()
+	// Whatever the command left running goes with it: with a whole box the
+	// kernel has ended it already; without one, its process group.
+	cmd.Kill()
+	// Output still held open by something that left the group (only
+	// without a whole box) ends here.
 	finished := make(chan struct{})
 	go func() { readers.Wait(); close(finished) }()
 	select {
@@ -401,13 +408,9 @@ func run(ctx context.Context, s runSpec) hostabi.ExecResponse {
 	}
 	outR.Close()
 	errR.Close()
-	res := hostabi.ExecResponse{ExitCode: -1, Killed: killed, DurationMS: time.Since(start).Milliseconds()}
-	var ee *exec.ExitError
-	switch {
-	case waitErr == nil:
-		res.ExitCode = 0
-	case errors.As(waitErr, &ee):
-		res.ExitCode = ee.ExitCode()
+	res := hostabi.ExecResponse{ExitCode: state.ExitCode, Killed: killed, DurationMS: time.Since(start).Milliseconds()}
+	if waitErr != nil && killed == "" {
+		res.Code, res.Error = hostabi.CapStartFailed, "exec: "+clipText(waitErr.Error())
 	}
 	res.Stdout, res.StdoutBytes, res.StdoutCut = stdout.text()
 	res.Stderr, res.StderrBytes, res.StderrCut = stderr.text()

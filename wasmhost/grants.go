@@ -8,10 +8,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/confine"
+	"github.com/wagent/wagent/internal/procbox"
 )
 
 // Grants are what a pipeline gives an op. The op gets the capabilities its
@@ -139,6 +141,10 @@ type execGrant struct {
 	read    []string               // absolute
 	write   []string
 	confine string // what confinement does ("none" when unconfined)
+	// enforce is what the process box gives its commands here.
+	enforce procbox.Enforcement
+	// told is set once the op's watcher was told what enforce lacks.
+	told atomic.Bool
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -237,7 +243,7 @@ func grant(man *hostabi.Manifest, g Grants) (*capabilities, error) {
 		doc.HTTP = append(doc.HTTP, h.text)
 	}
 	for _, x := range c.exec {
-		doc.Exec = append(doc.Exec, hostabi.GrantedCommand{Cmd: x.Cmd, Shell: x.Shell, TimeoutMS: x.Timeout.Milliseconds(), OutputBytes: x.OutputBytes, Confinement: x.confine})
+		doc.Exec = append(doc.Exec, hostabi.GrantedCommand{Cmd: x.Cmd, Shell: x.Shell, TimeoutMS: x.Timeout.Milliseconds(), OutputBytes: x.OutputBytes, Confinement: x.confine, Enforcement: x.enforce.String()})
 	}
 	c.doc = hostabi.AppendGranted(nil, &doc)
 	return c, nil
@@ -313,6 +319,7 @@ func checkExecGrant(eg ExecGrant) (*execGrant, error) {
 		}
 		x.confine = confine.Describe(eg.Network)
 	}
+	x.enforce = procbox.Probe()
 	return x, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/internal/procbox"
 )
 
 // The hostile matrix of issue 15: each attempt to use a capability beyond
@@ -364,7 +365,8 @@ func evalDir(t *testing.T, d string) string {
 // Confined with Landlock, a command reaches its mount and the system's
 // programs, and nothing else: no file outside, no TCP connection, no
 // signal to the host. Unconfined (the grant says so), it has the user's
-// rights.
+// rights over files and the network; in either case it runs in a process
+// box, where the host's process does not exist.
 func TestExecConfinement(t *testing.T) {
 	needLandlock(t)
 	outside := t.TempDir()
@@ -400,8 +402,11 @@ func TestExecConfinement(t *testing.T) {
 			_, werr := os.Stat(filepath.Join(outside, "written.txt"))
 			dial, _ := runCall(t, op, "shell", `{"command":"`+self+`"}`)
 			if unconfined {
-				if !strings.Contains(out, "SECRET") || werr != nil || !strings.Contains(out, "signalled") || !strings.Contains(dial.Content, "connected") {
+				if !strings.Contains(out, "SECRET") || werr != nil || !strings.Contains(dial.Content, "connected") {
 					t.Errorf("unconfined, the command lacks the user's rights:\n%s\n%s", out, dial.Content)
+				}
+				if strings.Contains(out, "signalled") {
+					t.Errorf("unconfined, the command reached the host's process from its box:\n%s", out)
 				}
 				if !strings.Contains(logs[0], "confinement: none") {
 					t.Errorf("live line %q", logs[0])
@@ -436,7 +441,7 @@ func TestExecRaw(t *testing.T) {
 		Grants: Grants{Mounts: []Mount{{HostDir: dir, GuestPath: "/work", Write: true}}, Exec: []ExecGrant{{Cmd: "sh -c *", Unconfined: true}, {Cmd: "echo **", Unconfined: true}}}})
 	var g hostabi.Granted
 	hostabi.ParseGranted([]byte(command(t, op, "granted", "")), &g)
-	if len(g.Mounts) != 1 || !g.Mounts[0].Write || len(g.Exec) != 2 || g.Exec[0].Cmd != "sh -c *" || g.Exec[0].Confinement != "none" {
+	if len(g.Mounts) != 1 || !g.Mounts[0].Write || len(g.Exec) != 2 || g.Exec[0].Cmd != "sh -c *" || g.Exec[0].Confinement != "none" || g.Exec[0].Enforcement != procbox.Probe().String() {
 		t.Errorf("granted %+v", g)
 	}
 	for _, tc := range []struct{ req, code, want string }{
@@ -470,7 +475,7 @@ func TestExecRaw(t *testing.T) {
 	}
 	hostabi.ParseExecResponse([]byte(command(t, op, "exec", `{"argv":["sh","-c","env | sort"]}`)), &resp)
 	env := strings.Split(strings.TrimSpace(resp.Stdout), "\n")
-	if len(env) != 4 || !strings.HasPrefix(env[0], "HOME=") || !strings.HasPrefix(env[1], "PATH=/usr/local/sbin") {
-		t.Errorf("the command's environment is %q; want HOME, PATH, PWD and TMPDIR only", env)
+	if len(env) != 6 || !strings.HasPrefix(env[0], "HOME=") || env[1] != "LANG=C.UTF-8" || !strings.HasPrefix(env[2], "PATH=/usr/local/sbin") || env[4] != "TERM=dumb" {
+		t.Errorf("the command's environment is %q; want HOME, LANG, PATH, PWD, TERM and TMPDIR only", env)
 	}
 }

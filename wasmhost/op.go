@@ -174,7 +174,7 @@ func (o *Op) Exec() []GrantedExec {
 	for _, x := range o.caps.exec {
 		g := x.ExecGrant
 		g.Env, g.Read, g.Write = slices.Clone(x.env), slices.Clone(x.read), slices.Clone(x.write)
-		out = append(out, GrantedExec{ExecGrant: g, Confinement: x.confine})
+		out = append(out, GrantedExec{ExecGrant: g, Confinement: x.confine, Enforcement: x.enforce.String()})
 	}
 	return out
 }
@@ -185,6 +185,9 @@ type GrantedExec struct {
 	// Confinement says how its commands are confined: "landlock v7:
 	// files, tcp, signals", or "none".
 	Confinement string
+	// Enforcement says whether its commands run in a whole process box:
+	// "full", or "partial: " and what this system does not give.
+	Enforcement string
 }
 
 // Limits returns the op's limits with defaults filled in.

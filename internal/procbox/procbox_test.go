@@ -209,7 +209,6 @@ func TestPartialWhenPretended(t *testing.T) {
 	}
 }
 
-
 // TestBoxUnprivileged runs the box tests again as a user that is not root
 // (nobody), so that the path people have, through a user namespace, is
 // the one proven, not only root's. Run as another user, the tests above

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -50,7 +51,10 @@ func yes() *bool { b := true; return &b }
 func no() *bool  { b := false; return &b }
 
 func runFake(kind string) int {
-	mark(fmt.Sprintf("pid.%d", os.Getpid()), "")
+	// A server runs in a process box, where its pid is not the host's:
+	// it marks its start time, which reads the same in every namespace,
+	// and pids finds it by that among the host's processes.
+	mark(fmt.Sprintf("pid.%s.%d", startTime("self"), os.Getpid()), "")
 	switch kind {
 	case "exit":
 		fmt.Fprintln(os.Stderr, "loading config")
@@ -61,6 +65,8 @@ func runFake(kind string) int {
 		return 0
 	case "badproto", "malformed":
 		return rawFake(kind)
+	case "peek":
+		return peekFake()
 	}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "fake-" + kind, Version: "0.1.0"}, nil)
 	obj := json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)
@@ -182,6 +188,49 @@ func rawFake(kind string) int {
 			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`+"\n", req.ID)
 			out.Flush()
 		}
+	}
+	return 0
+}
+
+// startTime is a process's start time in clock ticks since boot (field
+// 22 of /proc/PID/stat), or "" where there is none.
+func startTime(pid string) string {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return ""
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
+
+// peekFake is a server with one tool, peek, that answers with everything
+// a server can read of other processes: its own environment and every
+// /proc/PID/environ, cmdline and maps it can open.
+func peekFake() int {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "fake-peek", Version: "0.1.0"}, nil)
+	srv.AddTool(&sdk.Tool{Name: "peek", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			var b strings.Builder
+			b.WriteString(strings.Join(os.Environ(), "\n"))
+			procs, _ := filepath.Glob("/proc/[0-9]*")
+			fmt.Fprintf(&b, "\nprocesses: %d\n", len(procs))
+			for _, p := range procs {
+				for _, f := range []string{"environ", "cmdline", "maps"} {
+					data, _ := os.ReadFile(p + "/" + f)
+					b.Write(data)
+				}
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: b.String()}}}, nil
+		})
+	if err := srv.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
+		return 1
 	}
 	return 0
 }

@@ -9,14 +9,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wagent/wagent/internal/procbox"
 )
 
 // Server is one MCP server of a hub: started on first use, shared by the
@@ -491,73 +491,72 @@ func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// process is a running stdio server.
+// process is a running stdio server, in a process box
+// (internal/procbox): whatever it starts, through a wrapper (sh -c, npx)
+// or by leaving its group (setsid), ends with it, when it is stopped and
+// when wagent dies, even by SIGKILL; and it sees none of wagent's
+// processes.
 type process struct {
-	cmd    *exec.Cmd
+	box    *procbox.Cmd
 	stdin  io.WriteCloser
 	stdout io.ReadCloser
 	exited chan struct{}
+	state  procbox.State
 	err    error // from Wait, once exited is closed
 }
 
-// spawn starts a stdio server. On Linux it is started from a goroutine
-// locked to its OS thread for the server's whole life, because the
-// parent-death signal fires when the starting thread ends.
+// spawn starts a stdio server in a box. Its environment is built from
+// nothing: the basics (PATH, HOME, LANG, TERM, TMPDIR) and the entry's
+// env; never the rest of wagent's, where the API keys are.
 func spawn(cfg *Config, stderr *stderrLog) (*process, error) {
 	path, err := cfg.lookPath()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(path, cfg.Command[1:]...)
-	cmd.Dir = cfg.Dir
-	cmd.Env = os.Environ()
+	dir := cfg.Dir
+	if dir == "" {
+		if dir, err = os.Getwd(); err != nil {
+			return nil, err
+		}
+	}
+	env := procbox.BasicEnv()
 	for k, v := range cfg.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+		env = append(env, k+"="+v)
 	}
-	cmd.Stderr = stderr
-	setProcAttr(cmd)
-	stdin, err := cmd.StdinPipe()
+	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	outR, outW, err := os.Pipe()
 	if err != nil {
+		inR.Close()
+		inW.Close()
 		return nil, err
 	}
-	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, exited: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		if lockThread {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-		}
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.err = cmd.Wait()
-		close(p.exited)
-	}()
-	if err := <-started; err != nil {
+	box := &procbox.Cmd{Spec: procbox.Spec{Path: path, Args: append([]string{cfg.Command[0]}, cfg.Command[1:]...), Dir: dir, Env: env},
+		Stdin: inR, Stdout: outW, Stderr: stderr}
+	err = box.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
 		return nil, fmt.Errorf("starting %s: %v", cfg.Command[0], err)
 	}
+	p := &process{box: box, stdin: inW, stdout: outR, exited: make(chan struct{})}
+	go func() {
+		p.state, p.err = box.Wait()
+		close(p.exited)
+	}()
 	return p, nil
 }
 
 // status says how the process ended.
 func (p *process) status() string {
-	var ee *exec.ExitError
-	switch {
-	case p.err == nil:
-		return "exited with code 0"
-	case errors.As(p.err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return "was killed by signal " + ws.Signal().String()
-		}
-		return fmt.Sprintf("exited with code %d", ee.ExitCode())
+	if p.err != nil {
+		return "ended: " + p.err.Error()
 	}
-	return "ended: " + p.err.Error()
+	return p.state.String()
 }
 
 // exitError says how the process ended, with its last stderr line.
@@ -569,21 +568,17 @@ func (p *process) exitError(stderr *stderrLog) error {
 	return errors.New(how)
 }
 
-// kill ends the process group at once.
-func (p *process) kill() {
-	if p.cmd.Process != nil {
-		killGroup(p.cmd.Process.Pid, syscall.SIGKILL)
-	}
-}
+// kill ends the server and everything it started, at once.
+func (p *process) kill() { p.box.Kill() }
 
 // stop ends the process gently: standard input is closed (an MCP stdio
-// server exits on that), then SIGTERM, then SIGKILL, to its group.
+// server exits on that), then SIGTERM, then SIGKILL.
 func (p *process) stop() {
 	p.stdin.Close()
 	select {
 	case <-p.exited:
 	case <-time.After(500 * time.Millisecond):
-		killGroup(p.cmd.Process.Pid, syscall.SIGTERM)
+		p.box.Signal(syscall.SIGTERM)
 		select {
 		case <-p.exited:
 		case <-time.After(2 * time.Second):
@@ -592,5 +587,5 @@ func (p *process) stop() {
 		}
 	}
 	// Whatever the server started and left behind goes with it.
-	killGroup(p.cmd.Process.Pid, syscall.SIGKILL)
+	p.kill()
 }

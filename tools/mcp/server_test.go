@@ -1,14 +1,17 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +24,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/internal/procbox"
 	"github.com/wagent/wagent/store"
 )
 
@@ -61,15 +65,26 @@ func runCall(t *testing.T, op *Op, tool, args string) hostabi.Effect {
 func pids(t *testing.T, dir string) []int {
 	t.Helper()
 	m, _ := filepath.Glob(filepath.Join(dir, "pid.*"))
+	procs, _ := filepath.Glob("/proc/[0-9]*")
 	var out []int
 	for _, f := range m {
-		n, _ := strconv.Atoi(strings.TrimPrefix(filepath.Ext(f), "."))
-		out = append(out, n)
+		start, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(f), "pid."), ".")
+		pid := 0 // not running any more
+		for _, p := range procs {
+			env, _ := os.ReadFile(p + "/environ")
+			if startTime(filepath.Base(p)) == start && bytes.Contains(append([]byte{0}, env...), []byte("\x00FAKE_DIR="+dir+"\x00")) {
+				pid, _ = strconv.Atoi(filepath.Base(p))
+			}
+		}
+		out = append(out, pid)
 	}
 	return out
 }
 
 func alive(pid int) bool {
+	if pid <= 0 {
+		return false // kill(-1) or kill(0) would ask about others
+	}
 	if err := syscall.Kill(pid, 0); err != nil {
 		return false
 	}
@@ -368,7 +383,7 @@ func TestHubSharesAndCloses(t *testing.T) {
 // A server dies with wagent even when wagent is killed with SIGKILL (the
 // parent-death signal): nothing is left behind.
 func TestServerDiesWithItsKilledParent(t *testing.T) {
-	if !lockThread {
+	if runtime.GOOS != "linux" {
 		t.Skip("parent-death signals are Linux only; elsewhere a server exits when its stdin closes")
 	}
 	cfg, dir := fakeConfig(t, "fake", "ok")
@@ -387,6 +402,109 @@ func TestServerDiesWithItsKilledParent(t *testing.T) {
 	parent.Wait()
 	waitFor(t, "the server to die with its parent", func() bool { return !alive(ps[0]) })
 }
+
+// A server started through a wrapper (sh -c, as npx does), which starts a
+// child of its own that leaves its process group (setsid), is gone with
+// everything it started when wagent is killed with SIGKILL.
+func TestWrappedServerDiesWithItsKilledParent(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("process boxes are Linux only")
+	}
+	needBox(t)
+	cfg, dir := fakeConfig(t, "fake", "ok")
+	tok := sleepToken()
+	exe, _ := os.Executable()
+	parent := exec.Command(exe, "-test.run=^TestParentHelper$")
+	parent.Env = append(os.Environ(), "WAGENT_MCP_PARENT="+strings.Join(wrapped(cfg, tok), "\x1f"), "FAKE_DIR="+dir)
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the helper's server", func() bool { _, ok := marked(dir, "parent-ready"); return ok })
+	ps := pids(t, dir)
+	if len(ps) != 1 || !alive(ps[0]) || len(sleepers(tok)) != 1 {
+		t.Fatalf("server processes %v, escaped children %v", ps, sleepers(tok))
+	}
+	parent.Process.Kill() // SIGKILL: no deferred Close runs
+	parent.Wait()
+	waitFor(t, "the server and its escaped child to die with wagent", func() bool { return !alive(ps[0]) && len(sleepers(tok)) == 0 })
+}
+
+// The same wrapped server ends whole when its hub closes normally.
+func TestWrappedServerEndsWithClose(t *testing.T) {
+	needBox(t)
+	cfg, dir := fakeConfig(t, "fake", "ok")
+	tok := sleepToken()
+	cfg.Command = wrapped(cfg, tok)
+	h := NewHub()
+	if _, err := h.Server(cfg).Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ps := pids(t, dir)
+	if len(ps) != 1 || !alive(ps[0]) || len(sleepers(tok)) != 1 {
+		t.Fatalf("server processes %v, escaped children %v", ps, sleepers(tok))
+	}
+	h.Close()
+	// Close returns once the box has ended: nothing is left to wait for.
+	if alive(ps[0]) || len(sleepers(tok)) > 0 {
+		t.Fatalf("after Close: server alive %v, escaped children %v", alive(ps[0]), sleepers(tok))
+	}
+}
+
+// A server's environment is built from nothing: a secret planted in
+// wagent's environment reaches it through no path, neither its own
+// environment nor any other process's /proc entries; the entry's env does.
+func TestServerCannotReadTheOwner(t *testing.T) {
+	needBox(t)
+	const secret = "planted-mcp-5ecret"
+	t.Setenv("WAGENT_PLANTED_SECRET", secret)
+	cfg, _ := fakeConfig(t, "fake", "peek")
+	cfg.Env["NAMED_BY_ENTRY"] = "given"
+	h := NewHub()
+	defer h.Close()
+	r := runCall(t, NewOp(h.Server(cfg)), "fake__peek", `{}`)
+	if strings.Contains(r.Content, secret) {
+		t.Fatalf("the owner's secret reached the server:\n%.2000s", r.Content)
+	}
+	if !strings.Contains(r.Content, "NAMED_BY_ENTRY=given") || !strings.Contains(r.Content, "PATH=") {
+		t.Errorf("the entry's env or the basics are missing:\n%.2000s", r.Content)
+	}
+	if !strings.Contains(r.Content, "processes: 2\n") {
+		t.Errorf("the server sees more than its box (its init and itself):\n%.500s", r.Content)
+	}
+}
+
+func needBox(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("process boxes are Linux only")
+	}
+	if e := procbox.Probe(); !e.Full() {
+		t.Fatalf("this Linux system gives no process box: %s", e)
+	}
+}
+
+// wrapped is cfg's command started through sh -c, which first starts a
+// sleep that leaves its process group.
+func wrapped(cfg Config, tok string) []string {
+	return []string{"/bin/sh", "-c", "setsid sleep " + tok + " & " + strings.Join(cfg.Command, " ") + "; true"}
+}
+
+func sleepToken() string { return fmt.Sprintf("%d.%06d", 100+os.Getpid()%800, time.Now().Nanosecond()/1000) }
+
+// sleepers lists the host's live processes sleeping for tok.
+func sleepers(tok string) []string {
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	var out []string
+	for _, p := range procs {
+		b, _ := os.ReadFile(p + "/cmdline")
+		if bytes.Equal(b, []byte("sleep\x00"+tok+"\x00")) && alive(atoi(filepath.Base(p))) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
 // TestParentHelper is the killed parent of TestServerDiesWithItsKilledParent.
 func TestParentHelper(t *testing.T) {
