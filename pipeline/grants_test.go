@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wagent/wagent/internal/procbox"
 	"github.com/wagent/wagent/pipeline"
+	"github.com/wagent/wagent/tools/mcp"
 	"github.com/wagent/wagent/wasmhost"
 )
 
@@ -160,5 +162,58 @@ func TestBuildChecksCapabilities(t *testing.T) {
 	s = &pipeline.Spec{Path: "p.yaml", Dir: dir, Ops: []pipeline.OpSpec{{Use: "./builtins.wasm", Module: bw, Op: "approval"}}}
 	if _, err := s.Build(context.Background(), pipeline.Options{Runtime: rt, Builtins: builtins(t), NoFallback: true}); err != nil {
 		t.Errorf("the bundle by its path: %v", err)
+	}
+}
+
+// enforcement: full builds only where commands and MCP stdio servers run
+// in a whole process box; on a system without one (pretended here) it is
+// refused in one line that says what is missing, and without the key the
+// pipeline builds, its grants recording "partial".
+func TestEnforcementFull(t *testing.T) {
+	rt := runtime(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "p.yaml")
+	shell := "  - use: builtin:shell\n    grants: {mounts: [\"./:/work:rw\"], exec: [{cmd: \"echo **\", unconfined: true}]}\n"
+	mcpEntry := "  - mcp: srv\n    command: [/bin/true]\n"
+	build := func(yaml string) (*pipeline.Loaded, error) {
+		t.Helper()
+		os.WriteFile(p, []byte(yaml), 0o644)
+		s, err := pipeline.ParseFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Build(context.Background(), pipeline.Options{Runtime: rt, Builtins: builtins(t), MCP: mcp.NewHub()})
+	}
+	if procbox.Probe().Full() {
+		l, err := build("enforcement: full\nops:\n" + shell + mcpEntry)
+		if err != nil {
+			t.Fatalf("a whole box, enforcement: full: %v", err)
+		}
+		if e := l.Ops[0].Exec()[0].Enforcement; e != "full" {
+			t.Errorf("the grant records %q", e)
+		}
+	}
+	restore := procbox.Pretend("no PID namespace (pretended by the test)")
+	defer restore()
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"exec", "enforcement: full\nops:\n" + shell, `p.yaml:3: op 1 (builtin:shell): the pipeline requires enforcement: full, and exec grant "echo **" is partial: no PID namespace (pretended by the test): run it where user namespaces are allowed, or drop enforcement: full`},
+		{"mcp", "enforcement: full\nops:\n" + mcpEntry, `op 1 (mcp:srv): the pipeline requires enforcement: full, and this system cannot box an MCP server whole (no PID namespace (pretended by the test))`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := build(tc.yaml); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v\nwant %q", err, tc.want)
+			}
+		})
+	}
+	l, err := build("ops:\n" + shell)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := l.Ops[0].Exec()[0].Enforcement; e != "partial: no PID namespace (pretended by the test)" {
+		t.Errorf("without enforcement: full the grant records %q", e)
+	}
+	os.WriteFile(p, []byte("enforcement: strict\nops:\n"+shell), 0o644)
+	if _, err := pipeline.ParseFile(p); err == nil || !strings.Contains(err.Error(), "p.yaml:1: enforcement is full (refuse to load") {
+		t.Errorf("enforcement: strict: %v", err)
 	}
 }

@@ -1,8 +1,9 @@
 // Package pipeline reads pipeline files and builds engine pipelines of wasm
 // operations from them.
 //
-// A pipeline file is YAML with one top-level key, ops: the operations in
-// priority order. Each entry names a module, either a built-in
+// A pipeline file is YAML whose top-level key ops lists the operations in
+// priority order; an optional enforcement: full refuses to build where
+// commands and MCP stdio servers cannot run in a whole process box. Each entry names a module, either a built-in
 // ("builtin:NAME", embedded in the binary) or a .wasm path relative to the
 // file, with optional config (any YAML value, handed to the op as JSON),
 // limits, grants and a sha256 pin:
@@ -65,6 +66,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/internal/procbox"
 	"github.com/wagent/wagent/tools/mcp"
 	"github.com/wagent/wagent/wasmhost"
 )
@@ -83,7 +85,18 @@ type Spec struct {
 	// Dir resolves relative module paths and mounts.
 	Dir string
 	Ops []OpSpec
+	// Enforcement is what the pipeline requires of the process box its
+	// commands and MCP stdio servers run in: EnforcementFull refuses to
+	// build where the system gives less; "" or EnforcementPartial takes
+	// what there is (each grant records it).
+	Enforcement string
 }
+
+// The values of a pipeline's enforcement key.
+const (
+	EnforcementFull    = "full"
+	EnforcementPartial = "partial"
+)
 
 // OpSpec is one op of a pipeline.
 type OpSpec struct {
@@ -136,11 +149,11 @@ func Parse(data []byte, name, dir string) (*Spec, error) {
 	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
 		return nil, fmt.Errorf("pipeline %s: %s", name, emptyFile)
 	}
-	ops, err := (&reader{file: name}).top(doc.Content[0])
+	ops, enforcement, err := (&reader{file: name}).top(doc.Content[0])
 	if err != nil {
 		return nil, err
 	}
-	s := &Spec{Path: name, Dir: dir}
+	s := &Spec{Path: name, Dir: dir, Enforcement: enforcement}
 	if len(ops) == 0 {
 		return nil, fmt.Errorf("pipeline %s: no ops: list them under a top-level ops: key", name)
 	}
@@ -359,6 +372,9 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 			at = fmt.Sprintf("pipeline %s:%d: op %d (%s)", s.label(), spec.Line, i+1, spec.Use)
 		}
 		if spec.MCP != nil {
+			if e := procbox.Probe(); s.Enforcement == EnforcementFull && len(spec.MCP.Command) > 0 && !e.Full() {
+				return nil, fmt.Errorf("%s: the pipeline requires enforcement: full, and this system cannot box an MCP server whole (%s): run it where user namespaces are allowed, or drop enforcement: full", at, strings.TrimPrefix(e.String(), "partial: "))
+			}
 			op, err := s.mcpOp(spec, o.MCP)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %v", at, err)
@@ -409,6 +425,13 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 		}
 		if err := s.reservedName(spec, op.Manifest().Name, wasm, all); err != nil {
 			return nil, fmt.Errorf("%s: %v", at, err)
+		}
+		if s.Enforcement == EnforcementFull {
+			for _, x := range op.Exec() {
+				if x.Enforcement != "full" {
+					return nil, fmt.Errorf("%s: the pipeline requires enforcement: full, and exec grant %q is %s: run it where user namespaces are allowed, or drop enforcement: full", at, x.Cmd, x.Enforcement)
+				}
+			}
 		}
 		l.Ops = append(l.Ops, op)
 		l.Uses = append(l.Uses, spec.Use)

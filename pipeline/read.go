@@ -167,14 +167,16 @@ func (r *reader) into(p any, msg string) func(int, *yaml.Node) error {
 	}
 }
 
-// top reads the document's top-level mapping.
-func (r *reader) top(n *yaml.Node) ([]opYAML, error) {
+// top reads the document's top-level mapping: the ops, and the
+// enforcement the pipeline requires ("" when it names none).
+func (r *reader) top(n *yaml.Node) ([]opYAML, string, error) {
 	n = resolve(n)
 	if n.Kind != yaml.MappingNode {
-		return nil, r.errorf(n.Line, "the file is a mapping with one key, ops: the list of ops (%s)", opsExample)
+		return nil, "", r.errorf(n.Line, "the file is a mapping with one key, ops: the list of ops (%s)", opsExample)
 	}
 	var ops []opYAML
-	err := r.mapping(n, keys{known: "ops", set: map[string]func(int, *yaml.Node) error{
+	var enforcement string
+	err := r.mapping(n, keys{known: "ops, enforcement", set: map[string]func(int, *yaml.Node) error{
 		"ops": func(line int, v *yaml.Node) error {
 			if isNull(v) {
 				return nil
@@ -191,9 +193,20 @@ func (r *reader) top(n *yaml.Node) ([]opYAML, error) {
 			}
 			return nil
 		},
+		"enforcement": func(line int, v *yaml.Node) error {
+			if err := r.into(&enforcement, enforcementUsage)(line, v); err != nil {
+				return err
+			}
+			if enforcement != EnforcementFull && enforcement != EnforcementPartial {
+				return r.errorf(line, "%s", enforcementUsage)
+			}
+			return nil
+		},
 	}})
-	return ops, err
+	return ops, enforcement, err
 }
+
+const enforcementUsage = "enforcement is full (refuse to load where commands and MCP servers cannot run in a whole process box) or partial (run them with what this system gives, the default)"
 
 // op reads the entry at index i under ops:.
 func (r *reader) op(i int, n *yaml.Node) (opYAML, error) {

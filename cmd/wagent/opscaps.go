@@ -66,7 +66,7 @@ func effectiveLines(op *wasmhost.Op) []string {
 		if x.Shell {
 			cmd = "sh -c " + fmt.Sprintf("%q", x.Cmd)
 		}
-		out = append(out, fmt.Sprintf("exec %s (timeout %v, %d KiB of output kept, confinement: %s)", cmd, x.Timeout, x.OutputBytes>>10, x.Confinement))
+		out = append(out, fmt.Sprintf("exec %s (timeout %v, %d KiB of output kept, confinement: %s, enforcement: %s)", cmd, x.Timeout, x.OutputBytes>>10, x.Confinement, x.Enforcement))
 	}
 	return out
 }

@@ -418,7 +418,7 @@ func (r *inspection) print(w io.Writer) {
 				if x.Shell {
 					cmd = "sh -c " + fmt.Sprintf("%q", x.Cmd)
 				}
-				tprintf(w, "    exec:     %s (timeout %v, %s KiB of output kept, confinement: %s)\n", cmd, x.Timeout, thousands(int(x.OutputBytes>>10)), x.Confinement)
+				tprintf(w, "    exec:     %s (timeout %v, %s KiB of output kept, confinement: %s, enforcement: %s)\n", cmd, x.Timeout, thousands(int(x.OutputBytes>>10)), x.Confinement, x.Enforcement)
 			}
 			cfg := "{} (none given)"
 			if len(p.Config) > 0 {

@@ -489,7 +489,9 @@ func wrapped(cfg Config, tok string) []string {
 	return []string{"/bin/sh", "-c", "setsid sleep " + tok + " & " + strings.Join(cfg.Command, " ") + "; true"}
 }
 
-func sleepToken() string { return fmt.Sprintf("%d.%06d", 100+os.Getpid()%800, time.Now().Nanosecond()/1000) }
+func sleepToken() string {
+	return fmt.Sprintf("%d.%06d", 100+os.Getpid()%800, time.Now().Nanosecond()/1000)
+}
 
 // sleepers lists the host's live processes sleeping for tok.
 func sleepers(tok string) []string {
