@@ -20,10 +20,11 @@ import (
 	"github.com/wagent/wagent/internal/npmtest"
 )
 
-// children returns the pids of pid's child processes whose command line
-// contains match (read from /proc: the servers this test's wagent started).
+// children returns the pids of pid's descendants whose command line
+// contains match (read from /proc: the servers this test's wagent started,
+// each under the init of its process box).
 func children(pid int, match string) []int {
-	var out []int
+	parent := map[int]int{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		n, err := strconv.Atoi(e.Name())
@@ -35,9 +36,19 @@ func children(pid int, match string) []int {
 			continue
 		}
 		s := string(stat)
-		rest := s[strings.LastIndexByte(s, ')')+2:] // state ppid …
-		f := strings.Fields(rest)
-		if len(f) < 2 || f[1] != strconv.Itoa(pid) || f[0] == "Z" {
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // state ppid …
+		if len(f) < 2 || f[0] == "Z" {
+			continue
+		}
+		parent[n], _ = strconv.Atoi(f[1])
+	}
+	var out []int
+	for n := range parent {
+		under := false
+		for p := parent[n]; p > 1 && !under; p = parent[p] {
+			under = p == pid
+		}
+		if !under {
 			continue
 		}
 		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", n))
