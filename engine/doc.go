@@ -109,9 +109,12 @@
 // A log can be copied up to a turn boundary into a new session (Fork,
 // recorded as session/forked right after the copy) or written whole from
 // elsewhere (Import); both are folded first, so a session is never made
-// of a log the fold refuses. Package replay re-drives a recorded log
-// through a machine with another pipeline, feeding it the recorded
-// answers and results, and compares the decisions.
+// of a log the fold refuses. An import also hands the host's
+// SettingsCheck each settings the log records, so that no session is made
+// of settings the host's Resolver would refuse on open. Package replay
+// re-drives a recorded log through a machine with another pipeline,
+// feeding it the recorded answers and results, and compares the
+// decisions.
 //
 // The engine imports no network, wasm or storage library: providers, the
 // wasm runtime and the store backends are behind small interfaces

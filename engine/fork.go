@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -100,23 +101,65 @@ func Fork(ctx context.Context, log store.Log, origin string, seq uint64, id stri
 
 // Import makes session id hold events, a whole log from seq 1 (from
 // another store: wagent import). The log is folded first and refused,
-// naming the seq, if it breaks an invariant (ErrCorruptLog); nothing is
-// written then. It fails with store.ErrExists if id exists.
-func Import(ctx context.Context, log store.Log, id string, events []store.Event) error {
+// naming the seq, if it breaks an invariant (ErrCorruptLog), or if check
+// (when not nil) refuses the settings it records (*SettingsError); nothing
+// is written then. It fails with store.ErrExists if id exists.
+func Import(ctx context.Context, log store.Log, id string, events []store.Event, check SettingsCheck) error {
 	if err := store.ValidSessionID(id); err != nil {
 		return err
 	}
 	if len(events) == 0 {
 		return fmt.Errorf("%w: session %s: the log to import is empty", ErrCorruptLog, id)
 	}
-	st, err := Fold(id, events)
-	if err != nil {
-		return err
+	st := NewState(id)
+	for _, e := range events {
+		before := st.Settings
+		if err := st.Apply(e); err != nil {
+			return err
+		}
+		// Every settings the log records, not only the last: a fork at
+		// an earlier boundary runs with those.
+		if check != nil && (e.Seq == 1 || !sameSettings(before, st.Settings)) {
+			set := st.Settings
+			if err := check(&set); err != nil {
+				return &SettingsError{Session: id, Seq: e.Seq, Type: e.Type, Err: err}
+			}
+		}
 	}
 	if st.Created == nil {
 		return fmt.Errorf("%w: session %s: the log has no %s event", ErrCorruptLog, id, EvSessionCreated)
 	}
 	return writeLog(ctx, log, id, events)
+}
+
+// SettingsCheck says whether a host can read settings a log records: the
+// host's Resolver decodes them on every open, so a log whose settings it
+// cannot decode would make a session no open accepts. A host checks
+// with it what its Resolver would refuse whatever the machine it runs on
+// (a settings field of the wrong type, a provider it does not know), not
+// what the machine lacks (a pipeline file not there yet). It gets the
+// settings as they stand after an event that sets them (session/created,
+// pipeline/changed), as a Resolver would.
+type SettingsCheck func(set *SessionCreated) error
+
+// SettingsError says that a SettingsCheck refused the settings a log
+// records at Seq, set by an event of Type; Err says why.
+type SettingsError struct {
+	Session string
+	Seq     uint64
+	Type    string
+	Err     error
+}
+
+func (e *SettingsError) Error() string {
+	return fmt.Sprintf("session %s seq %d (%s): the recorded settings cannot be read: %v", e.Session, e.Seq, e.Type, e.Err)
+}
+
+func (e *SettingsError) Unwrap() error { return e.Err }
+
+// sameSettings says whether a and b are the same settings.
+func sameSettings(a, b SessionCreated) bool {
+	return a.Pipeline == b.Pipeline && a.Model == b.Model && a.CreatedBy == b.CreatedBy && bytes.Equal(a.Settings, b.Settings)
 }
 
 // writeLog creates session id and appends events to it, in appends the

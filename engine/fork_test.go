@@ -140,7 +140,7 @@ func TestImportChecksTheFold(t *testing.T) {
 	ctx := context.Background()
 	evs := env.Events(t)
 	dst := store.NewMemory()
-	if err := engine.Import(ctx, dst, "copy", evs); err != nil {
+	if err := engine.Import(ctx, dst, "copy", evs, nil); err != nil {
 		t.Fatal(err)
 	}
 	got, err := dst.Read(ctx, "copy", 1, 0)
@@ -154,7 +154,7 @@ func TestImportChecksTheFold(t *testing.T) {
 	broken := append([]store.Event(nil), evs...)
 	i := seqOf(t, evs, engine.EvToolResult, 1) - 1
 	broken[i].Data = []byte(`{"call_id":"nobody","content":"x"}`)
-	err = engine.Import(ctx, dst, "broken", broken)
+	err = engine.Import(ctx, dst, "broken", broken, nil)
 	if !errors.Is(err, engine.ErrCorruptLog) || !strings.Contains(err.Error(), "seq "+u(uint64(i+1))+":") {
 		t.Errorf("import of a broken log: %v, want ErrCorruptLog naming seq %d", err, i+1)
 	}
@@ -162,8 +162,53 @@ func TestImportChecksTheFold(t *testing.T) {
 		t.Errorf("a refused import left a session: %v", err)
 	}
 	gap := append(append([]store.Event(nil), evs[:3]...), evs[4:]...)
-	if err := engine.Import(ctx, dst, "gap", gap); err == nil || !strings.Contains(err.Error(), "seq 5: expected seq 4") {
+	if err := engine.Import(ctx, dst, "gap", gap, nil); err == nil || !strings.Contains(err.Error(), "seq 5: expected seq 4") {
 		t.Errorf("import with a gap: %v", err)
+	}
+}
+
+// Import hands check the settings as they stand after session/created
+// and after each event that changes them, and refuses the log at the
+// first it refuses, naming the seq and the event, with nothing written.
+func TestImportChecksEverySettingsTheLogRecords(t *testing.T) {
+	ctx := context.Background()
+	evs := []store.Event{
+		ev(1, engine.EvSessionCreated, `{"model":"m","settings":{"pipeline":"a.yaml"}}`),
+		ev(2, engine.EvPipelineChanged, `{"model":"m","settings":{"pipeline":"b.yaml"}}`),
+		ev(3, engine.EvPipelineChanged, `{"model":"m","settings":{"pipeline":"b.yaml"}}`), // no change
+		ev(4, engine.EvPipelineChanged, `{"model":"m2","settings":{"pipeline":"c.yaml"}}`),
+	}
+	var seen []string
+	refuse := ""
+	check := func(set *engine.SessionCreated) error {
+		seen = append(seen, set.Model+" "+string(set.Settings))
+		if strings.Contains(string(set.Settings), refuse) && refuse != "" {
+			return errors.New("not this one")
+		}
+		return nil
+	}
+	dst := store.NewMemory()
+	if err := engine.Import(ctx, dst, "ok", evs, check); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`m {"pipeline":"a.yaml"}`, `m {"pipeline":"b.yaml"}`, `m2 {"pipeline":"c.yaml"}`}
+	if diff := cmp.Diff(want, seen); diff != "" {
+		t.Errorf("settings checked (-want +got):\n%s", diff)
+	}
+	for _, c := range []struct {
+		refuse string
+		seq    uint64
+		typ    string
+	}{{"a.yaml", 1, engine.EvSessionCreated}, {"c.yaml", 4, engine.EvPipelineChanged}} {
+		seen, refuse = nil, c.refuse
+		err := engine.Import(ctx, dst, "bad", evs, check)
+		var se *engine.SettingsError
+		if !errors.As(err, &se) || se.Seq != c.seq || se.Type != c.typ || !strings.Contains(err.Error(), "seq "+u(c.seq)+" ("+c.typ+"): the recorded settings cannot be read: not this one") {
+			t.Errorf("refusing %s: %v, want a SettingsError at seq %d (%s)", c.refuse, err, c.seq, c.typ)
+		}
+		if _, err := dst.Head(ctx, "bad"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("refusing %s: the import left a session: %v", c.refuse, err)
+		}
 	}
 }
 

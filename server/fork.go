@@ -18,7 +18,8 @@ import (
 // Fork and import write a whole new session at once, in the owner, which
 // holds the store: a copy of a session up to a turn boundary, or a log
 // exported from another store (package jsonl). Both are checked by the
-// engine's fold before anything is written.
+// engine's fold before anything is written, and an import's recorded
+// settings by Options.CheckSettings.
 
 // ForkRequest is the body of POST /v1/sessions/{id}/fork.
 type ForkRequest struct {
@@ -91,7 +92,7 @@ func (s *Server) importLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.release(id)
-	if err := engine.Import(r.Context(), s.o.Log, id, evs); err != nil {
+	if err := engine.Import(r.Context(), s.o.Log, id, evs, s.o.CheckSettings); err != nil {
 		s.writeFailure(w, err, id)
 		return
 	}
@@ -125,6 +126,8 @@ func (s *Server) writeFailure(w http.ResponseWriter, err error, id string) {
 		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no session %q in this store (GET /v1/sessions lists them)", id))
 	case errors.Is(err, store.ErrExists):
 		writeError(w, http.StatusConflict, CodeExists, "a session of that id already exists: choose another")
+	case errors.As(err, new(*engine.SettingsError)):
+		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
 	case errors.Is(err, engine.ErrNotBoundary), errors.Is(err, engine.ErrRefused):
 		writeError(w, http.StatusBadRequest, CodeBadRequest, strings.TrimPrefix(err.Error(), "engine: refused: "))
 	case errors.Is(err, engine.ErrCorruptLog):
@@ -173,7 +176,8 @@ func (c *Client) Fork(ctx context.Context, id string, req ForkRequest) (*Session
 }
 
 // Import makes session id from an exported log (package jsonl), which
-// the owner checks before anything is written.
+// the owner checks before anything is written: the fold, and the settings
+// it records (Options.CheckSettings).
 func (c *Client) Import(ctx context.Context, id string, file []byte) (*Session, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+sessionPath(id, "import"), bytes.NewReader(file))
 	if err != nil {

@@ -3,6 +3,9 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -127,5 +130,119 @@ func TestImportThroughTheAPIIsExact(t *testing.T) {
 	big := newFixture(t, func(o *server.Options) { o.MaxImport = 64 })
 	if _, err := big.client.Import(ctx, "s5", file.Bytes()); !server.IsCode(err, server.CodeTooLarge) {
 		t.Errorf("import over MaxImport: %v", err)
+	}
+}
+
+// The owner refuses an import whose recorded settings (session/created's
+// or a later change's) its Resolve could not read, whichever client sends
+// it: one message naming the seq, nothing written, the id still free. An
+// owner without CheckSettings shows that each such log makes a session
+// (or a fork of one) that no open accepts.
+func TestImportChecksTheRecordedSettingsThroughTheAPI(t *testing.T) {
+	ctx := context.Background()
+	// The settings this owner records, and the one decoder its Resolve
+	// and its import check share.
+	decode := func(set *engine.SessionCreated) error {
+		var s struct{ Pipeline string }
+		if err := json.Unmarshal(set.Settings, &s); err != nil {
+			return fmt.Errorf("not readable: %v", err)
+		}
+		return nil
+	}
+	strict := func(o *server.Options) {
+		resolve := o.Resolve
+		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated, sec map[string]string) (engine.Config, error) {
+			if err := decode(c); err != nil {
+				return engine.Config{}, err
+			}
+			return resolve(ctx, id, c, sec)
+		}
+	}
+	f := newFixture(t, strict)
+	if _, err := f.client.Create(ctx, &server.CreateRequest{ID: "s", Prompt: "hello", Settings: json.RawMessage(`{"pipeline":"a.yaml"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	untilIdle(t, f.client, "s", 1)
+	if _, err := f.client.ChangeSettings(ctx, "s", server.SettingsRequest{Settings: json.RawMessage(`{"pipeline":"b.yaml"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := f.log.Read(ctx, "s", 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := evs[len(evs)-1]
+	if changed.Type != engine.EvPipelineChanged {
+		t.Fatalf("the last event is %s", changed.Type)
+	}
+	export := func(seq uint64, settings string) []byte {
+		out := append([]store.Event(nil), evs...)
+		if seq > 0 {
+			e := &out[seq-1]
+			var d map[string]json.RawMessage
+			json.Unmarshal(e.Data, &d)
+			d["settings"] = json.RawMessage(settings)
+			e.Data, _ = json.Marshal(d)
+		}
+		var b bytes.Buffer
+		jsonl.Write(&b, jsonl.Header{Session: "s"}, out)
+		return b.Bytes()
+	}
+
+	owner := newFixture(t, strict, func(o *server.Options) { o.CheckSettings = decode })
+	lax := newFixture(t, strict)
+	for _, c := range []struct {
+		name     string
+		seq      uint64
+		settings string
+	}{
+		{"created: pipeline as an object", 1, `{"pipeline":{"file":"a.yaml"}}`},
+		{"created: settings as a string", 1, `"a.yaml"`},
+		{"a later change: pipeline as a list", changed.Seq, `{"pipeline":["b.yaml"]}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := owner.client.Import(ctx, "x", export(c.seq, c.settings))
+			want := fmt.Sprintf("session x seq %d (%s): the recorded settings cannot be read: not readable: ", c.seq, evs[c.seq-1].Type)
+			if !server.IsCode(err, server.CodeBadRequest) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("import: %v, want a bad request with %q", err, want)
+			}
+			if _, err := owner.log.Head(ctx, "x"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("a refused import left a session: %v", err)
+			}
+			if _, err := owner.client.Session(ctx, "x"); !server.IsCode(err, server.CodeNotFound) {
+				t.Errorf("GET the refused session: %v", err)
+			}
+			if l, err := owner.client.Sessions(ctx); err != nil || len(l.Sessions) != 0 {
+				t.Errorf("sessions after a refused import: %+v %v", l, err)
+			}
+			// Without the check the log goes in, and no open accepts the
+			// session (or, for settings a later change replaced, a fork
+			// from before that change).
+			id := strings.NewReplacer(" ", "-", ":", "").Replace(c.name)
+			if _, err := lax.client.Import(ctx, id, export(c.seq, c.settings)); err != nil {
+				t.Fatalf("import without CheckSettings: %v", err)
+			}
+			if c.seq < changed.Seq {
+				if _, err := lax.client.Fork(ctx, id, server.ForkRequest{At: changed.Seq - 1, As: id + "-fork"}); err != nil {
+					t.Fatal(err)
+				}
+				id += "-fork"
+			}
+			if _, err := lax.client.Input(ctx, id, "send", "and now?"); err == nil || !strings.Contains(err.Error(), "not readable") {
+				t.Errorf("send to %s: %v, want its open refused", id, err)
+			}
+		})
+	}
+
+	// The good log imports under the same id, and runs.
+	s, err := owner.client.Import(ctx, "x", export(0, ""))
+	if err != nil || s.Head != uint64(len(evs)) {
+		t.Fatalf("import of the good log: %+v %v", s, err)
+	}
+	q, err := owner.client.Input(ctx, "x", "send", "and now?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := untilIdle(t, owner.client, "x", q.Head); got[len(got)-1].Type != engine.EvTurnEnd {
+		t.Errorf("the import's turn ended with %+v", got[len(got)-1])
 	}
 }

@@ -57,6 +57,12 @@ type Options struct {
 	// provider is known) before anything is written, and returns what
 	// session/created records. Nil records the settings as given.
 	Prepare func(ctx context.Context, req *CreateRequest) (engine.SessionCreated, error)
+	// CheckSettings, if set, says whether settings a log records can be
+	// read by Resolve (engine.SettingsCheck): an import is refused, naming
+	// the seq, if it refuses those of session/created or of any later
+	// change, and nothing is written. Resolve should decode settings with
+	// the same function, so that every open reads what an import accepts.
+	CheckSettings engine.SettingsCheck
 	// Token is required of TCP clients ("Authorization: Bearer TOKEN").
 	Token string
 	// Version is reported by /v1/health; StoreName names the store there.

@@ -21,7 +21,8 @@ import (
 
 // Sessions move between stores as files (export, import) and branch
 // within one (fork). Each works through the store's owner, which checks
-// the log with the engine's fold before it writes anything.
+// the log with the engine's fold (and an import's recorded settings with
+// readSettings, as every open reads them) before it writes anything.
 
 func exportCommand(env *cliEnv) *cli.Command {
 	return &cli.Command{
@@ -113,9 +114,14 @@ func importCommand(env *cliEnv) *cli.Command {
 		UsageText: `wagent import FILE [--as ID]
 
 The log is checked as the engine folds it (seqs dense from 1, turns and steps
-in order, every result answering a call of its step, no message id twice …);
-a broken log is refused naming the seq, and nothing is written. FILE - reads
-standard input.
+in order, every result answering a call of its step, no message id twice …),
+and the settings it records (session/created's and every later change's) are
+read as an open of the session reads them: a field of the wrong type, an
+unknown provider, an API key variable that is not a name, a script provider
+with no script or a base URL that is not http(s) is refused. A refusal is one
+line naming the seq, and nothing is written. Files the settings name (the
+pipeline, the script) need not be on this machine yet: an open says so.
+FILE - reads standard input.
 
 Examples:
    wagent import s.jsonl

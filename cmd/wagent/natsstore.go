@@ -58,7 +58,7 @@ func openNATSOwner(ctx context.Context, env *cliEnv, rawURL string) (*owner, err
 	o.srv, err = server.New(server.Options{
 		Log: l, Wake: bus.Wake, Interrupt: bus.Interrupt, Token: randomToken(), Version: version, StoreName: redactURL(rawURL),
 		Base:    engine.Config{Durability: engine.SyncAtBoundaries, Warn: func(msg string) { tprintln(env.stderr, "wagent: "+oneLine(msg)) }},
-		Resolve: o.resolve, Prepare: o.prepare,
+		Resolve: o.resolve, Prepare: o.prepare, CheckSettings: checkSettings,
 		Console: console.FS(),
 	})
 	if err != nil {

@@ -172,7 +172,7 @@ func openOwner(ctx context.Context, c *cli.Context, env *cliEnv, dir string, m m
 	o.srv, err = server.New(server.Options{
 		Log: o.log, Token: token, Version: version, StoreName: dir,
 		Base:    engine.Config{Durability: engine.SyncAtBoundaries, Passive: m != modeDrive, Warn: func(msg string) { tprintln(env.stderr, "wagent: "+oneLine(msg)) }},
-		Resolve: o.resolve, Prepare: o.prepare,
+		Resolve: o.resolve, Prepare: o.prepare, CheckSettings: checkSettings,
 		Console: console.FS(),
 	})
 	if err != nil {
@@ -251,15 +251,12 @@ func (o *owner) resolve(ctx context.Context, id string, set *engine.SessionCreat
 	if o.mode != modeDrive {
 		return engine.Config{}, nil
 	}
-	var s settings
-	if len(set.Settings) > 0 {
-		if err := json.Unmarshal(set.Settings, &s); err != nil {
-			return engine.Config{}, fmt.Errorf("session %s: its recorded settings are not readable: %v", id, err)
-		}
+	s, err := readSettings(set.Settings)
+	if err != nil {
+		return engine.Config{}, fmt.Errorf("session %s: its recorded settings cannot be read: %v", id, err)
 	}
 	s = s.withDefaults(o.env)
 	if o.pipelinesDir != "" {
-		var err error
 		if s, err = s.inDir(o.pipelinesDir); err != nil {
 			return engine.Config{}, fmt.Errorf("session %s: %v", id, err)
 		}
@@ -285,11 +282,9 @@ func (o *owner) resolve(ctx context.Context, id string, set *engine.SessionCreat
 // written: the provider is known and has what it needs, and the pipeline
 // loads.
 func (o *owner) prepare(ctx context.Context, req *server.CreateRequest) (engine.SessionCreated, error) {
-	var s settings
-	if len(req.Settings) > 0 {
-		if err := json.Unmarshal(req.Settings, &s); err != nil {
-			return engine.SessionCreated{}, fmt.Errorf("settings: %v", err)
-		}
+	s, err := readSettings(req.Settings)
+	if err != nil {
+		return engine.SessionCreated{}, fmt.Errorf("settings: %v", err)
 	}
 	s = s.withDefaults(o.env)
 	if err := s.check(); err != nil {

@@ -141,12 +141,7 @@ Example:
 
 // withDefaults fills in what the settings leave to the environment.
 func (s settings) withDefaults(env *cliEnv) settings {
-	if s.Provider == "" {
-		s.Provider = "openai"
-		if s.Script != "" {
-			s.Provider = "script"
-		}
-	}
+	s.Provider = s.provider()
 	if s.Model == "" {
 		s.Model = env.getenv("WAGENT_MODEL")
 	}
@@ -509,8 +504,10 @@ func openSessionOnce(ctx context.Context, c *cli.Context, env *cliEnv, cl *serve
 		}
 		return info, true, nil
 	default:
-		var recorded settings
-		json.Unmarshal(info.Settings, &recorded)
+		recorded, err := readSettings(info.Settings)
+		if err != nil {
+			return nil, false, fail(exitFailure, "session %s: its recorded settings cannot be read: %v", id, err)
+		}
 		s, err := r.override(recorded)
 		if err != nil {
 			return nil, false, err

@@ -185,7 +185,7 @@ func serveNATS(ctx context.Context, c *cli.Context, env *cliEnv, u, token string
 	srv, err := server.New(server.Options{
 		Log: l, Wake: bus.Wake, Interrupt: bus.Interrupt, Token: token, Version: version, StoreName: redactURL(u),
 		Base:    engine.Config{Durability: engine.SyncAtBoundaries, Warn: func(msg string) { tprintln(env.stderr, "wagent: "+oneLine(msg)) }},
-		Resolve: o.resolve, Prepare: o.prepare,
+		Resolve: o.resolve, Prepare: o.prepare, CheckSettings: checkSettings,
 		Console: console.FS(),
 	})
 	if err != nil {
