@@ -464,6 +464,21 @@ type HTTPResponse struct {
 	// becomes U+FFFD); Truncated says the response had more.
 	Body      string `json:"body,omitempty"`
 	Truncated bool   `json:"truncated,omitempty"`
+	// Size is the number of body bytes the host read and kept, at most
+	// the limit, counted after Decoded (added in 1.2; an older host
+	// leaves it out).
+	Size int64 `json:"size,omitempty"`
+	// Decoded names the content coding the host removed ("gzip"); the
+	// limit, Size and Truncated count the decoded bytes, and the
+	// Content-Encoding and Content-Length headers are gone (added in
+	// 1.2).
+	Decoded string `json:"decoded,omitempty"`
+	// Binary is the media type of a body that is not text (an image, an
+	// archive, bytes with NULs or control codes in them): the host then
+	// leaves Body empty, having counted the body (Size, Truncated)
+	// without keeping it (added in 1.2; an older host passes such a body
+	// as text).
+	Binary string `json:"binary,omitempty"`
 	// Error and Code say why there is no response (see the Cap* codes).
 	Error      string `json:"error,omitempty"`
 	Code       string `json:"code,omitempty"`
@@ -604,6 +619,12 @@ func AppendHTTPResponse(dst []byte, r *HTTPResponse) []byte {
 		dst = appendKey(dst, &f, "truncated")
 		dst = appendBool(dst, true)
 	}
+	if r.Size != 0 {
+		dst = appendKey(dst, &f, "size")
+		dst = appendInt(dst, r.Size)
+	}
+	str("decoded", r.Decoded)
+	str("binary", r.Binary)
 	str("error", r.Error)
 	str("code", r.Code)
 	if r.DurationMS != 0 {
@@ -630,6 +651,12 @@ func ParseHTTPResponse(b []byte, r *HTTPResponse) error {
 			r.Body, err = d.str()
 		case "truncated":
 			r.Truncated, err = d.bool()
+		case "size":
+			r.Size, err = d.int(64)
+		case "decoded":
+			r.Decoded, err = d.str()
+		case "binary":
+			r.Binary, err = d.str()
 		case "error":
 			r.Error, err = d.str()
 		case "code":

@@ -198,10 +198,19 @@ func TestCapabilityDocuments(t *testing.T) {
 	if err := ParseHTTPRequest(AppendHTTPRequest(nil, &hreq), &hreq2); err != nil || !reflect.DeepEqual(hreq, hreq2) {
 		t.Errorf("http request round trip: %+v %v", hreq2, err)
 	}
-	hresp := HTTPResponse{Status: 200, URL: "u", Headers: map[string]string{"Content-Type": "text/html"}, Body: "<p>", Truncated: true, DurationMS: 5}
-	var hresp2 HTTPResponse
-	if err := ParseHTTPResponse(AppendHTTPResponse(nil, &hresp), &hresp2); err != nil || !reflect.DeepEqual(hresp, hresp2) {
-		t.Errorf("http response round trip: %+v %v", hresp2, err)
+	for _, hresp := range []HTTPResponse{
+		{Status: 200, URL: "u", Headers: map[string]string{"Content-Type": "text/html"}, Body: "<p>", Truncated: true, Size: 3, Decoded: "gzip", DurationMS: 5},
+		{Status: 200, URL: "u", Headers: map[string]string{"Content-Type": "image/png"}, Size: 1 << 20, Binary: "image/png"},
+	} {
+		var hresp2 HTTPResponse
+		if err := ParseHTTPResponse(AppendHTTPResponse(nil, &hresp), &hresp2); err != nil || !reflect.DeepEqual(hresp, hresp2) {
+			t.Errorf("http response round trip: %+v %v", hresp2, err)
+		}
+		// encoding/json reads the same fields (the names of the tags).
+		var viaJSON HTTPResponse
+		if err := json.Unmarshal(AppendHTTPResponse(nil, &hresp), &viaJSON); err != nil || !reflect.DeepEqual(hresp, viaJSON) {
+			t.Errorf("http response via encoding/json: %+v %v", viaJSON, err)
+		}
 	}
 	ereq := ExecRequest{Argv: []string{"go", "vet", "./..."}, Dir: "/work/sub", Stdin: "in", TimeoutMS: 5}
 	var ereq2 ExecRequest

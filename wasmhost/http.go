@@ -1,10 +1,12 @@
 package wasmhost
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/netip"
@@ -13,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/wagent/wagent/hostabi"
 )
@@ -282,24 +285,127 @@ func (o *Op) doHTTP(ctx context.Context, req *hostabi.HTTPRequest, tell func(str
 		return o.httpError(ctx, method, req.URL, err, start, tell)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	out := hostabi.HTTPResponse{Status: resp.StatusCode, URL: resp.Request.URL.String(), Headers: map[string]string{}}
+	if resp.Uncompressed {
+		// The transport asked for gzip itself and is inflating it: the
+		// limit below counts inflated bytes, so a small bomb stops at it.
+		out.Decoded = "gzip"
+	}
+	body, err := readBody(resp.Body, resp.Header.Get("Content-Type"), limit, &out)
 	if err != nil {
 		return o.httpError(ctx, method, req.URL, err, start, tell)
 	}
-	out := hostabi.HTTPResponse{Status: resp.StatusCode, URL: resp.Request.URL.String(), Headers: map[string]string{}, DurationMS: time.Since(start).Milliseconds()}
-	if int64(len(body)) > limit {
-		body, out.Truncated = body[:limit], true
-	}
+	out.DurationMS = time.Since(start).Milliseconds()
 	out.Body = string(body)
 	for k, v := range resp.Header {
 		out.Headers[k] = strings.Join(v, ", ")
 	}
-	cut := ""
-	if out.Truncated {
-		cut = fmt.Sprintf(", cut at the limit of %d bytes", limit)
+	var notes []string
+	if out.Decoded != "" {
+		notes = append(notes, out.Decoded+" decoded")
 	}
-	tell("http %s %s → %d (%d bytes%s, %d ms)", method, req.URL, out.Status, len(body), cut, out.DurationMS)
+	if out.Binary != "" {
+		notes = append(notes, "not text: "+out.Binary+", not passed on")
+	}
+	if out.Truncated {
+		notes = append(notes, fmt.Sprintf("cut at the limit of %d bytes", limit))
+	}
+	extra := ""
+	if len(notes) > 0 {
+		extra = ", " + strings.Join(notes, ", ")
+	}
+	tell("http %s %s → %d (%d bytes%s, %d ms)", method, req.URL, out.Status, out.Size, extra, out.DurationMS)
 	return out
+}
+
+// sniffBytes is how much of a body decides whether it is text.
+const sniffBytes = 1024
+
+// readBody reads at most limit bytes of a (decoded) body and records its
+// size, whether it had more and, for a body that is not text, its type.
+// It never reads more than limit+1 bytes, whatever the body inflates to.
+// A body that is not text is counted and dropped, not kept: the guest
+// would get it as text mangled to U+FFFD (each escaped control byte six
+// bytes of JSON), megabytes of nothing it can use.
+func readBody(r io.Reader, ctype string, limit int64, out *hostabi.HTTPResponse) ([]byte, error) {
+	head := make([]byte, min(limit+1, sniffBytes))
+	n, err := io.ReadFull(r, head)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return nil, err
+	}
+	head = head[:n]
+	if kind := binaryType(ctype, head[:min(int64(n), limit)]); kind != "" {
+		out.Binary = kind
+		rest, err := io.Copy(io.Discard, io.LimitReader(r, limit+1-int64(n)))
+		if err != nil {
+			return nil, err
+		}
+		out.Size = min(int64(n)+rest, limit)
+		out.Truncated = int64(n)+rest > limit
+		return nil, nil
+	}
+	body := bytes.NewBuffer(head)
+	if int64(n) == int64(len(head)) && int64(n) <= limit {
+		if _, err := body.ReadFrom(io.LimitReader(r, limit+1-int64(n))); err != nil {
+			return nil, err
+		}
+	}
+	b := body.Bytes()
+	if int64(len(b)) > limit {
+		b, out.Truncated = b[:limit], true
+	}
+	out.Size = int64(len(b))
+	return b, nil
+}
+
+// binaryType returns the media type of a body that is not text, judged by
+// its first bytes and its declared Content-Type, or "" for text. Not text:
+// what http.DetectContentType finds a binary signature in (PNG, PDF, ZIP,
+// gzip, …) or binary bytes in (NUL and the control codes no text uses),
+// and bytes that are not UTF-8 under a Content-Type that is not text
+// (image/*, application/octet-stream, …). Bytes that are not UTF-8 under a
+// text type (a Latin-1 page) stay text, as they were.
+func binaryType(ctype string, head []byte) string {
+	declared, _, _ := mime.ParseMediaType(ctype)
+	sniffed, _, _ := mime.ParseMediaType(http.DetectContentType(head))
+	if strings.HasPrefix(sniffed, "text/") && (textMedia(declared) || validUTF8Head(head)) {
+		return ""
+	}
+	if declared != "" && declared != "application/octet-stream" && !textMedia(declared) {
+		return declared
+	}
+	if strings.HasPrefix(sniffed, "text/") { // not UTF-8, and declared as nothing more precise
+		return "application/octet-stream"
+	}
+	return sniffed
+}
+
+// textMedia reports whether a declared media type is text ("" counts:
+// the bytes decide).
+func textMedia(m string) bool {
+	if m == "" || strings.HasPrefix(m, "text/") {
+		return true
+	}
+	for _, suffix := range []string{"/json", "+json", "/xml", "+xml", "/javascript", "/ecmascript", "/x-javascript", "/yaml", "+yaml", "/x-yaml", "/toml", "/x-sh", "/sql", "/graphql", "/x-ndjson", "/jsonl", "/x-www-form-urlencoded", "/markdown", "/x-tex", "/rtf", "/csv"} {
+		if strings.HasSuffix(m, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// validUTF8Head reports whether head is UTF-8, a rune cut at its end
+// aside.
+func validUTF8Head(head []byte) bool {
+	for i := len(head) - 1; i >= 0 && i >= len(head)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(head[i]) {
+			if !utf8.FullRune(head[i:]) {
+				head = head[:i]
+			}
+			break
+		}
+	}
+	return utf8.Valid(head)
 }
 
 func (o *Op) httpError(ctx context.Context, method, rawURL string, err error, start time.Time, tell func(string, ...any)) hostabi.HTTPResponse {

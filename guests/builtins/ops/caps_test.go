@@ -173,7 +173,13 @@ func TestFetch(t *testing.T) {
 		case "http://h/big":
 			return hostabi.HTTPResponse{Status: 200, URL: r.URL, Headers: map[string]string{"Content-Type": "text/plain"}, Body: strings.Repeat("x", 5000)}
 		case "http://h/img":
-			return hostabi.HTTPResponse{Status: 200, URL: r.URL, Headers: map[string]string{"Content-Type": "image/png"}, Body: "PNG."}
+			return hostabi.HTTPResponse{Status: 200, URL: r.URL, Headers: map[string]string{"Content-Type": "image/png"}, Size: 1048576, Binary: "image/png"}
+		case "http://h/bomb":
+			return hostabi.HTTPResponse{Status: 200, URL: r.URL, Headers: map[string]string{}, Size: 2097152, Truncated: true, Decoded: "gzip", Binary: "application/octet-stream"}
+		case "http://h/br":
+			return hostabi.HTTPResponse{Status: 200, URL: r.URL, Headers: map[string]string{"Content-Type": "text/html", "Content-Encoding": "br"}, Size: 300, Binary: "application/octet-stream"}
+		case "http://h/textbomb":
+			return hostabi.HTTPResponse{Status: 200, URL: r.URL, Headers: map[string]string{"Content-Type": "text/plain"}, Body: strings.Repeat("y", 3000), Size: 3000, Truncated: true, Decoded: "gzip"}
 		}
 		return hostabi.HTTPResponse{Code: hostabi.CapNotGranted, Error: "http_request: evil:443 is not granted (granted: h)"}
 	}}
@@ -188,7 +194,10 @@ func TestFetch(t *testing.T) {
 	}{
 		{"http://h/missing", "http://h/missing (HTTP 404, text/plain)\n\nnot here", true},
 		{"https://evil/", "evil:443 is not granted (granted: h)", true},
-		{"http://h/img", "http://h/img is image/png (4 bytes), not text", true},
+		{"http://h/img", "http://h/img (HTTP 200, image/png)\n\nbinary body: image/png, 1048576 bytes (not shown)", false},
+		{"http://h/bomb", "http://h/bomb (HTTP 200)\n\nbinary body: application/octet-stream, more than 2097152 bytes after gzip decoding (not shown)", false},
+		{"http://h/br", "binary body: application/octet-stream, 300 bytes, Content-Encoding br not decoded (not shown)", false},
+		{"http://h/textbomb", "http://h/textbomb (HTTP 200, text/plain)\n\n" + strings.Repeat("y", 3000) + "\n… (the response was longer than the host reads: it kept its first 3000 bytes after gzip decoding; this is its beginning)", false},
 	} {
 		r := runTool(t, "fetch", "fetch", "", `{"url":"`+tc.url+`"}`, f)
 		if r.IsError != tc.isErr || !strings.Contains(r.Content, tc.want) {
@@ -198,6 +207,10 @@ func TestFetch(t *testing.T) {
 	r = runTool(t, "fetch", "fetch", `{"max_bytes":1024}`, `{"url":"http://h/big"}`, f)
 	if !strings.HasSuffix(r.Content, "… (cut at 1024 bytes of text)") {
 		t.Errorf("big fetch ends %q", r.Content[len(r.Content)-60:])
+	}
+	r = runTool(t, "fetch", "fetch", `{"max_bytes":1024}`, `{"url":"http://h/textbomb"}`, f)
+	if !strings.HasSuffix(r.Content, "y\n… (cut at 1024 bytes of text; the response was longer than the host reads: it kept its first 3000 bytes after gzip decoding; this is its beginning)") {
+		t.Errorf("cut twice, ends %q", r.Content[len(r.Content)-160:])
 	}
 	if asked[0] != "GET http://h/page" {
 		t.Errorf("asked %q", asked)

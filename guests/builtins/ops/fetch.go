@@ -21,6 +21,16 @@ import (
 // granted is an error result naming what is. The tool only reads, so it
 // is idempotent.
 //
+// The host reads at most the op's limits.http_kb of a body (2 MiB),
+// counted after it inflates a gzip body (it asks for gzip itself and
+// decodes it; no other coding is asked for), so a small compressed body
+// that inflates to gigabytes stops there: the result says the response
+// was cut and how many bytes, after decoding, were kept. A body that is
+// not text (an image, a PDF, an archive, bytes with NULs or control codes,
+// judged by its Content-Type and its first KB) is not passed to the op at
+// all: the result is one line, "binary body: image/png, 1048576 bytes (not
+// shown)".
+//
 // Config: max_bytes [100000] (of text in a result), raw [false] (HTML as
 // it came).
 func Fetch() Op {
@@ -33,7 +43,7 @@ func Fetch() Op {
 		},
 		Tools: []pdk.OwnedTool{
 			pdk.Tool(hostabi.ToolSpec{Name: "fetch", Annotations: &hostabi.ToolAnnotations{ReadOnly: true, Idempotent: true, OpenWorld: true},
-				Description: "Fetch a web page or file by URL (GET) and return its text; HTML is reduced to readable text. Only some hosts are reachable."},
+				Description: "Fetch a web page or file by URL (GET) and return its text; HTML is reduced to readable text, and a binary file (an image, a PDF, an archive) is only described by its type and size. Only some hosts are reachable."},
 				fetchURL, pdk.Idempotent(), pdk.OfferWith(describeFetch)),
 		},
 	}
@@ -87,32 +97,70 @@ func fetchURL(c *pdk.Call, a fetchArgs) (string, error) {
 	}
 	ctype := resp.Headers["Content-Type"]
 	media, _, _ := mime.ParseMediaType(ctype)
-	var text string
-	switch {
-	case (media == "text/html" || media == "application/xhtml+xml") && !cfg.Raw:
-		text = htmlText(resp.Body)
-	case strings.HasPrefix(media, "text/"), media == "", strings.HasSuffix(media, "json"), strings.HasSuffix(media, "xml"), media == "application/javascript":
-		text = resp.Body
-	default:
-		return "", fmt.Errorf("%s is %s (%d bytes), not text; fetch returns text only", quoted(a.URL), media, len(resp.Body))
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (HTTP %d", quoted(resp.URL), resp.Status)
 	if media != "" {
 		b.WriteString(", " + media)
 	}
 	b.WriteString(")\n\n")
-	if len(text) > limit {
-		text = cutUTF8(text, limit)
-		text += "\n… (cut at " + strconv.Itoa(limit) + " bytes of text)"
-	} else if resp.Truncated {
-		text += "\n… (the response was longer than the host reads; this is its beginning)"
+	switch {
+	case resp.Binary != "":
+		// The host judged the body not text and kept none of it.
+		b.WriteString(binaryNote(&resp))
+	case (media == "text/html" || media == "application/xhtml+xml") && !cfg.Raw:
+		writeText(&b, htmlText(resp.Body), limit, &resp)
+	default:
+		writeText(&b, resp.Body, limit, &resp)
 	}
-	b.WriteString(text)
 	if resp.Status >= 400 {
 		return "", fmt.Errorf("%s", b.String())
 	}
 	return b.String(), nil
+}
+
+// writeText writes text cut to limit bytes, saying where it was cut: at
+// the limit of text, or where the host stopped reading the body.
+func writeText(b *strings.Builder, text string, limit int, resp *hostabi.HTTPResponse) {
+	var notes []string
+	if len(text) > limit {
+		text = cutUTF8(text, limit)
+		notes = append(notes, "cut at "+strconv.Itoa(limit)+" bytes of text")
+	}
+	if resp.Truncated {
+		notes = append(notes, "the response was longer than the host reads: it kept its first "+bodyBytes(resp)+"; this is its beginning")
+	}
+	b.WriteString(text)
+	if len(notes) > 0 {
+		b.WriteString("\n… (" + strings.Join(notes, "; ") + ")")
+	}
+}
+
+// binaryNote describes a body the host did not pass on because it is not
+// text: its type and size, never its bytes.
+func binaryNote(resp *hostabi.HTTPResponse) string {
+	size := bodyBytes(resp)
+	if resp.Truncated {
+		size = "more than " + size
+	}
+	s := "binary body: " + resp.Binary + ", " + size
+	if enc := resp.Headers["Content-Encoding"]; enc != "" && resp.Decoded == "" {
+		s += ", Content-Encoding " + enc + " not decoded"
+	}
+	return s + " (not shown)"
+}
+
+// bodyBytes says how many bytes of the body the host read ("1048576
+// bytes", "2097152 bytes after gzip decoding").
+func bodyBytes(resp *hostabi.HTTPResponse) string {
+	n := resp.Size
+	if n == 0 && resp.Binary == "" {
+		n = int64(len(resp.Body)) // a host that does not report the size
+	}
+	s := strconv.FormatInt(n, 10) + " bytes"
+	if resp.Decoded != "" {
+		s += " after " + resp.Decoded + " decoding"
+	}
+	return s
 }
 
 func cutUTF8(s string, n int) string {
