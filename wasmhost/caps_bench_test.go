@@ -11,12 +11,15 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/internal/confine"
+	"github.com/wagent/wagent/internal/procbox"
 )
 
-// What running a command costs per call (BENCHMARKS.md, "Capabilities"),
-// in one run: os/exec directly, the host's run (pipes, process group,
-// scratch directory, output capture) unconfined and confined with
-// Landlock, and a whole shell tool call through the wasm op.
+// What running a command costs per call (BENCHMARKS.md, "Capabilities"
+// and "Process boxes"), in one run: os/exec directly, the host's run
+// (pipes, scratch directory, output capture) unconfined and confined with
+// Landlock, and a whole shell tool call through the wasm op; each in a
+// process box (box) and, as before the box, in a process group only
+// (group, procbox.Pretend).
 //
 //	go test ./wasmhost -run '^$' -bench 'Exec' -benchtime 200x
 func BenchmarkExec(b *testing.B) {
@@ -36,7 +39,7 @@ func BenchmarkExec(b *testing.B) {
 		name   string
 		policy *confine.Policy
 	}{{"host-unconfined", nil}, {"host-confined", policy}} {
-		b.Run(tc.name, func(b *testing.B) {
+		boxes(b, tc.name, func(b *testing.B) {
 			if tc.policy != nil && confine.Level() < confine.MinLevel {
 				b.Skip("no Landlock")
 			}
@@ -56,7 +59,7 @@ func BenchmarkExec(b *testing.B) {
 		if unconfined {
 			name = "shell-op-unconfined"
 		}
-		b.Run(name, func(b *testing.B) {
+		boxes(b, name, func(b *testing.B) {
 			if !unconfined && confine.Level() < confine.MinLevel {
 				b.Skip("no Landlock")
 			}
@@ -71,6 +74,21 @@ func BenchmarkExec(b *testing.B) {
 			}
 		})
 	}
+}
+
+// boxes runs fn as name/box, in a process box, and name/group, in a
+// process group only, as commands ran before the box.
+func boxes(b *testing.B, name string, fn func(b *testing.B)) {
+	b.Run(name+"/box", func(b *testing.B) {
+		if e := procbox.Probe(); !e.Full() {
+			b.Skipf("no process box here: %s", e)
+		}
+		fn(b)
+	})
+	b.Run(name+"/group", func(b *testing.B) {
+		defer procbox.Pretend("benchmark: a process group only")()
+		fn(b)
+	})
 }
 
 // cpuPerOp reports the process's CPU time per operation (a child's is

@@ -479,3 +479,30 @@ func TestExecRaw(t *testing.T) {
 		t.Errorf("the command's environment is %q; want HOME, LANG, PATH, PWD, TERM and TMPDIR only", env)
 	}
 }
+
+// Where the system gives no whole process box (pretended here), commands
+// still run, the grant records partial and what is missing, and the op's
+// watcher is told so once, at its first command, not at every one.
+func TestExecPartialEnforcementToldOnce(t *testing.T) {
+	defer procbox.Pretend("no PID namespace (pretended by the test)")()
+	op, _ := shellOp(t, Limits{Timeout: 10 * time.Second}, ExecGrant{Cmd: "echo *", Unconfined: true})
+	if e := op.Exec()[0].Enforcement; e != "partial: no PID namespace (pretended by the test)" {
+		t.Fatalf("the grant records %q", e)
+	}
+	want := "exec grant 'echo *' of op shell is not fully enforced on this system: no PID namespace (pretended by the test)"
+	for i, n := range []int{1, 0} {
+		r, logs := runCall(t, op, "shell", `{"command":"echo hi"}`)
+		if !strings.Contains(r.Content, "hi") {
+			t.Fatalf("call %d: %+v", i+1, r)
+		}
+		got := 0
+		for _, l := range logs {
+			if strings.Contains(l, want) {
+				got++
+			}
+		}
+		if got != n {
+			t.Errorf("call %d: %d lines saying %q, want %d: %q", i+1, got, want, n, logs)
+		}
+	}
+}

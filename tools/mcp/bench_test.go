@@ -15,6 +15,7 @@ import (
 	"github.com/wagent/wagent/engine/provider"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/npmtest"
+	"github.com/wagent/wagent/internal/procbox"
 	"github.com/wagent/wagent/store"
 )
 
@@ -159,4 +160,43 @@ type callForever struct {
 func (p *callForever) Complete(ctx context.Context, req *provider.Request, onDelta func(provider.Delta)) (*provider.Response, error) {
 	p.n++
 	return &provider.Response{ToolCalls: []hostabi.ToolCall{{ID: fmt.Sprintf("c%d", p.n), Name: "srv__echo", Arguments: json.RawMessage(p.args)}}, FinishReason: "tool_calls"}, nil
+}
+
+// BenchmarkMCPStart compares, in one run, starting a stdio server through
+// wagent (spawn, initialize, list its tools, stop) in a process box and,
+// as before the box, in a process group only (procbox.Pretend): the Go
+// fake and the real npm server.
+//
+//	go test -run '^$' -bench MCPStart -benchtime 20x ./tools/mcp/
+func BenchmarkMCPStart(b *testing.B) {
+	exe, _ := os.Executable()
+	servers := []struct {
+		name string
+		cfg  Config
+	}{
+		{"go-fake", Config{Name: "fake", Command: []string{exe, "-test.run=^$"}, Env: map[string]string{"WAGENT_MCP_FAKE": "ok", "FAKE_DIR": b.TempDir()}}},
+		{"everything", Config{Name: "everything", Command: []string{npmtest.Bin(b, "mcp-server-everything"), "stdio"}}},
+	}
+	for _, sv := range servers {
+		for _, boxed := range []bool{true, false} {
+			name := sv.name + "/group"
+			if boxed {
+				name = sv.name + "/box"
+			}
+			b.Run(name, func(b *testing.B) {
+				if !boxed {
+					defer procbox.Pretend("benchmark: a process group only")()
+				} else if e := procbox.Probe(); !e.Full() {
+					b.Skipf("no process box here: %s", e)
+				}
+				for i := 0; i < b.N; i++ {
+					h := NewHub()
+					if _, err := h.Server(sv.cfg).Tools(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+					h.Close()
+				}
+			})
+		}
+	}
 }
