@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -222,4 +223,75 @@ func toolResults(t *testing.T, env map[string]string, id string) map[string]engi
 		res[x.CallID] = x
 	}
 	return res
+}
+
+// TestE2EBoxUnprivileged runs wagent as a user that is not root (nobody),
+// as people do, so that the box through a user namespace is what is
+// proven: a command's escapes end with the call and the owner's planted
+// secret stays out of reach. (Run as another user, the tests above
+// already are this proof.)
+func TestE2EBoxUnprivileged(t *testing.T) {
+	needBoxE2E(t)
+	if os.Geteuid() != 0 {
+		t.Skip("not root: the other box tests of this run are the unprivileged ones")
+	}
+	// Folders nobody can use: the binary, its home, cache and project.
+	base, err := os.MkdirTemp("", "wagent-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	mk := func(name string) string {
+		p := filepath.Join(base, name)
+		if err := os.MkdirAll(p, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, 0o777)
+		return p
+	}
+	os.Chmod(base, 0o755)
+	bin := filepath.Join(mk("bin"), "wagent")
+	data, err := os.ReadFile(wagentBin(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tok := boxToken()
+	const secret = "sk-planted-nobody-5ecret"
+	line := `setsid sh -c 'touch a; exec sleep ` + tok + `' </dev/null >/dev/null 2>&1 &
+( (touch b; exec sleep ` + tok + `) & )
+while [ ! -e a ] || [ ! -e b ]; do :; done; id -u; cat /proc/$PPID/environ;
+for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do cat "$f" 2>/dev/null; done; echo; echo started`
+	_, pipe, script := shellProject(t, line)
+	project := mk("project")
+	for _, f := range []string{pipe, script} {
+		b, _ := os.ReadFile(f)
+		os.WriteFile(filepath.Join(project, filepath.Base(f)), b, 0o644)
+	}
+	env := map[string]string{"WAGENT_HOME": mk("home"), "WAGENT_CACHE_DIR": mk("cache"), "HOME": mk("userhome"), "PLANTED_API_KEY": secret}
+	cmd := exec.Command(bin, "run", "--session", "nobody", "--provider", "script", "--script", "script.yaml", "--pipeline", "agent.yaml", "escape as nobody")
+	cmd.Dir, cmd.Env = project, procEnv(env)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("wagent run as nobody: %v\n%s", err, out)
+	}
+	logCmd := exec.Command(bin, "log", "nobody", "--json")
+	logCmd.Dir, logCmd.Env = project, procEnv(env)
+	logCmd.SysProcAttr = cmd.SysProcAttr
+	log, err := logCmd.Output()
+	if err != nil {
+		t.Fatalf("wagent log as nobody: %v", err)
+	}
+	if !bytes.Contains(log, []byte(`started`)) || !bytes.Contains(log, []byte(`65534`)) {
+		t.Fatalf("the command did not run as nobody:\n%s\n%s", out, log)
+	}
+	if bytes.Contains(log, []byte(secret)) || bytes.Contains(out, []byte(secret)) {
+		t.Fatalf("the owner's secret reached the command run as nobody:\n%s", log)
+	}
+	if left := holders(tok); len(left) > 0 {
+		t.Fatalf("processes outlived the call of a wagent run as nobody:\n%s", strings.Join(left, "\n"))
+	}
 }
