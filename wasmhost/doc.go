@@ -26,7 +26,9 @@
 // next call gets a fresh one. Guests get no real clock, no randomness, no
 // environment and no file system beyond the mounts they request and are
 // granted (read-only, or from ABI 1.2 read-write), each confined like an
-// os.Root.
+// os.Root, in which only regular files and directories open (a FIFO's open
+// would wait for a writer) and no host call waits past the call's deadline
+// or cancellation.
 //
 // From ABI 1.2 an op may also be granted outbound HTTP to named hosts
 // (Grants.HTTP; every redirect and resolved address checked) and commands

@@ -30,7 +30,7 @@ type pool struct {
 	man      *hostabi.Manifest
 	pages    uint32
 	mounts   []Mount
-	roots    []*os.Root // one per mount, open for the pool's life
+	roots    []*rootfs.Mount // one per mount, open for the pool's life
 	maxIdle  int
 	maxCalls int
 
@@ -62,7 +62,7 @@ func (r *Runtime) poolFor(m *Module, man *hostabi.Manifest, pages uint32, mounts
 			p.closeRoots()
 			return nil, fmt.Errorf("mount %s: %v", mt.GuestPath, err)
 		}
-		p.roots = append(p.roots, root)
+		p.roots = append(p.roots, rootfs.NewMount(root))
 	}
 	r.pools[key.String()] = p
 	return p, nil
@@ -192,6 +192,11 @@ type callState struct {
 	resp     []byte
 	actions  int
 	hostLogs []hostabi.Effect
+	// The mounts' part (mountcall.go): what their host calls wait under,
+	// and whether one was cut short by it.
+	mountCtx     context.Context
+	mountCancel  context.CancelFunc
+	mountStopped bool
 }
 
 func (p *pool) instantiate(ctx context.Context, lim Limits) (*instance, error) {
@@ -202,7 +207,7 @@ func (p *pool) instantiate(ctx context.Context, lim Limits) (*instance, error) {
 	inst.out.max = 4096
 	fsc := wazero.NewFSConfig()
 	for i, m := range p.mounts {
-		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(rootfs.New(p.roots[i], m.Write), m.GuestPath)
+		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(p.roots[i].FS(m.Write, &mountCall{inst: inst, guest: m.GuestPath}), m.GuestPath)
 	}
 	// No args, no environment, deterministic clocks and randomness (the
 	// wazero defaults), stdout and stderr into a bounded buffer.
@@ -266,8 +271,26 @@ var errDeadline = errors.New("deadline passed")
 // cancellation, by the module's deadline strategy. It returns errDeadline
 // when the timer stopped the guest, ctx's error when ctx did, and the call's
 // error otherwise. When a timer may still fire, it marks the instance used
-// up so that it is not pooled.
+// up so that it is not pooled. A call whose mount cut a host call short
+// (mountcall.go) ends as stopped, whatever the guest answered.
 func (inst *instance) run(ctx context.Context, fn api.Function, timeout time.Duration) error {
+	c := &inst.call
+	c.mountStopped = false
+	err := inst.runBounded(ctx, fn, timeout)
+	if c.mountCancel != nil {
+		c.mountCancel()
+		c.mountCtx, c.mountCancel = nil, nil
+	}
+	if c.mountStopped && c.fault == nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return errDeadline
+	}
+	return err
+}
+
+func (inst *instance) runBounded(ctx context.Context, fn api.Function, timeout time.Duration) error {
 	c := &inst.call
 	start := time.Now()
 	c.deadline = start.Add(timeout)

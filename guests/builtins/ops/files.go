@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/wagent/wagent/guests/pdk"
 	"github.com/wagent/wagent/hostabi"
@@ -29,6 +30,11 @@ import (
 // The read tools are idempotent: after a crash they run again. write_file
 // and edit_file are not: a call a crash interrupted is answered
 // TOOL_OUTCOME_UNKNOWN, and the model checks the file.
+//
+// Only regular files and directories are read or written: a named pipe,
+// a socket or a device node in the project is an error result that names
+// it (the host refuses to open one: a FIFO's open would wait for a writer
+// for ever); grep passes over them, and list_dir and glob mark them.
 //
 // Config: dir [/work] (the mount), max_read_bytes [262144] (what one
 // result may hold), max_results [500] (entries, files or matches), skip
@@ -109,13 +115,44 @@ func (cfg *filesConfig) rel(full string) string {
 // fileError says what went wrong with a path in words the model can act
 // on.
 func (cfg *filesConfig) fileError(p string, err error) error {
+	var nr *notRegularError
 	switch {
+	case errors.As(err, &nr):
+		return err
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%s does not exist (list_dir or glob shows what does)", quoted(p))
 	case errors.Is(err, fs.ErrPermission):
 		return fmt.Errorf("%s cannot be accessed: %v", quoted(p), unwrapPath(err))
 	}
+	// The host refuses to open what is not a regular file or directory
+	// (ENOTSUP); one may have been put in its place since it was looked at.
+	if errors.Is(err, syscall.ENOTSUP) {
+		if full, rerr := cfg.resolve(p); rerr == nil {
+			if fi, serr := os.Stat(full); serr == nil {
+				if nr := notRegular(p, fi); nr != nil {
+					return nr
+				}
+			}
+		}
+	}
 	return fmt.Errorf("%s: %v", quoted(p), unwrapPath(err))
+}
+
+// notRegularError is the answer for a path that is neither a regular file
+// nor a directory.
+type notRegularError struct{ path, kind string }
+
+func (e *notRegularError) Error() string {
+	return fmt.Sprintf("%s is %s, not a regular file: only regular files and directories are opened", quoted(e.path), e.kind)
+}
+
+// notRegular returns a *notRegularError when fi (of p) is neither a
+// regular file, a directory nor a link, and nil otherwise.
+func notRegular(p string, fi fs.FileInfo) error {
+	if k := notRegularKind(fi); k != "" {
+		return &notRegularError{path: p, kind: k}
+	}
+	return nil
 }
 
 func unwrapPath(err error) error {
@@ -155,14 +192,23 @@ func (cfg *filesConfig) read(a readArgs) (string, error) {
 	if a.Offset < 0 || a.Limit < 0 {
 		return "", errors.New("offset and limit must not be negative")
 	}
+	// Looked at before it is opened: the host would refuse a FIFO at
+	// once too, but this names what it is.
+	st, err := os.Stat(full)
+	if err != nil {
+		return "", cfg.fileError(a.Path, err)
+	}
+	if st.IsDir() {
+		return "", fmt.Errorf("%s is a directory: list_dir lists it", a.Path)
+	}
+	if err := notRegular(a.Path, st); err != nil {
+		return "", err
+	}
 	f, err := os.Open(full)
 	if err != nil {
 		return "", cfg.fileError(a.Path, err)
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return "", fmt.Errorf("%s is a directory: list_dir lists it", a.Path)
-	}
 	r := bufio.NewReaderSize(f, 64<<10)
 	if head, _ := r.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
 		return "", fmt.Errorf("%s is a binary file; read_file shows text", a.Path)
@@ -261,6 +307,9 @@ func (cfg *filesConfig) write(a writeArgs) (string, error) {
 		if st.IsDir() {
 			return "", fmt.Errorf("%s is a directory", a.Path)
 		}
+		if err := notRegular(a.Path, st); err != nil {
+			return "", err
+		}
 		mode = st.Mode().Perm()
 		was = fmt.Sprintf("replaced %d bytes", st.Size())
 	}
@@ -307,6 +356,9 @@ func (cfg *filesConfig) edit(a editArgs) (string, error) {
 	st, err := os.Stat(full)
 	if err != nil {
 		return "", cfg.fileError(a.Path, err)
+	}
+	if err := notRegular(a.Path, st); err != nil {
+		return "", err
 	}
 	b, err := os.ReadFile(full)
 	if err != nil {
@@ -474,6 +526,9 @@ func (cfg *filesConfig) list(a dirArgs) (string, error) {
 			size := ""
 			if info, err := e.Info(); err == nil {
 				size = " (" + byteSize(info.Size()) + ")"
+				if k := notRegularKind(info); k != "" {
+					size = " (" + k + ", not readable)"
+				}
 			}
 			b.WriteString(e.Name() + size + "\n")
 		}
@@ -533,7 +588,7 @@ func (cfg *filesConfig) glob(a globArgs) (string, error) {
 		rel := strings.TrimPrefix(p, base+"/")
 		if !d.IsDir() && matchGlob(pat, strings.Split(rel, "/")) {
 			if len(found) < cfg.MaxResults {
-				found = append(found, cfg.rel(p))
+				found = append(found, cfg.rel(p)+notRegularNote(d))
 			} else {
 				more++
 			}
@@ -551,6 +606,21 @@ func (cfg *filesConfig) glob(a globArgs) (string, error) {
 		out += fmt.Sprintf("… and %d more (narrow the pattern)\n", more)
 	}
 	return out, nil
+}
+
+// notRegularNote marks a match that is no regular file (nor a link):
+// " (a named pipe (FIFO), not readable)". It costs a stat of each match
+// shown, not of each file walked.
+func notRegularNote(d fs.DirEntry) string {
+	if d.Type()&fs.ModeSymlink != 0 {
+		return ""
+	}
+	if info, err := d.Info(); err == nil {
+		if k := notRegularKind(info); k != "" {
+			return " (" + k + ", not readable)"
+		}
+	}
+	return ""
 }
 
 // matchGlob matches path segments against pattern segments, ** matching
@@ -582,6 +652,9 @@ func (cfg *filesConfig) walk(base string, fn func(p string, d fs.DirEntry)) erro
 		return err
 	}
 	if !st.IsDir() {
+		if err := notRegular(cfg.rel(base), st); err != nil {
+			return err
+		}
 		fn(base, fs.FileInfoToDirEntry(st))
 		return nil
 	}
@@ -668,6 +741,9 @@ func (cfg *filesConfig) grep(a grepArgs) (string, error) {
 	matches, files, more := 0, 0, 0
 	buf := make([]byte, 0, 64<<10)
 	err = cfg.walk(base, func(p string, d fs.DirEntry) {
+		// Links are not followed, and what is not a regular file is not
+		// read (natively its type is known here; through WASI a FIFO looks
+		// like a regular file, and the host refuses to open it).
 		if d.IsDir() || d.Type()&fs.ModeType != 0 {
 			return
 		}

@@ -9,6 +9,25 @@
 // command run in the mount, or a person, might), and a hard link to a file
 // outside (os.Root refuses that one itself: both names must be inside).
 //
+// Only regular files and directories are opened. A named pipe, a socket or
+// a device node (one a command in the mount made, say) is refused at once
+// with ENOTSUP, for reading and for writing (Call.Refused names it for
+// watchers): opening a FIFO waits for its other end, for good if none
+// comes (issue 27: read_file hung the host 718 s, deaf to its deadline and
+// to signals); a device reaches hardware. Every open is made with
+// O_NONBLOCK and the opened file's type checked before it is handed out
+// (O_NONBLOCK is then cleared for a regular file), so a FIFO swapped in for
+// a file between a check and the open is refused too, never waited on.
+//
+// Every host call that could still block waits only as long as the guest
+// call it serves may run (see Call): on a file system that waits on a
+// server (NFS, SMB, FUSE such as sshfs, 9p), a call left unanswered at the
+// deadline is left behind and the guest gets EIO. A bound costs a
+// goroutine and its wake-ups, so calls that cannot block for good are made
+// at once: on Linux, an open below the mount's directory that openat2
+// resolves without crossing a mount point, on a local file system, and
+// every call on a file opened on a local file system (localFS).
+//
 // go vet's stdmethods check is off for this package (see the Makefile):
 // wazero's File interface has a Seek that returns an Errno, not an error.
 package rootfs
@@ -27,15 +46,49 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 )
 
-type rootFS struct {
-	root  *os.Root
-	write bool
+// Mount is a mount's directory, open for as long as instances use it (a
+// pool's life), shared by their FSs.
+type Mount struct {
+	root *os.Root
+	// dir is the directory itself, for opening below it without the
+	// Root (Linux: see openBeneath), when it is on a local file system
+	// (localFS); nil otherwise.
+	dir *os.File
 }
 
-// New returns the FS of a mount: read-write when write is set, otherwise
+// NewMount returns the Mount of root, which it closes when it is closed.
+func NewMount(root *os.Root) *Mount {
+	m := &Mount{root: root}
+	if d, err := root.OpenFile(".", os.O_RDONLY, 0); err == nil {
+		if localFS(d) {
+			m.dir = d
+		} else {
+			d.Close()
+		}
+	}
+	return m
+}
+
+// Close closes the mount's directory and its Root.
+func (m *Mount) Close() error {
+	if m.dir != nil {
+		m.dir.Close()
+	}
+	return m.root.Close()
+}
+
+// FS returns an FS of the mount: read-write when write is set, otherwise
 // read-only (every change refused with EROFS before it reaches the Root).
-func New(root *os.Root, write bool) experimentalsys.FS {
-	return &rootFS{root: root, write: write}
+// Its host calls wait under call (nil: as long as they take).
+func (m *Mount) FS(write bool, call Call) experimentalsys.FS {
+	return &rootFS{m: m, root: m.root, write: write, call: call}
+}
+
+type rootFS struct {
+	m     *Mount
+	root  *os.Root
+	write bool
+	call  Call
 }
 
 // writeFlags are the open flags that change a file.
@@ -112,11 +165,107 @@ func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 		perm = 0o644
 	}
 	n := name(p)
-	f, err := r.root.OpenFile(n, oflag, perm)
-	if err != nil {
-		return nil, errno(err)
+	o, e, ok := r.m.openBeneath(n, oflag|openNonblock, perm)
+	if !ok {
+		o, e = r.openBounded(n, oflag, perm)
 	}
-	return &rootFile{f: f, append: flag&experimentalsys.O_APPEND != 0}, 0
+	if o.kind != "" && r.call != nil {
+		r.call.Refused(n, o.kind)
+	}
+	if e != 0 {
+		return nil, e
+	}
+	rf := &rootFile{f: o.f, opened: o.st, append: flag&experimentalsys.O_APPEND != 0}
+	if !o.local {
+		rf.call = r.call
+	}
+	return rf, 0
+}
+
+// opened is what an open got: the file, its identity and type at the open
+// (which do not change while it is open), and whether it is on a local
+// file system (localFS); or, refused, what it is.
+type opened struct {
+	f     *os.File
+	st    sys.Stat_t // Dev, Ino and Mode
+	local bool
+	kind  string
+}
+
+// openBounded opens n through the Root, bounded by the call: the way for
+// a name the Mount cannot open below its directory by itself (a mount
+// point or a link out on the way, any error, not Linux, not a local file
+// system). O_NONBLOCK: opening
+// a FIFO for reading returns at once (for writing, ENXIO when it has no
+// reader) instead of waiting for the other end; O_NOCTTY: a terminal
+// device opened anyway never becomes the host's.
+func (r *rootFS) openBounded(n string, oflag int, perm fs.FileMode) (opened, experimentalsys.Errno) {
+	return bounded(r.call, func() (opened, experimentalsys.Errno) {
+		if h := openHook.Load(); h != nil {
+			(*h)(n)
+		}
+		f, err := r.root.OpenFile(n, oflag|openNonblock, perm)
+		if err != nil {
+			// A FIFO opened for writing without a reader, a socket and a
+			// device without its driver fail with ENXIO; a device the
+			// host may not open with EPERM. Said as what they are.
+			// (ENXIO is one whatever it is now: it may have been swapped.)
+			if !errors.Is(err, fs.ErrExist) && !errors.Is(err, fs.ErrNotExist) {
+				fi, lerr := r.root.Lstat(n)
+				switch {
+				case lerr == nil && fi.Mode()&notOpened != 0:
+					return opened{kind: kindOf(fi.Mode())}, experimentalsys.ENOTSUP
+				case isNoDevice(err):
+					return opened{kind: kindOf(fs.ModeIrregular)}, experimentalsys.ENOTSUP
+				}
+			}
+			return opened{}, errno(err)
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return opened{}, errno(err)
+		}
+		switch mode := fi.Mode(); {
+		case mode.IsDir():
+		case mode.IsRegular():
+			if err := clearNonblock(f, oflag); err != nil {
+				f.Close()
+				return opened{}, errno(err)
+			}
+		default:
+			f.Close()
+			return opened{kind: kindOf(mode)}, experimentalsys.ENOTSUP
+		}
+		return opened{f: f, st: sys.NewStat_t(fi), local: localFS(f)}, 0
+	}, func(o opened) { o.f.Close() })
+}
+
+// notOpened are the types of file a mount does not open.
+const notOpened = fs.ModeNamedPipe | fs.ModeSocket | fs.ModeDevice | fs.ModeCharDevice | fs.ModeIrregular
+
+// kindOf names a file's type as a message to a person does: "a named pipe
+// (FIFO)", "a socket", "a character device", "a block device", "a
+// directory", "a symbolic link", "a regular file", or "something other
+// than a regular file or directory".
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m.IsRegular():
+		return "a regular file"
+	}
+	return "something other than a regular file or directory"
 }
 
 func stat(fi fs.FileInfo, err error) (sys.Stat_t, experimentalsys.Errno) {
@@ -128,12 +277,14 @@ func stat(fi fs.FileInfo, err error) (sys.Stat_t, experimentalsys.Errno) {
 
 // Lstat implements experimentalsys.FS.
 func (r *rootFS) Lstat(p string) (sys.Stat_t, experimentalsys.Errno) {
-	return stat(r.root.Lstat(name(p)))
+	n := name(p)
+	return bounded(r.call, func() (sys.Stat_t, experimentalsys.Errno) { return stat(r.root.Lstat(n)) }, nil)
 }
 
 // Stat implements experimentalsys.FS.
 func (r *rootFS) Stat(p string) (sys.Stat_t, experimentalsys.Errno) {
-	return stat(r.root.Stat(name(p)))
+	n := name(p)
+	return bounded(r.call, func() (sys.Stat_t, experimentalsys.Errno) { return stat(r.root.Stat(n)) }, nil)
 }
 
 // Mkdir implements experimentalsys.FS.
@@ -144,7 +295,8 @@ func (r *rootFS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
 	if perm == 0 {
 		perm = 0o755
 	}
-	return errno(r.root.Mkdir(name(p), perm))
+	n := name(p)
+	return r.do(func() error { return r.root.Mkdir(n, perm) })
 }
 
 // Chmod implements experimentalsys.FS.
@@ -152,7 +304,8 @@ func (r *rootFS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
 	if e := r.ro(); e != 0 {
 		return e
 	}
-	return errno(r.root.Chmod(name(p), perm))
+	n := name(p)
+	return r.do(func() error { return r.root.Chmod(n, perm) })
 }
 
 // Rename implements experimentalsys.FS. Both names are inside the mount
@@ -161,7 +314,8 @@ func (r *rootFS) Rename(from, to string) experimentalsys.Errno {
 	if e := r.ro(); e != 0 {
 		return e
 	}
-	return errno(r.root.Rename(name(from), name(to)))
+	from, to = name(from), name(to)
+	return r.do(func() error { return r.root.Rename(from, to) })
 }
 
 // Rmdir implements experimentalsys.FS.
@@ -173,14 +327,16 @@ func (r *rootFS) Rmdir(p string) experimentalsys.Errno {
 	if n == "." {
 		return experimentalsys.EPERM // the mount itself
 	}
-	fi, err := r.root.Lstat(n)
-	if err != nil {
-		return errno(err)
-	}
-	if !fi.IsDir() {
-		return experimentalsys.ENOTDIR
-	}
-	return errno(r.root.Remove(n))
+	return boundedErr(r.call, func() experimentalsys.Errno {
+		fi, err := r.root.Lstat(n)
+		if err != nil {
+			return errno(err)
+		}
+		if !fi.IsDir() {
+			return experimentalsys.ENOTDIR
+		}
+		return errno(r.root.Remove(n))
+	})
 }
 
 // Unlink implements experimentalsys.FS.
@@ -189,14 +345,16 @@ func (r *rootFS) Unlink(p string) experimentalsys.Errno {
 		return e
 	}
 	n := name(p)
-	fi, err := r.root.Lstat(n)
-	if err != nil {
-		return errno(err)
-	}
-	if fi.IsDir() {
-		return experimentalsys.EISDIR
-	}
-	return errno(r.root.Remove(n))
+	return boundedErr(r.call, func() experimentalsys.Errno {
+		fi, err := r.root.Lstat(n)
+		if err != nil {
+			return errno(err)
+		}
+		if fi.IsDir() {
+			return experimentalsys.EISDIR
+		}
+		return errno(r.root.Remove(n))
+	})
 }
 
 // Link implements experimentalsys.FS: both names must be inside the mount.
@@ -204,7 +362,8 @@ func (r *rootFS) Link(oldPath, newPath string) experimentalsys.Errno {
 	if e := r.ro(); e != 0 {
 		return e
 	}
-	return errno(r.root.Link(name(oldPath), name(newPath)))
+	oldPath, newPath = name(oldPath), name(newPath)
+	return r.do(func() error { return r.root.Link(oldPath, newPath) })
 }
 
 // Symlink implements experimentalsys.FS. A link must lead somewhere inside
@@ -226,13 +385,16 @@ func (r *rootFS) Symlink(target, link string) experimentalsys.Errno {
 			return experimentalsys.EPERM
 		}
 	}
-	return errno(r.root.Symlink(target, n))
+	return r.do(func() error { return r.root.Symlink(target, n) })
 }
 
 // Readlink implements experimentalsys.FS.
 func (r *rootFS) Readlink(p string) (string, experimentalsys.Errno) {
-	s, err := r.root.Readlink(name(p))
-	return s, errno(err)
+	n := name(p)
+	return bounded(r.call, func() (string, experimentalsys.Errno) {
+		s, err := r.root.Readlink(n)
+		return s, errno(err)
+	}, nil)
 }
 
 // Utimens implements experimentalsys.FS.
@@ -240,7 +402,13 @@ func (r *rootFS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
 	if e := r.ro(); e != 0 {
 		return e
 	}
-	return errno(r.root.Chtimes(name(p), wasiTime(atim), wasiTime(mtim)))
+	n := name(p)
+	return r.do(func() error { return r.root.Chtimes(n, wasiTime(atim), wasiTime(mtim)) })
+}
+
+// do runs a change through the Root, bounded by the call.
+func (r *rootFS) do(fn func() error) experimentalsys.Errno {
+	return boundedErr(r.call, func() experimentalsys.Errno { return errno(fn()) })
 }
 
 // wasiTime turns a time from wazero (nanoseconds, or UTIME_OMIT) into one
@@ -269,24 +437,40 @@ var openFlags = append([]openFlag{
 // (path_filestat_set_times), not through the file.
 type rootFile struct {
 	experimentalsys.UnimplementedFile
-	f      *os.File
+	f *os.File
+	// call bounds the host calls on the file; nil for a file on a local
+	// file system (localFS), where they cannot block for good and are made
+	// at once: a bound costs a goroutine and its wake-ups, about a third
+	// more time for a grep over many small files.
+	call   Call
+	opened sys.Stat_t // the Stat of the open, for Dev, Ino and IsDir
 	append bool
 	closed bool
 }
 
+// Dev, Ino and IsDir answer from the open's Stat (a file's identity and
+// type do not change while it is open): wazero asks IsDir on most opens,
+// and each host call costs.
+
 func (f *rootFile) Dev() (uint64, experimentalsys.Errno) {
-	st, e := f.Stat()
-	return st.Dev, e
+	if f.closed {
+		return 0, experimentalsys.EBADF
+	}
+	return f.opened.Dev, 0
 }
 
 func (f *rootFile) Ino() (sys.Inode, experimentalsys.Errno) {
-	st, e := f.Stat()
-	return st.Ino, e
+	if f.closed {
+		return 0, experimentalsys.EBADF
+	}
+	return f.opened.Ino, 0
 }
 
 func (f *rootFile) IsDir() (bool, experimentalsys.Errno) {
-	st, e := f.Stat()
-	return st.Mode.IsDir(), e
+	if f.closed {
+		return false, experimentalsys.EBADF
+	}
+	return f.opened.Mode.IsDir(), 0
 }
 
 func (f *rootFile) IsAppend() bool { return f.append }
@@ -304,29 +488,48 @@ func (f *rootFile) Stat() (sys.Stat_t, experimentalsys.Errno) {
 	if f.closed {
 		return sys.Stat_t{}, experimentalsys.EBADF
 	}
-	return stat(f.f.Stat())
+	return bounded(f.call, func() (sys.Stat_t, experimentalsys.Errno) { return stat(f.f.Stat()) }, nil)
 }
 
 func (f *rootFile) Read(buf []byte) (int, experimentalsys.Errno) {
 	if len(buf) == 0 {
 		return 0, 0
 	}
-	n, err := f.f.Read(buf)
-	if err == io.EOF {
-		err = nil
-	}
-	return n, errno(err)
+	return f.read(buf, func(b []byte) (int, error) { return f.f.Read(b) })
 }
 
 func (f *rootFile) Pread(buf []byte, off int64) (int, experimentalsys.Errno) {
 	if len(buf) == 0 {
 		return 0, 0
 	}
-	n, err := f.f.ReadAt(buf, off)
-	if err == io.EOF {
-		err = nil
+	return f.read(buf, func(b []byte) (int, error) { return f.f.ReadAt(b, off) })
+}
+
+// read reads into buf through a buffer of the host's: a read left running
+// past the call's end must not write into the guest's memory.
+func (f *rootFile) read(buf []byte, rd func([]byte) (int, error)) (int, experimentalsys.Errno) {
+	if f.call == nil {
+		n, err := rd(buf)
+		if err == io.EOF {
+			err = nil
+		}
+		return n, errno(err)
 	}
-	return n, errno(err)
+	tmp := getBuf(len(buf))
+	n, e := bounded(f.call, func() (int, experimentalsys.Errno) {
+		n, err := rd(tmp)
+		if err == io.EOF {
+			err = nil
+		}
+		return n, errno(err)
+	}, nil)
+	if e == 0 || n > 0 {
+		copy(buf, tmp[:n])
+	}
+	if e != experimentalsys.EIO || n > 0 { // EIO may be an abandoned read, still writing into tmp
+		putBuf(tmp)
+	}
+	return n, e
 }
 
 func (f *rootFile) Seek(offset int64, whence int) (int64, experimentalsys.Errno) {
@@ -337,15 +540,21 @@ func (f *rootFile) Seek(offset int64, whence int) (int64, experimentalsys.Errno)
 // Readdir implements experimentalsys.File. Inodes are left 0, which Go's
 // and WASI libc's readers accept, so listing costs no stat per entry.
 func (f *rootFile) Readdir(n int) ([]experimentalsys.Dirent, experimentalsys.Errno) {
-	entries, err := f.f.ReadDir(n)
-	if err == io.EOF {
-		err = nil
-	}
-	if err != nil {
-		if e := errno(err); e != experimentalsys.ENOTDIR {
-			return nil, e
+	entries, e := bounded(f.call, func() ([]fs.DirEntry, experimentalsys.Errno) {
+		entries, err := f.f.ReadDir(n)
+		if err == io.EOF {
+			err = nil
 		}
-		return nil, experimentalsys.EBADF
+		if err != nil {
+			if e := errno(err); e != experimentalsys.ENOTDIR {
+				return nil, e
+			}
+			return nil, experimentalsys.EBADF
+		}
+		return entries, 0
+	}, nil)
+	if e != 0 {
+		return nil, e
 	}
 	out := make([]experimentalsys.Dirent, len(entries))
 	for i, e := range entries {
@@ -358,33 +567,55 @@ func (f *rootFile) Write(buf []byte) (int, experimentalsys.Errno) {
 	if len(buf) == 0 {
 		return 0, 0
 	}
-	n, err := f.f.Write(buf)
-	return n, errno(err)
+	return f.write(buf, func(b []byte) (int, error) { return f.f.Write(b) })
 }
 
 func (f *rootFile) Pwrite(buf []byte, off int64) (int, experimentalsys.Errno) {
 	if len(buf) == 0 {
 		return 0, 0
 	}
-	n, err := f.f.WriteAt(buf, off)
-	return n, errno(err)
+	return f.write(buf, func(b []byte) (int, error) { return f.f.WriteAt(b, off) })
+}
+
+// write writes buf through a copy of the host's: a write left running past
+// the call's end must not read the guest's memory as the guest changes it.
+func (f *rootFile) write(buf []byte, wr func([]byte) (int, error)) (int, experimentalsys.Errno) {
+	if f.call == nil {
+		n, err := wr(buf)
+		return n, errno(err)
+	}
+	tmp := getBuf(len(buf))
+	copy(tmp, buf)
+	n, e := bounded(f.call, func() (int, experimentalsys.Errno) {
+		n, err := wr(tmp)
+		return n, errno(err)
+	}, nil)
+	if e != experimentalsys.EIO || n > 0 {
+		putBuf(tmp)
+	}
+	return n, e
 }
 
 func (f *rootFile) Truncate(size int64) experimentalsys.Errno {
 	if size < 0 {
 		return experimentalsys.EINVAL
 	}
-	return errno(f.f.Truncate(size))
+	return f.do(func() error { return f.f.Truncate(size) })
 }
 
-func (f *rootFile) Sync() experimentalsys.Errno { return errno(f.f.Sync()) }
+func (f *rootFile) Sync() experimentalsys.Errno { return f.do(f.f.Sync) }
 
-func (f *rootFile) Datasync() experimentalsys.Errno { return errno(f.f.Sync()) }
+func (f *rootFile) Datasync() experimentalsys.Errno { return f.do(f.f.Sync) }
+
+// do runs a host call on the file, bounded by the call.
+func (f *rootFile) do(fn func() error) experimentalsys.Errno {
+	return boundedErr(f.call, func() experimentalsys.Errno { return errno(fn()) })
+}
 
 func (f *rootFile) Close() experimentalsys.Errno {
 	if f.closed {
 		return 0
 	}
 	f.closed = true
-	return errno(f.f.Close())
+	return f.do(f.f.Close)
 }

@@ -21,8 +21,9 @@ func TestSymlinkThroughOwnLinkStaysInside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer root.Close()
-	fsys := New(root, true)
+	m := NewMount(root)
+	defer m.Close()
+	fsys := m.FS(true, nil)
 	if e := fsys.Symlink(".", "d"); e != 0 {
 		t.Fatalf("symlink d -> .: %v", e)
 	}
