@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 
@@ -69,6 +70,13 @@ func boxInit() {
 	if err != nil {
 		fail("reading the box's spec: %v", err)
 	}
+	// Nothing the owner holds reaches the command: a descriptor it
+	// inherited without close-on-exec (a shell's 7<file, a service
+	// manager's socket) went on to this init, and would go on to the
+	// command; only 0, 1 and 2 do.
+	if err := closeOnExecFrom(3); err != nil {
+		fail("closing the owner's descriptors: %v", err)
+	}
 	// A mount namespace of its own, whose changes stay in it, and a /proc
 	// that shows this PID namespace only.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -79,7 +87,15 @@ func boxInit() {
 	}
 	// The capability that mounted /proc is not handed on: the command
 	// starts with none (in a user namespace, as the owner's own user).
+	// Not even inheritable: a program whose file capabilities name it
+	// inheritable (harmless on the host, where no process holds it so)
+	// would run with it in the box's user namespace, unmount the box's
+	// /proc and see the host's. The init keeps its own permitted set, which
+	// also keeps the command from tracing it.
 	unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	if err := clearInheritable(); err != nil {
+		fail("dropping the box's capabilities: %v", err)
+	}
 	if spec.Probe {
 		report(initStatus{})
 	}
@@ -124,6 +140,43 @@ func boxInit() {
 		}
 		report(initStatus{Code: ws.ExitStatus()})
 	}
+}
+
+// closeOnExecFrom marks every descriptor from first on close-on-exec.
+func closeOnExecFrom(first int) error {
+	err := unix.CloseRange(uint(first), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	// Before Linux 5.11: each open descriptor, as /proc (still the
+	// owner's here, which shows this process's own) lists them.
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= first {
+			syscall.CloseOnExec(fd)
+		}
+	}
+	return nil
+}
+
+// clearInheritable empties the calling thread's inheritable capabilities.
+func clearInheritable() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return err
+	}
+	if data[0].Inheritable == 0 && data[1].Inheritable == 0 {
+		return nil
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	return unix.Capset(&hdr, &data[0])
 }
 
 // nsAttr is how the init is started: in new PID and mount namespaces,
