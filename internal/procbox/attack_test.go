@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -45,5 +46,22 @@ func TestBoxHandsOnNoCapability(t *testing.T) {
 		if f := strings.Fields(l); len(f) == 2 && f[0] != "CapBnd:" && strings.Trim(f[1], "0") != "" {
 			t.Errorf("the command holds a capability: %s (%v, %s)\n%s", l, st, errs, out)
 		}
+	}
+}
+
+// TestBoxProcCannotBeUncovered: a root command (root's box has no user
+// namespace, so the command keeps root's capabilities) unmounts the box's
+// /proc: what is beneath must not be the host's.
+func TestBoxProcCannotBeUncovered(t *testing.T) {
+	needBox(t)
+	owner := os.Getpid()
+	st, out, errs := runBox(t, shell(t, fmt.Sprintf(`umount /proc; ls -d /proc/%d; echo PIDS $(ls -d /proc/[0-9]* 2>/dev/null | wc -l)`, owner)))
+	i := strings.LastIndex(out, "PIDS ")
+	if i < 0 {
+		t.Fatalf("%v %q %q", st, out, errs)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(out[i+5:]))
+	if n > 5 || strings.Contains(out, fmt.Sprintf("/proc/%d\n", owner)) {
+		t.Fatalf("after umount /proc the command sees %d processes (the owner's %d among them?):\n%s%s", n, owner, out, errs)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -82,7 +83,7 @@ func boxInit() {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		fail("making the box's mounts private: %v", err)
 	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+	if err := mountProc(); err != nil {
 		fail("mounting the box's /proc: %v", err)
 	}
 	// The capability that mounted /proc is not handed on: the command
@@ -140,6 +141,47 @@ func boxInit() {
 		}
 		report(initStatus{Code: ws.ExitStatus()})
 	}
+}
+
+// mountProc puts a /proc of this PID namespace where the owner's was, and
+// takes the owner's away where it can: a command with root's capabilities
+// would otherwise unmount the box's /proc and find the host's beneath. In
+// a user namespace the owner's is locked beneath and stays (the kernel
+// wants one in view to allow the new one), and the command has no
+// capability to unmount the box's. The new /proc is made before the old
+// one goes, so that the kernel sees a whole /proc when it allows it.
+func mountProc() error {
+	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	fs, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
+	if errors.Is(err, unix.ENOSYS) {
+		// Before Linux 5.2: over the owner's, which only root can uncover.
+		if os.Geteuid() == 0 && !inUserNamespace() {
+			unix.Unmount("/proc", unix.MNT_DETACH)
+		}
+		return unix.Mount("proc", "/proc", "proc", flags, "")
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fs)
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return err
+	}
+	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(mnt)
+	// Refused (EINVAL) where the owner's /proc is locked: see above.
+	unix.Unmount("/proc", unix.MNT_DETACH)
+	return unix.MoveMount(mnt, "", unix.AT_FDCWD, "/proc", unix.MOVE_MOUNT_F_EMPTY_PATH)
+}
+
+// inUserNamespace reports whether this process is in a user namespace
+// other than the first.
+func inUserNamespace() bool {
+	b, err := os.ReadFile("/proc/self/uid_map")
+	return err != nil || strings.Join(strings.Fields(string(b)), " ") != "0 0 4294967295"
 }
 
 // closeOnExecFrom marks every descriptor from first on close-on-exec.
