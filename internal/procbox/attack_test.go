@@ -49,6 +49,17 @@ func TestBoxHandsOnNoCapability(t *testing.T) {
 	}
 }
 
+// TestBoxInitOutlivesSignals: the command signals its init (PID 1 of the
+// box) with every signal the Go runtime would die of; the init must go on
+// and report the command's own exit code, not "ended without saying".
+func TestBoxInitOutlivesSignals(t *testing.T) {
+	needBox(t)
+	st, _, errs := runBox(t, shell(t, `for s in QUIT ILL TRAP ABRT BUS FPE SEGV SYS 16 STOP TSTP USR1 PIPE ALRM; do kill -$s 1; done; sleep 0.2; exit 5`))
+	if st.ExitCode != 5 {
+		t.Fatalf("the command's signals to its init: %v (stderr %.300q); want exit 5", st, errs)
+	}
+}
+
 // TestBoxProcCannotBeUncovered: a root command (root's box has no user
 // namespace, so the command keeps root's capabilities) unmounts the box's
 // /proc: what is beneath must not be the host's.

@@ -111,8 +111,12 @@ func boxInit() {
 	// The owner's gentle stop (SIGTERM, SIGINT, SIGHUP) is the command's.
 	// Caught from before the command starts: the init of a namespace
 	// ignores a signal it has no handler for, and Go's default would exit.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// Every other signal is caught too, and dropped: the command can send
+	// its init any signal it has a handler for, and the Go runtime's own
+	// handlers end the process on SIGQUIT, SIGABRT, SIGSEGV and the like,
+	// which would end the box without a word on the command.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs)
 	cmd := &exec.Cmd{Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -121,7 +125,10 @@ func boxInit() {
 	child := cmd.Process.Pid
 	go func() {
 		for s := range sigs {
-			syscall.Kill(child, s.(syscall.Signal))
+			switch s {
+			case syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP:
+				syscall.Kill(child, s.(syscall.Signal))
+			}
 		}
 	}()
 	for {

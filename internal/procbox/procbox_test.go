@@ -211,7 +211,7 @@ func TestPartialWhenPretended(t *testing.T) {
 
 // unprivileged names the tests TestBoxUnprivileged runs again as nobody.
 var unprivileged = []string{"EndsWithItsCommand", "Kill", "SeesOnlyItself", "ExitCodes", "SignalIsGentle",
-	"KeepsNoOwnerDescriptor", "HandsOnNoCapability", "ProcCannotBeUncovered"}
+	"KeepsNoOwnerDescriptor", "HandsOnNoCapability", "ProcCannotBeUncovered", "InitOutlivesSignals"}
 
 // TestBoxUnprivileged runs the box tests again as a user that is not root
 // (nobody), so that the path people have, through a user namespace, is
