@@ -1,13 +1,18 @@
+//go:build linux
+
 package procbox
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestBoxKeepsNoOwnerDescriptor: a descriptor the owner holds without
@@ -74,5 +79,39 @@ func TestBoxProcCannotBeUncovered(t *testing.T) {
 	n, _ := strconv.Atoi(strings.TrimSpace(out[i+5:]))
 	if n > 5 || strings.Contains(out, fmt.Sprintf("/proc/%d\n", owner)) {
 		t.Fatalf("after umount /proc the command sees %d processes (the owner's %d among them?):\n%s%s", n, owner, out, errs)
+	}
+}
+
+// TestPartialWaitIsNotHeld: without a whole box, a process that leaves the
+// group keeps a copy of the command's stderr (a pipe when Stderr is not a
+// file, as an MCP server's is). Wait and Kill must not wait for it: an MCP
+// server's Close would hang as long as its daemon lives.
+func TestPartialWaitIsNotHeld(t *testing.T) {
+	defer Pretend("no PID namespace (pretended)")()
+	tok := token()
+	var errb bytes.Buffer
+	c := shell(t, `setsid sleep `+tok+` & echo hi >&2`)
+	c.Stderr = &errb
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer exec.Command("pkill", "-f", "sleep "+tok).Run()
+	done := make(chan struct{})
+	var st State
+	var err error
+	go func() { st, err = c.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		c.Kill()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Wait is held by a process that left the group, even after Kill")
+		}
+		t.Fatal("Wait was held by a process that left the group until Kill")
+	}
+	if err != nil || st.ExitCode != 0 || errb.String() != "hi\n" {
+		t.Fatalf("%v %v %q", st, err, errb.String())
 	}
 }

@@ -285,6 +285,7 @@ func (b *nsBox) startSpec(spec initSpec, dir string, stdin io.Reader, stdout, st
 	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{initName}, Dir: dir, Env: []string{},
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, ExtraFiles: []*os.File{specR, statW}}
 	cmd.SysProcAttr = nsAttr()
+	cmd.WaitDelay = pipeDelay
 	b.cmd, b.status, b.waitc = cmd, statR, make(chan error, 1)
 	started := make(chan error, 1)
 	go func() {
