@@ -115,3 +115,48 @@ func TestPartialWaitIsNotHeld(t *testing.T) {
 		t.Fatalf("%v %v %q", st, err, errb.String())
 	}
 }
+
+// TestBoxKillAfterWaitSignalsNoOne: Kill after Wait (as a shell command's
+// run does, to end what its group left) must not signal the init's pid
+// or process group, which the kernel may since have given another process
+// (a box's command can even steer the pid counter there). Root only: it
+// hands the freed pid to a new process through ns_last_pid.
+func TestBoxKillAfterWaitSignalsNoOne(t *testing.T) {
+	needBox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("choosing the next pid needs root")
+	}
+	c := shell(t, "exit 0")
+	runBox(t, c)
+	pid := c.Pid()
+	var victim *exec.Cmd
+	for i := 0; i < 100 && victim == nil; i++ {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
+			t.Skipf("cannot choose the next pid: %v", err)
+		}
+		v := exec.Command("sleep", "30")
+		v.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := v.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if v.Process.Pid == pid {
+			victim = v
+		} else {
+			v.Process.Kill()
+			v.Wait()
+		}
+	}
+	if victim == nil {
+		t.Skipf("pid %d went to another process each time", pid)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- victim.Wait() }()
+	c.Kill()
+	select {
+	case err := <-ended:
+		t.Fatalf("Kill after Wait killed pid %d's new owner, an unrelated process: %v", pid, err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	victim.Process.Kill()
+	<-ended
+}

@@ -329,18 +329,20 @@ func (b *nsBox) wait() (State, error) {
 	return State{ExitCode: st.Code, Signal: syscall.Signal(st.Signal)}, nil
 }
 
+// kill ends the init, and with it the namespace and everything in it.
+// Through os.Process, which signals the process itself (a pidfd), never
+// its pid: once the init is reaped (Kill after Wait) the kernel may have
+// given that pid, and that process group, to another process.
 func (b *nsBox) kill() {
 	b.killed.Store(true)
 	if p := b.cmd.Process; p != nil {
-		// The init first: its death kills the whole namespace.
-		syscall.Kill(p.Pid, syscall.SIGKILL)
-		syscall.Kill(-p.Pid, syscall.SIGKILL)
+		p.Signal(syscall.SIGKILL)
 	}
 }
 
 func (b *nsBox) signal(sig syscall.Signal) {
 	if p := b.cmd.Process; p != nil {
-		syscall.Kill(p.Pid, sig)
+		p.Signal(sig)
 	}
 }
 
