@@ -120,11 +120,27 @@ func TestPartialWaitIsNotHeld(t *testing.T) {
 // run does, to end what its group left) must not signal the init's pid
 // or process group, which the kernel may since have given another process
 // (a box's command can even steer the pid counter there). Root only: it
-// hands the freed pid to a new process through ns_last_pid.
+// hands the freed pid to a new process through ns_last_pid, in a PID
+// namespace of its own (the test runs again there) so that no other
+// process on the machine gets a reused pid sooner.
 func TestBoxKillAfterWaitSignalsNoOne(t *testing.T) {
 	needBox(t)
 	if os.Geteuid() != 0 {
 		t.Skip("choosing the next pid needs root")
+	}
+	if os.Getenv("PROCBOX_OWN_PIDNS") == "" {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(self, "-test.run=^TestBoxKillAfterWaitSignalsNoOne$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "PROCBOX_OWN_PIDNS=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestBoxKillAfterWaitSignalsNoOne") {
+			t.Fatalf("in a PID namespace of its own: %v\n%s", err, out)
+		}
+		return
 	}
 	c := shell(t, "exit 0")
 	runBox(t, c)
