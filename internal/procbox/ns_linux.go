@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -69,17 +71,32 @@ func boxInit() {
 	if err != nil {
 		fail("reading the box's spec: %v", err)
 	}
+	// Nothing the owner holds reaches the command: a descriptor it
+	// inherited without close-on-exec (a shell's 7<file, a service
+	// manager's socket) went on to this init, and would go on to the
+	// command; only 0, 1 and 2 do.
+	if err := closeOnExecFrom(3); err != nil {
+		fail("closing the owner's descriptors: %v", err)
+	}
 	// A mount namespace of its own, whose changes stay in it, and a /proc
 	// that shows this PID namespace only.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		fail("making the box's mounts private: %v", err)
 	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+	if err := mountProc(); err != nil {
 		fail("mounting the box's /proc: %v", err)
 	}
 	// The capability that mounted /proc is not handed on: the command
 	// starts with none (in a user namespace, as the owner's own user).
+	// Not even inheritable: a program whose file capabilities name it
+	// inheritable (harmless on the host, where no process holds it so)
+	// would run with it in the box's user namespace, unmount the box's
+	// /proc and see the host's. The init keeps its own permitted set, which
+	// also keeps the command from tracing it.
 	unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	if err := clearInheritable(); err != nil {
+		fail("dropping the box's capabilities: %v", err)
+	}
 	if spec.Probe {
 		report(initStatus{})
 	}
@@ -94,8 +111,12 @@ func boxInit() {
 	// The owner's gentle stop (SIGTERM, SIGINT, SIGHUP) is the command's.
 	// Caught from before the command starts: the init of a namespace
 	// ignores a signal it has no handler for, and Go's default would exit.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// Every other signal is caught too, and dropped: the command can send
+	// its init any signal it has a handler for, and the Go runtime's own
+	// handlers end the process on SIGQUIT, SIGABRT, SIGSEGV and the like,
+	// which would end the box without a word on the command.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs)
 	cmd := &exec.Cmd{Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -104,7 +125,10 @@ func boxInit() {
 	child := cmd.Process.Pid
 	go func() {
 		for s := range sigs {
-			syscall.Kill(child, s.(syscall.Signal))
+			switch s {
+			case syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP:
+				syscall.Kill(child, s.(syscall.Signal))
+			}
 		}
 	}()
 	for {
@@ -124,6 +148,84 @@ func boxInit() {
 		}
 		report(initStatus{Code: ws.ExitStatus()})
 	}
+}
+
+// mountProc puts a /proc of this PID namespace where the owner's was, and
+// takes the owner's away where it can: a command with root's capabilities
+// would otherwise unmount the box's /proc and find the host's beneath. In
+// a user namespace the owner's is locked beneath and stays (the kernel
+// wants one in view to allow the new one), and the command has no
+// capability to unmount the box's. The new /proc is made before the old
+// one goes, so that the kernel sees a whole /proc when it allows it.
+func mountProc() error {
+	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	fs, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
+	if errors.Is(err, unix.ENOSYS) {
+		// Before Linux 5.2: over the owner's, which only root can uncover.
+		if os.Geteuid() == 0 && !inUserNamespace() {
+			unix.Unmount("/proc", unix.MNT_DETACH)
+		}
+		return unix.Mount("proc", "/proc", "proc", flags, "")
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fs)
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return err
+	}
+	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(mnt)
+	// Refused (EINVAL) where the owner's /proc is locked: see above.
+	unix.Unmount("/proc", unix.MNT_DETACH)
+	return unix.MoveMount(mnt, "", unix.AT_FDCWD, "/proc", unix.MOVE_MOUNT_F_EMPTY_PATH)
+}
+
+// inUserNamespace reports whether this process is in a user namespace
+// other than the first.
+func inUserNamespace() bool {
+	b, err := os.ReadFile("/proc/self/uid_map")
+	return err != nil || strings.Join(strings.Fields(string(b)), " ") != "0 0 4294967295"
+}
+
+// closeOnExecFrom marks every descriptor from first on close-on-exec.
+func closeOnExecFrom(first int) error {
+	err := unix.CloseRange(uint(first), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	// Before Linux 5.11: each open descriptor, as /proc (still the
+	// owner's here, which shows this process's own) lists them.
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= first {
+			syscall.CloseOnExec(fd)
+		}
+	}
+	return nil
+}
+
+// clearInheritable empties the calling thread's inheritable capabilities.
+func clearInheritable() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return err
+	}
+	if data[0].Inheritable == 0 && data[1].Inheritable == 0 {
+		return nil
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	return unix.Capset(&hdr, &data[0])
 }
 
 // nsAttr is how the init is started: in new PID and mount namespaces,
@@ -183,6 +285,7 @@ func (b *nsBox) startSpec(spec initSpec, dir string, stdin io.Reader, stdout, st
 	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{initName}, Dir: dir, Env: []string{},
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, ExtraFiles: []*os.File{specR, statW}}
 	cmd.SysProcAttr = nsAttr()
+	cmd.WaitDelay = pipeDelay
 	b.cmd, b.status, b.waitc = cmd, statR, make(chan error, 1)
 	started := make(chan error, 1)
 	go func() {
@@ -226,18 +329,20 @@ func (b *nsBox) wait() (State, error) {
 	return State{ExitCode: st.Code, Signal: syscall.Signal(st.Signal)}, nil
 }
 
+// kill ends the init, and with it the namespace and everything in it.
+// Through os.Process, which signals the process itself (a pidfd), never
+// its pid: once the init is reaped (Kill after Wait) the kernel may have
+// given that pid, and that process group, to another process.
 func (b *nsBox) kill() {
 	b.killed.Store(true)
 	if p := b.cmd.Process; p != nil {
-		// The init first: its death kills the whole namespace.
-		syscall.Kill(p.Pid, syscall.SIGKILL)
-		syscall.Kill(-p.Pid, syscall.SIGKILL)
+		p.Signal(syscall.SIGKILL)
 	}
 }
 
 func (b *nsBox) signal(sig syscall.Signal) {
 	if p := b.cmd.Process; p != nil {
-		syscall.Kill(p.Pid, sig)
+		p.Signal(sig)
 	}
 }
 

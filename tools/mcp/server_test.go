@@ -450,6 +450,35 @@ func TestWrappedServerEndsWithClose(t *testing.T) {
 	}
 }
 
+// Without a whole box (procbox partial) the wrapped server's escaped child
+// outlives Close, as the grant's enforcement says; but it holds a copy of
+// the server's stderr pipe, and Close must not wait for it to exit.
+func TestPartialWrappedServerCloseReturns(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("setsid(1) is Linux's")
+	}
+	defer procbox.Pretend("no PID namespace (pretended by the test)")()
+	cfg, _ := fakeConfig(t, "fake", "ok")
+	tok := sleepToken()
+	cfg.Command = wrapped(cfg, tok)
+	defer func() {
+		for _, p := range sleepers(tok) {
+			syscall.Kill(atoi(filepath.Base(p)), syscall.SIGKILL)
+		}
+	}()
+	h := NewHub()
+	if _, err := h.Server(cfg).Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() { h.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Close still waits for the server's escaped child (%v), 10 s on", sleepers(tok))
+	}
+}
+
 // A server's environment is built from nothing: a secret planted in
 // wagent's environment reaches it through no path, neither its own
 // environment nor any other process's /proc entries; the entry's env does.
