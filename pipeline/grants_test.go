@@ -184,7 +184,7 @@ func TestEnforcementFull(t *testing.T) {
 		}
 		return s.Build(context.Background(), pipeline.Options{Runtime: rt, Builtins: builtins(t), MCP: mcp.NewHub()})
 	}
-	if procbox.Probe().Full() {
+	if procbox.For(false).Full() {
 		l, err := build("enforcement: full\nops:\n" + shell + mcpEntry)
 		if err != nil {
 			t.Fatalf("a whole box, enforcement: full: %v", err)
@@ -192,12 +192,29 @@ func TestEnforcementFull(t *testing.T) {
 		if e := l.Ops[0].Exec()[0].Enforcement; e != "full" {
 			t.Errorf("the grant records %q", e)
 		}
+	} else if os.Geteuid() == 0 && procbox.Probe().Full() {
+		// Root: a box holds a confined command, never an unconfined one
+		// or a server, whose root capabilities reach past it.
+		_, err := build("enforcement: full\nops:\n" + shell)
+		if err == nil || !strings.Contains(err.Error(), "runs as root with every capability") {
+			t.Errorf("root, unconfined, enforcement: full: %v", err)
+		}
+		if wasmhost.CanConfine() {
+			confined := strings.Replace(shell, ", unconfined: true", "", 1)
+			l, err := build("enforcement: full\nops:\n" + confined)
+			if err != nil {
+				t.Fatalf("root, confined, enforcement: full: %v", err)
+			}
+			if e := l.Ops[0].Exec()[0].Enforcement; e != "full" {
+				t.Errorf("the confined grant records %q", e)
+			}
+		}
 	}
 	restore := procbox.Pretend("no PID namespace (pretended by the test)")
 	defer restore()
 	for _, tc := range []struct{ name, yaml, want string }{
-		{"exec", "enforcement: full\nops:\n" + shell, `p.yaml:3: op 1 (builtin:shell): the pipeline requires enforcement: full, and exec grant "echo **" is partial: no PID namespace (pretended by the test): run it where user namespaces are allowed, or drop enforcement: full`},
-		{"mcp", "enforcement: full\nops:\n" + mcpEntry, `op 1 (mcp:srv): the pipeline requires enforcement: full, and this system cannot box an MCP server whole (no PID namespace (pretended by the test))`},
+		{"exec", "enforcement: full\nops:\n" + shell, `p.yaml:3: op 1 (builtin:shell): the pipeline requires enforcement: full, and exec grant "echo **" is ` + procbox.For(false).String() + `; or drop enforcement: full`},
+		{"mcp", "enforcement: full\nops:\n" + mcpEntry, `op 1 (mcp:srv): the pipeline requires enforcement: full, and this system cannot box an MCP server whole: ` + strings.TrimPrefix(procbox.For(false).String(), "partial: ") + `; or drop enforcement: full`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := build(tc.yaml); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -209,7 +226,7 @@ func TestEnforcementFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := l.Ops[0].Exec()[0].Enforcement; e != "partial: no PID namespace (pretended by the test)" {
+	if e := l.Ops[0].Exec()[0].Enforcement; e != procbox.For(false).String() || !strings.HasPrefix(e, "partial: no PID namespace (pretended by the test)") {
 		t.Errorf("without enforcement: full the grant records %q", e)
 	}
 	os.WriteFile(p, []byte("enforcement: strict\nops:\n"+shell), 0o644)

@@ -372,8 +372,8 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 			at = fmt.Sprintf("pipeline %s:%d: op %d (%s)", s.label(), spec.Line, i+1, spec.Use)
 		}
 		if spec.MCP != nil {
-			if e := procbox.Probe(); s.Enforcement == EnforcementFull && len(spec.MCP.Command) > 0 && !e.Full() {
-				return nil, fmt.Errorf("%s: the pipeline requires enforcement: full, and this system cannot box an MCP server whole (%s): run it where user namespaces are allowed, or drop enforcement: full", at, strings.TrimPrefix(e.String(), "partial: "))
+			if e := procbox.For(false); s.Enforcement == EnforcementFull && len(spec.MCP.Command) > 0 && !e.Full() {
+				return nil, fmt.Errorf("%s: the pipeline requires enforcement: full, and this system cannot box an MCP server whole: %s; or drop enforcement: full", at, strings.TrimPrefix(e.String(), "partial: "))
 			}
 			op, err := s.mcpOp(spec, o.MCP)
 			if err != nil {
@@ -429,7 +429,7 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 		if s.Enforcement == EnforcementFull {
 			for _, x := range op.Exec() {
 				if x.Enforcement != "full" {
-					return nil, fmt.Errorf("%s: the pipeline requires enforcement: full, and exec grant %q is %s: run it where user namespaces are allowed, or drop enforcement: full", at, x.Cmd, x.Enforcement)
+					return nil, fmt.Errorf("%s: the pipeline requires enforcement: full, and exec grant %q is %s; or drop enforcement: full", at, x.Cmd, x.Enforcement)
 				}
 			}
 		}

@@ -319,7 +319,7 @@ func checkExecGrant(eg ExecGrant) (*execGrant, error) {
 		}
 		x.confine = confine.Describe(eg.Network)
 	}
-	x.enforce = procbox.Probe()
+	x.enforce = procbox.For(!eg.Unconfined)
 	return x, nil
 }
 

@@ -166,7 +166,7 @@ func TestOpsShowCapabilities(t *testing.T) {
 		"  requests:   read-write mount /work; commands whichever the pipeline grants (",
 		"  in " + filepath.Join(dir, "p.yaml") + ":2 (entry 1, use: builtin:shell, this module):\n",
 		"    mount:    /work <- " + dir + " (read-write)\n",
-		"    exec:     git status (timeout 1m0s, 1,024 KiB of output kept, confinement: none, enforcement: " + procbox.Probe().String() + ")\n",
+		"    exec:     git status (timeout 1m0s, 1,024 KiB of output kept, confinement: none, enforcement: " + procbox.For(false).String() + ")\n",
 		"    exec:     sh -c \"make *\" (timeout 1m0s",
 	} {
 		if r.code != exitOK || !strings.Contains(r.stdout, want) {

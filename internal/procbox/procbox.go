@@ -93,6 +93,22 @@ func Probe() Enforcement {
 	return probed
 }
 
+// rootMissing is what a box does not hold for a program run as root
+// without Landlock: root's capabilities reach past any namespace (kernel
+// helpers such as core_pattern, cgroup release agents, ptrace of the init).
+const rootMissing = "the program runs as root with every capability, which can leave any box (kernel helpers, cgroup release agents): confine it with Landlock or run wagent as another user"
+
+// For says what a box gives one program: Probe's answer, and for a
+// program that runs as root without Landlock (confined false) not full,
+// whatever the namespaces give.
+func For(confined bool) Enforcement {
+	e := Probe()
+	if os.Geteuid() == 0 && !confined {
+		e.Missing = append(append([]string(nil), e.Missing...), rootMissing)
+	}
+	return e
+}
+
 // Pretend makes Probe report that what missing names is not enforced
 // (and boxes start without namespaces), until restore is called; nil
 // missing changes nothing. For tests of systems without namespaces on one
