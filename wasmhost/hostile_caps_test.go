@@ -493,7 +493,7 @@ func TestExecPartialEnforcementToldOnce(t *testing.T) {
 	}
 	want := "exec grant 'echo *' of op shell is not fully enforced on this system: " + strings.TrimPrefix(recorded, "partial: ")
 	for i, n := range []int{1, 0} {
-		r, logs := runCall(t, op, "shell", `{"command":"echo hi"}`)
+		r, logs := runCallAll(t, op, "shell", `{"command":"echo hi"}`)
 		if !strings.Contains(r.Content, "hi") {
 			t.Fatalf("call %d: %+v", i+1, r)
 		}
