@@ -344,6 +344,8 @@ func (m *Machine) runStarted(ctx context.Context, id string) error {
 	v := m.view(hostabi.HookTool, man)
 	v.Tool = m.toolView([]*CallState{c}, c.ID)
 	a, faulted := m.ask(ctx, mv, m.cfg.Pipeline.byName[man.Name], v)
+	// The result is stamped when it came, not when the run started.
+	mv.now = m.cfg.Clock()
 	switch {
 	case faulted:
 		fail(hostabi.CodeUnavailable, fmt.Sprintf("tool %q failed: op %q faulted while running it", c.Name, c.Owner))
