@@ -57,7 +57,8 @@ e2e: deps-e2e
 	$(GO) test -tags e2e $(TESTFLAGS) -v -run '^TestBrowser' -artifacts -outputdir $(abspath $(E2E_OUT)) ./server/console/
 	$(GO) test -race $(TESTFLAGS) ./tools/mcp/ ./pipeline/
 	$(GO) test $(TESTFLAGS) -run 'MCP' ./cmd/wagent/
-	$(GO) test -run '^$$' -bench 'MCP' -benchtime 200x ./tools/mcp/
+	$(GO) test -run '^$$' -bench 'MCPCall' -benchtime 200x ./tools/mcp/
+	$(GO) test -run '^$$' -bench 'MCPStart' -benchtime 5x ./tools/mcp/
 	$(GO) test -tags e2e $(TESTFLAGS) -v -run '^TestE2EWorkers' ./cmd/wagent/
 
 # deps-* install what a target's tests need when it is missing (a second

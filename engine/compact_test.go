@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -111,6 +112,24 @@ func TestCompactionKeepsRequestsUnderTheWindow(t *testing.T) {
 	}
 	if compactions < 3 {
 		t.Fatalf("%d compactions, want the session to cross the window at least 3 times", compactions)
+	}
+	// Every model request's tokens count, the summary requests' too
+	// (issue 28: the session's totals left them out).
+	var want engine.Usage
+	for _, e := range evs {
+		var u struct{ Usage *engine.Usage }
+		if e.Type == engine.EvAssistantMessage || e.Type == engine.EvContextCompacted {
+			if err := json.Unmarshal(e.Data, &u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if u.Usage != nil {
+			want.InputTokens += u.Usage.InputTokens
+			want.OutputTokens += u.Usage.OutputTokens
+		}
+	}
+	if st.Usage != want || want.OutputTokens < 8*3 {
+		t.Errorf("the session's usage is %+v; the log's requests, summaries included, add up to %+v", st.Usage, want)
 	}
 	if st.MessageCount() != messages || st.LastEnd.Reason != engine.ReasonCompleted {
 		t.Fatalf("the fold counts %d messages of %d in the log (last end %+v): nothing may be deleted", st.MessageCount(), messages, st.LastEnd)

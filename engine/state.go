@@ -645,6 +645,11 @@ func (s *State) apply(e store.Event) error {
 			return s.corrupt(e.Seq, "a compaction through message %d, which is not a boundary after %d (a call and its result are never split)", d.Through, prev)
 		}
 		s.Compaction = &d
+		// The summary request is a model request: its tokens count.
+		if d.Usage != nil {
+			s.Usage.InputTokens += d.Usage.InputTokens
+			s.Usage.OutputTokens += d.Usage.OutputTokens
+		}
 		// What the summary stands for is kept in the log, not in memory.
 		drop := d.Through - s.Stubbed
 		s.Messages = slices.Clone(s.Messages[drop:])

@@ -129,6 +129,19 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		if json.Unmarshal(e.Data, &h) == nil && h.Model != "" {
 			p.model = h.Model
 		}
+	case engine.EvContextCompacted:
+		// The summary request is a model request of the turn: it counts.
+		var d engine.ContextCompacted
+		if json.Unmarshal(e.Data, &d) == nil && d.Usage != nil {
+			u := tokens{d.Usage.InputTokens, d.Usage.OutputTokens}
+			model := d.Model
+			if model == "" {
+				model = p.model
+			}
+			p.turnU.summaries = append(p.turnU.summaries, u)
+			p.turnU.summaryModels = append(p.turnU.summaryModels, model)
+			p.turnU.total = p.turnU.total.add(u)
+		}
 	case engine.EvAssistantMessage:
 		var d engine.AssistantMessage
 		json.Unmarshal(e.Data, &d)

@@ -43,7 +43,11 @@ type turnUsage struct {
 	turn   int
 	steps  []tokens
 	models []string
-	total  tokens
+	// summaries are the turn's compaction requests, in total with their
+	// models beside them for the cost.
+	summaries     []tokens
+	summaryModels []string
+	total         tokens
 }
 
 // cost estimates the turn's cost; ok is false when a step's model has no
@@ -107,16 +111,20 @@ func usageLine(t turnUsage, cost func(model string, in, out int) (float64, bool)
 		return ""
 	}
 	s := ""
-	if len(t.steps) > 1 {
+	if len(t.steps) > 1 || len(t.summaries) > 0 {
 		for i, st := range t.steps {
 			s += fmt.Sprintf("step %d %d+%d, ", i+1, st.in, st.out)
 		}
 	}
+	for _, st := range t.summaries {
+		s += fmt.Sprintf("summary %d+%d, ", st.in, st.out)
+	}
 	s += t.total.String()
 	if cost != nil {
 		sum, priced := 0.0, true
-		for i, st := range t.steps {
-			usd, ok := cost(t.models[i], st.in, st.out)
+		all, models := append(append([]tokens(nil), t.steps...), t.summaries...), append(append([]string(nil), t.models...), t.summaryModels...)
+		for i, st := range all {
+			usd, ok := cost(models[i], st.in, st.out)
 			if !ok {
 				priced = false
 				break
