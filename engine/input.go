@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/wagent/wagent/hostabi"
@@ -56,6 +57,12 @@ func (m *Machine) Decide(ctx context.Context, ds ...Decision) error {
 			return nil, fmt.Errorf("%w: no decisions", ErrRefused)
 		}
 		seen := map[string]bool{}
+		// Calls an always decides besides its own: never those the batch
+		// decides itself, never one twice.
+		alike := map[string]bool{}
+		for _, d := range ds {
+			alike[d.CallID] = true
+		}
 		for _, d := range ds {
 			c := s.Call(d.CallID)
 			if c == nil || c.Done || !c.Requested || seen[d.CallID] {
@@ -86,11 +93,43 @@ func (m *Machine) Decide(ctx context.Context, ds ...Decision) error {
 					break // the call is answered
 				}
 			}
+			if d.Scope == hostabi.ScopeAlways {
+				m.decideAlike(mv, c, d, who, alike)
+			}
 		}
 		mv.sync = true
 		return nil, nil
 	})
 	return err
+}
+
+// decideAlike applies an "always" decision about c at once to the other
+// calls of the same tool that wait for a decision, when every guard that
+// asked about such a call asked about c too (the always is remembered for
+// those guards): "always" means always, the calls waiting now included.
+func (m *Machine) decideAlike(mv *move, c *CallState, d Decision, who string, skip map[string]bool) {
+	gs := askers(c)
+	for _, id := range m.st.Waiting() {
+		o := m.st.Call(id)
+		if skip[id] || o == c || o.Name != c.Name {
+			continue
+		}
+		covered := true
+		for g := range o.Asked {
+			covered = covered && slices.Contains(gs, g)
+		}
+		if !covered {
+			continue
+		}
+		skip[id] = true
+		note := fmt.Sprintf("decided by the always given for call %s", c.ID)
+		for _, g := range askers(o) {
+			m.decision(mv, o, ApprovalDecision{CallID: id, Allow: d.Allow, Scope: hostabi.ScopeAlways, Guard: g, Who: who, Note: note})
+			if !d.Allow {
+				break
+			}
+		}
+	}
 }
 
 // askers lists the guards whose approval request for c waits, in a stable
