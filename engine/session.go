@@ -534,13 +534,18 @@ func Summarize(st *State) Summary {
 }
 
 // Summary returns the session's summary as of the last time its driver
-// was idle, with its status now.
+// was idle, with its status now (and, while it runs, the turn it runs).
 func (s *Session) Summary() Summary {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sum := s.summary
 	if s.phase == DriverRunning {
 		sum.Status, sum.Waiting = string(DriverRunning), nil
+		// A driver that started with no turn open runs the next one: the
+		// turn the log is writing, not the last that ended.
+		if !sum.TurnOpen {
+			sum.Turns, sum.TurnOpen = sum.Turns+1, true
+		}
 	}
 	return sum
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -317,5 +318,26 @@ func TestKillDuringStreamThenResume(t *testing.T) {
 	}
 	if te := lastTurnEnd(t, env, "ks"); te.Reason != engine.ReasonCompleted || te.Turn != 1 {
 		t.Fatalf("turn end %+v, want turn 1 completed", te)
+	}
+}
+
+// wagent cancel of a session whose first turn is running names that turn
+// as the log does (issue 28, item 8: it printed "turn 0 aborted"), and
+// sessions counts it while it runs.
+func TestCancelNamesTheRunningTurn(t *testing.T) {
+	srv := stallingServer(t)
+	env := map[string]string{"WAGENT_HOME": t.TempDir(), "WAGENT_CACHE_DIR": sharedE2ECache(t)}
+	p := start(t, env, "run", "--session", "first", "--provider", "openai", "--base-url", srv.URL, "--model", "m", "tell me a story")
+	waitFor(t, "the first words", func() bool { return strings.Contains(p.stdout(), "Once") })
+	if r := exe(t, env, "sessions"); !strings.Contains(r.stdout, "first") || !regexp.MustCompile(`first\s+running\s+1\s`).MatchString(r.stdout) {
+		t.Errorf("sessions while the first turn runs:\n%s", r.stdout)
+	}
+	r := exe(t, env, "cancel", "first")
+	if r.code != exitOK || !strings.Contains(r.stdout, "turn 1 aborted") {
+		t.Fatalf("cancel: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	p.wait(t)
+	if te := lastTurnEnd(t, env, "first"); te.Turn != 1 || te.Reason != engine.ReasonAborted {
+		t.Fatalf("turn end %+v, want turn 1 aborted", te)
 	}
 }
