@@ -349,25 +349,44 @@ func (ch *chatter) ask(waiting []engine.WaitingCall) (server.DecideRequest, bool
 	req := server.DecideRequest{Who: "terminal"}
 	defer ch.rl.SetPrompt(ch.prompt())
 	c := ch.out.c
+	// An always decides the other waiting calls of its tool too (the
+	// owner applies it): they are not asked about.
+	always := map[string]bool{}
 	for _, w := range waiting {
+		if always[w.Name] {
+			continue
+		}
 		ch.rl.SetPrompt(render.Safe(fmt.Sprintf("allow %s %s? [y]es [n]o [a]lways [e]xplain: ", callTitle(w), render.Compact(string(w.Arguments), 100))))
 		for {
 			line, err := ch.rl.ReadLine()
 			if err != nil {
 				return req, false
 			}
-			switch strings.ToLower(strings.TrimSpace(line)) {
+			answer := strings.TrimSpace(line)
+			// "n REASON" denies with a reason on one line.
+			if word, reason, ok := strings.Cut(answer, " "); ok && (strings.EqualFold(word, "n") || strings.EqualFold(word, "no")) {
+				req.Decisions = append(req.Decisions, server.Decision{CallID: w.ID, Allow: false, Note: strings.TrimSpace(reason)})
+				break
+			}
+			switch strings.ToLower(answer) {
 			case "y", "yes":
 				req.Decisions = append(req.Decisions, server.Decision{CallID: w.ID, Allow: true})
 			case "a", "always":
 				req.Decisions = append(req.Decisions, server.Decision{CallID: w.ID, Allow: true, Always: true})
+				always[w.Name] = true
 			case "n", "no":
-				req.Decisions = append(req.Decisions, server.Decision{CallID: w.ID, Allow: false})
+				// Why, for the model (it reads it in the call's result).
+				ch.rl.SetPrompt("why? (the model reads it; Enter for no reason): ")
+				why, err := ch.rl.ReadLine()
+				if err != nil {
+					return req, false
+				}
+				req.Decisions = append(req.Decisions, server.Decision{CallID: w.ID, Allow: false, Note: strings.TrimSpace(why)})
 			case "e", "explain", "?":
 				ch.explain(w)
 				continue
 			default:
-				tprintf(ch.env.stdout, "%s  y allows this call, n denies it, a allows it and every later call of %s in this session, e explains%s\n", c.dim, w.Name, c.reset)
+				tprintf(ch.env.stdout, "%s  y allows this call, n denies it (n REASON tells the model why), a allows it and every later call of %s in this session, e explains%s\n", c.dim, w.Name, c.reset)
 				continue
 			}
 			break

@@ -253,8 +253,9 @@ func TestChatPromptApprovalAndCommands(t *testing.T) {
 }
 
 // At the approval prompt an answer that is not y, n, a or e says what each
-// does and asks again; n denies the call: it is recorded as the terminal's
-// denial, the tool does not run, and the model hears of the denial.
+// does and asks again; n denies the call and asks why: it is recorded as
+// the terminal's denial with the reason, the tool does not run, and the
+// model hears of the denial and the reason (issue 28, item 6).
 func TestChatDenyAtThePrompt(t *testing.T) {
 	srv := fakeopenai.New(t,
 		fakeopenai.Rule{Role: "user", Contains: "add", Reply: fakeopenai.Reply{Text: "Adding.", ToolCalls: []fakeopenai.ToolCall{{ID: "call_1", Name: "calc_add", Arguments: `{"value":2}`}}}},
@@ -272,6 +273,9 @@ func TestChatDenyAtThePrompt(t *testing.T) {
 	s.waitFor(m, "y allows this call, n denies it")
 	m = s.mark()
 	s.typeKeys("n\r")
+	s.waitFor(m, "why? (the model reads it; Enter for no reason):")
+	m = s.mark()
+	s.typeKeys("not before lunch\r")
 	s.waitFor(m, "✗ call_1 denied by terminal")
 	s.waitFor(m, "I was not allowed to add.")
 	s.waitFor(m, "› ")
@@ -281,15 +285,15 @@ func TestChatDenyAtThePrompt(t *testing.T) {
 	}
 	evs := logEvents(t, env, "no")
 	ds := dataOf[engine.ApprovalDecision](t, evs, engine.EvApprovalDecision)
-	if len(ds) != 1 || ds[0].Allow || ds[0].Who != "terminal" || ds[0].CallID != "call_1" {
-		t.Fatalf("decisions %+v, want call_1 denied by the terminal", ds)
+	if len(ds) != 1 || ds[0].Allow || ds[0].Who != "terminal" || ds[0].CallID != "call_1" || ds[0].Note != "not before lunch" {
+		t.Fatalf("decisions %+v, want call_1 denied by the terminal, saying why", ds)
 	}
 	if calls := dataOf[engine.ToolCallEvent](t, evs, engine.EvToolCall); len(calls) != 0 {
 		t.Errorf("a denied call ran: %+v", calls)
 	}
 	rs := dataOf[engine.ToolResult](t, evs, engine.EvToolResult)
-	if len(rs) != 1 || !rs[0].IsError {
-		t.Errorf("results %+v, want one error result telling the model of the denial", rs)
+	if len(rs) != 1 || !rs[0].IsError || !strings.Contains(rs[0].Content, "not before lunch") {
+		t.Errorf("results %+v, want one error result telling the model of the denial and why", rs)
 	}
 }
 
@@ -378,5 +382,41 @@ func TestChatLeavingAndComingBack(t *testing.T) {
 	// No terminal: a usage error, nothing written.
 	if r := exe(t, env, "chat"); r.code != exitUsage || !strings.Contains(r.stderr, "needs a terminal") {
 		t.Errorf("chat without a terminal: %d %s", r.code, r.stderr)
+	}
+}
+
+// "a" on one call decides the other calls of the same tool waiting in the
+// same answer: they are not asked about, and all run (issue 28, item 4).
+func TestChatAlwaysCoversTheOtherWaitingCalls(t *testing.T) {
+	srv := fakeopenai.New(t,
+		fakeopenai.Rule{Role: "user", Contains: "add", Reply: fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{
+			{ID: "call_0", Name: "calc_add", Arguments: `{"value":2}`},
+			{ID: "call_1", Name: "calc_add", Arguments: `{"value":3}`},
+		}}},
+		fakeopenai.Rule{Role: "tool", Reply: fakeopenai.Reply{Text: "Added both."}},
+	)
+	pipe := writeFile(t, t.TempDir(), "p.yaml", fmt.Sprintf("ops:\n  - use: builtin:approval\n    config: {mode: ask}\n  - use: %s\n", exampleOp("calculator")))
+	env := chatEnv(t)
+	s := startScreen(t, env, "chat", "--session", "al", "--pipeline", pipe, "--base-url", srv.URL, "--model", "m")
+	s.waitFor(0, "› ")
+	m := s.mark()
+	s.typeKeys("please add 2 and 3\r")
+	s.waitFor(m, `allow calc_add {"value":2}? [y]es [n]o [a]lways [e]xplain:`)
+	s.typeKeys("a\r")
+	s.waitFor(m, "Added both.")
+	s.waitFor(m, "› ")
+	if strings.Contains(s.text()[m:], `allow calc_add {"value":3}`) {
+		t.Errorf("asked about the second calc_add after always:\n%s", s.text()[m:])
+	}
+	s.typeKeys("\x04")
+	if code := s.exit(); code != 0 {
+		t.Fatalf("exit %d after Ctrl-D\n%s", code, s.text())
+	}
+	ds := dataOf[engine.ApprovalDecision](t, logEvents(t, env, "al"), engine.EvApprovalDecision)
+	if len(ds) != 2 || ds[1].CallID != "call_1" || !ds[1].Allow || ds[1].Who != "terminal" {
+		t.Fatalf("decisions %+v; want call_1 decided by the terminal's always on call_0", ds)
+	}
+	if rs := dataOf[engine.ToolResult](t, logEvents(t, env, "al"), engine.EvToolResult); len(rs) != 2 || rs[1].Content != "5" {
+		t.Errorf("results %+v; want both calls run, the total 5", rs)
 	}
 }
