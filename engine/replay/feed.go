@@ -89,7 +89,7 @@ type standIn struct {
 func (s *standIn) Handle(ctx context.Context, v *hostabi.View, rd engine.Reader) ([]hostabi.Effect, error) {
 	switch {
 	case v.Hook == hostabi.HookTool && v.Tool != nil && v.Tool.Run != "":
-		return s.r.recordedRun(s.man.Name, v.Tool.Run)
+		return s.r.recordedRun(s.man.Name, callKey{v.Turn, v.Step, v.Tool.Run})
 	case s.source && v.Hook == hostabi.HookContribute:
 		return s.r.recordedOffer(s.man.Name), nil
 	case s.source && v.Hook == hostabi.HookTool:
@@ -101,8 +101,9 @@ func (s *standIn) Handle(ctx context.Context, v *hostabi.View, rd engine.Reader)
 // recordedRun answers the run of a call from the recording: the result
 // its owner recorded, with the notes it wrote. A call the recording never
 // ran (or ran and lost to a crash) stops the replay there.
-func (r *run) recordedRun(op, id string) ([]hostabi.Effect, error) {
-	rn := r.rec.runs[id]
+func (r *run) recordedRun(op string, k callKey) ([]hostabi.Effect, error) {
+	id := k.id
+	rn := r.rec.runs[k]
 	switch {
 	case rn == nil || !rn.started:
 		why := fmt.Sprintf("the new pipeline runs call %s, which the recording never ran", id)

@@ -90,13 +90,16 @@ type recording struct {
 	summaries map[stepKey][]engine.ContextCompacted
 	headers   map[stepKey]int // index of each step's request header
 	steers    map[stepKey][]hostabi.InputMessage
-	runs      map[string]*ran // by call id
-	results   map[string]store.Event
-	persons   map[string]engine.ApprovalDecision
-	users     map[string]store.Event
-	turnMsgs  map[int]int
-	turnEnds  map[int]uint64
-	final     *engine.State
+	// Runs, results and persons' decisions are found by the call's step
+	// and id: a model's call ids are its own and may repeat from one
+	// step or turn to the next.
+	runs     map[callKey]*ran
+	results  map[callKey]store.Event
+	persons  map[callKey]engine.ApprovalDecision
+	users    map[string]store.Event
+	turnMsgs map[int]int
+	turnEnds map[int]uint64
+	final    *engine.State
 }
 
 // isBoundary reports whether a machine event is one of the moves input
@@ -128,18 +131,24 @@ func isMessage(e store.Event) bool {
 
 // read indexes the recorded log; start is the index of the first event
 // the replay makes again (the events before it are copied as they are).
+// callKey names a call in a recording: its turn, step and the model's id.
+type callKey struct {
+	turn, step int
+	id         string
+}
+
 func read(session string, evs []store.Event, start int) (*recording, error) {
 	r := &recording{session: session, evs: evs, start: start,
 		origin: make([]origin, len(evs)), bc: make([]int, len(evs)), off: make([]int, len(evs)), move: make([]moveKey, len(evs)),
 		answers: map[stepKey][]answer{}, summaries: map[stepKey][]engine.ContextCompacted{},
 		headers: map[stepKey]int{}, steers: map[stepKey][]hostabi.InputMessage{},
-		runs: map[string]*ran{}, results: map[string]store.Event{}, persons: map[string]engine.ApprovalDecision{},
+		runs: map[callKey]*ran{}, results: map[callKey]store.Event{}, persons: map[callKey]engine.ApprovalDecision{},
 		users: map[string]store.Event{}, turnMsgs: map[int]int{}, turnEnds: map[int]uint64{}}
 	r.classify()
 
 	st := engine.NewState(session)
 	var running *ran
-	runningID := ""
+	var runningID callKey
 	bc, off := 0, 0
 	nth := map[string]int{}
 	var g *group
@@ -175,13 +184,14 @@ func read(session string, evs []store.Event, start int) (*recording, error) {
 		case engine.EvToolResult:
 			var d engine.ToolResult
 			json.Unmarshal(e.Data, &d)
-			r.results[d.CallID] = e
-			if running != nil && runningID == d.CallID {
+			k := callKey{e.Turn, e.Step, d.CallID}
+			r.results[k] = e
+			if running != nil && runningID == k {
 				running.result, running.seq = d, e.Seq
-				r.runs[d.CallID] = running
-				running, runningID = nil, ""
-			} else if r.runs[d.CallID] == nil {
-				r.runs[d.CallID] = &ran{result: d, seq: e.Seq}
+				r.runs[k] = running
+				running, runningID = nil, callKey{}
+			} else if r.runs[k] == nil {
+				r.runs[k] = &ran{result: d, seq: e.Seq}
 			}
 		case engine.EvTurnEnd:
 			var d engine.TurnEnd
@@ -191,8 +201,9 @@ func read(session string, evs []store.Event, start int) (*recording, error) {
 		if o == byPerson {
 			var d engine.ApprovalDecision
 			if e.Type == engine.EvApprovalDecision && json.Unmarshal(e.Data, &d) == nil {
-				if _, ok := r.persons[d.CallID]; !ok {
-					r.persons[d.CallID] = d
+				k := callKey{e.Turn, e.Step, d.CallID}
+				if _, ok := r.persons[k]; !ok {
+					r.persons[k] = d
 				}
 			}
 			continue
@@ -204,7 +215,7 @@ func read(session string, evs []store.Event, start int) (*recording, error) {
 		case engine.EvToolCall:
 			var d engine.ToolCallEvent
 			json.Unmarshal(e.Data, &d)
-			running, runningID = &ran{started: true, result: engine.ToolResult{Op: d.Op}}, d.CallID
+			running, runningID = &ran{started: true, result: engine.ToolResult{Op: d.Op}}, callKey{e.Turn, e.Step, d.CallID}
 		case engine.EvOpNote:
 			var d engine.OpNote
 			json.Unmarshal(e.Data, &d)

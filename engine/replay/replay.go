@@ -178,7 +178,7 @@ type run struct {
 	rep2rec, rec2rep map[string]string
 
 	next    int // next group to feed
-	decided map[string]bool
+	decided map[callKey]bool
 
 	cancel func()
 	stop   *Stop
@@ -220,7 +220,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r := &run{opts: opts, rec: rec, scratch: store.NewMemory(),
 		turnMsgs: map[int]int{}, compactions: map[stepKey]int{}, steered: map[stepKey]int{}, seen: map[moveKey]bool{}, nth: map[string]int{},
 		machine: map[uint64]bool{}, pos: map[uint64][2]int{}, rep2rec: map[string]string{}, rec2rep: map[string]string{},
-		decided: map[string]bool{}, cancel: func() {}}
+		decided: map[callKey]bool{}, cancel: func() {}}
 	r.report = Report{Session: opts.Session, From: max(opts.From, 1), Head: evs[len(evs)-1].Seq}
 	if err := r.scratch.Create(ctx, opts.Session); err != nil {
 		return nil, err
@@ -343,11 +343,13 @@ func (r *run) halt(seq uint64, why string) {
 // waits for; it reports whether the replay is done (the recording ends
 // waiting there too) or stopped.
 func (r *run) decide(ctx context.Context) (bool, error) {
-	waiting := r.m.State().Waiting()
+	st := r.m.State()
+	waiting := st.Waiting()
 	var ds []engine.Decision
 	for _, id := range waiting {
-		if d, ok := r.rec.persons[id]; ok && !r.decided[id] {
-			r.decided[id] = true
+		k := callKey{st.Turn, st.Step, id}
+		if d, ok := r.rec.persons[k]; ok && !r.decided[k] {
+			r.decided[k] = true
 			ds = append(ds, engine.Decision{CallID: id, Allow: d.Allow, Scope: d.Scope, Who: d.Who, Note: d.Note})
 		}
 	}
@@ -533,7 +535,8 @@ func (r *run) made(e store.Event) {
 	case engine.EvToolResult:
 		var d engine.ToolResult
 		json.Unmarshal(e.Data, &d)
-		re, ok := r.rec.results[d.CallID]
+		k := callKey{e.Turn, e.Step, d.CallID}
+		re, ok := r.rec.results[k]
 		var rd engine.ToolResult
 		json.Unmarshal(re.Data, &rd)
 		switch {
@@ -541,7 +544,7 @@ func (r *run) made(e store.Event) {
 			r.halt(r.rec.segmentSeq(r.bc), fmt.Sprintf("the new pipeline answers call %s (%s), which the recording never answered", d.CallID, summarize(d)))
 		case rd.Content != d.Content || rd.IsError != d.IsError:
 			why := fmt.Sprintf("call %s (%s) was answered %q in the recording; in the replay %q", d.CallID, d.Name, clip(rd.Content), clip(d.Content))
-			if r.rec.runs[d.CallID] != nil && r.rec.runs[d.CallID].started && d.Code == "TOOL_DENIED" {
+			if r.rec.runs[k] != nil && r.rec.runs[k].started && d.Code == "TOOL_DENIED" {
 				why = fmt.Sprintf("call %s (%s) ran in the recording (its result: %q); the new pipeline denies it (%q)", d.CallID, d.Name, clip(rd.Content), clip(d.Content))
 			}
 			r.halt(re.Seq, why+": the model's later answers followed the recorded result, so the recorded future no longer applies")
