@@ -46,6 +46,9 @@ func (m *Machine) tools(ctx context.Context, mv *move) error {
 			return nil
 		}
 	}
+	if m.badArguments(mv, pending) {
+		return nil
+	}
 	guards := m.guardOrder()
 	for _, g := range guards {
 		decided, err := m.askGuard(ctx, mv, g, pending)

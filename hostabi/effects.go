@@ -88,6 +88,9 @@ const (
 	CodeDenied      = "TOOL_DENIED"
 	CodeUnavailable = "TOOL_UNAVAILABLE"
 	CodeUnknownTool = "TOOL_UNKNOWN"
+	// CodeBadArguments answers a call whose arguments do not fit its
+	// tool's parameters, before any guard or person sees it.
+	CodeBadArguments = "TOOL_BAD_ARGUMENTS"
 )
 
 // AlwaysNotePrefix starts the note the host writes for the guard that

@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/wagent/wagent/hostabi"
+)
+
+// Calls whose arguments do not fit their tool's parameters are answered
+// by the host before any guard sees them: a person is never asked to
+// approve a call that cannot run, and the model reads at once what is
+// wrong (the edit_file with wrong argument names, approved, then refused
+// by its op). A schema the checker cannot compile (a draft or reference
+// it does not take) checks nothing: the owner still judges the call.
+
+// argSchemas caches compiled parameter schemas by their bytes (nil: not
+// checkable), for the whole process: tools repeat from step to step.
+var argSchemas sync.Map // string -> *jsonschema.Schema (or nil)
+
+type noSchemaLoader struct{}
+
+func (noSchemaLoader) Load(u string) (any, error) {
+	return nil, fmt.Errorf("tool schemas are checked only when self-contained: %s is not loaded", u)
+}
+
+func argSchema(params json.RawMessage) *jsonschema.Schema {
+	key := string(params)
+	if v, ok := argSchemas.Load(key); ok {
+		s, _ := v.(*jsonschema.Schema)
+		return s
+	}
+	var sch *jsonschema.Schema
+	if doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params)); err == nil {
+		c := jsonschema.NewCompiler()
+		c.UseLoader(noSchemaLoader{})
+		if c.AddResource("tool.json", doc) == nil {
+			sch, _ = c.Compile("tool.json")
+		}
+	}
+	argSchemas.Store(key, sch)
+	return sch
+}
+
+// argumentsError says, in one line, why args do not fit params; nil when
+// they do or the schema cannot be checked.
+func argumentsError(params, args json.RawMessage) error {
+	if len(bytes.TrimSpace(params)) == 0 {
+		return nil
+	}
+	sch := argSchema(params)
+	if sch == nil {
+		return nil
+	}
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	if err != nil {
+		return fmt.Errorf("the arguments are not JSON: %v", err)
+	}
+	err = sch.Validate(v)
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return nil
+	}
+	// The library's text: a first line naming the schema, then one
+	// "- at 'PATH': WHAT" line per failure.
+	var why []string
+	for _, l := range strings.Split(ve.Error(), "\n")[1:] {
+		if l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "-")); l != "" {
+			why = append(why, l)
+		}
+	}
+	if len(why) == 0 {
+		why = []string{"they do not fit the tool's parameters"}
+	}
+	return errors.New(strings.Join(why, "; "))
+}
+
+// badArguments answers, as the host, the pending calls no guard has seen
+// whose arguments do not fit their tool's parameters; it reports whether
+// it answered any.
+func (m *Machine) badArguments(mv *move, pending []*CallState) bool {
+	h := m.st.Header
+	if h == nil {
+		return false
+	}
+	answered := false
+	for _, c := range pending {
+		if c.Owner == "" || c.Started || len(c.Verdicts) > 0 || len(c.Asked) > 0 {
+			continue
+		}
+		t := h.tool(c.Name)
+		if t == nil {
+			continue
+		}
+		if err := argumentsError(t.Parameters, c.Arguments); err != nil {
+			mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeBadArguments, Op: HostOp,
+				Content: clipArgs(fmt.Sprintf("the call was not run: its arguments do not fit the parameters of %s: %v; call it again with arguments that do", c.Name, err))})
+			answered = true
+		}
+	}
+	return answered
+}
+
+// clipArgs bounds the host's message about arguments to 2 KiB.
+func clipArgs(s string) string {
+	if len(s) <= 2048 {
+		return s
+	}
+	return s[:2048] + " …"
+}
