@@ -103,13 +103,23 @@ func (s *Server) importLog(w http.ResponseWriter, r *http.Request) {
 // that no one opens it before its log is whole; a second writer of the
 // same id is told it exists.
 func (s *Server) reserve(w http.ResponseWriter, id string) bool {
+	return s.reserveAs(w, id, s.writing)
+}
+
+// reserveCreate marks id as being created: a second create, fork or
+// import of it is told it exists; readers are not kept out.
+func (s *Server) reserveCreate(w http.ResponseWriter, id string) bool {
+	return s.reserveAs(w, id, s.creating)
+}
+
+func (s *Server) reserveAs(w http.ResponseWriter, id string, as map[string]bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.writing[id] {
+	if s.writing[id] || s.creating[id] {
 		writeError(w, http.StatusConflict, CodeExists, "a session of that id already exists: choose another")
 		return false
 	}
-	s.writing[id] = true
+	as[id] = true
 	return true
 }
 
@@ -117,6 +127,7 @@ func (s *Server) release(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.writing, id)
+	delete(s.creating, id)
 }
 
 // writeFailure writes what a refused fork or import deserves.

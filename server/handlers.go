@@ -63,7 +63,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	// Reserved while it is created: a second create of the same id is
 	// told it exists, and no one opens the log before its first event
 	// (a reader would see a session without its settings).
-	if !s.reserve(w, req.ID) {
+	if !s.reserveCreate(w, req.ID) {
 		return
 	}
 	reserved := true

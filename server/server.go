@@ -117,6 +117,12 @@ type Server struct {
 	// one the session is not there for anyone (opening it half written
 	// would let its driver or a client's input append in between).
 	writing map[string]bool
+	// creating are the ids a create has reserved: a second create is
+	// told the session exists. Unlike writing they keep no reader out
+	// (a reader finds no first event until there is one, and once there
+	// is, the session is whole): a create that lost the race holds the
+	// reservation a moment while the winner's session is in use.
+	creating map[string]bool
 
 	// subs are the streams following each session: one host watcher
 	// hands each notification to its session's followers only.
@@ -142,7 +148,7 @@ func New(o Options) (*Server, error) {
 		o.IdleTimeout = 2 * time.Minute
 	}
 	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{}, pipes: map[string]*engine.Pipeline{},
-		writing: map[string]bool{}, subs: map[string]map[*follower]struct{}{}}
+		writing: map[string]bool{}, creating: map[string]bool{}, subs: map[string]map[*follower]struct{}{}}
 	base := o.Base
 	base.Log = o.Log
 	if o.Wake != nil {
