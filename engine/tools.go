@@ -19,17 +19,21 @@ import (
 //  1. A call whose tool/call is in the log but has no result was being run
 //     by a writer that is gone (a crash, a lost lease): it is answered
 //     TOOL_OUTCOME_UNKNOWN, or, for an idempotent tool, run again.
-//  2. Guards (ops whose manifest says guard) are asked in pipeline order
+//  2. A call no guard has seen whose arguments do not fit its tool's
+//     parameters (argcheck.go) is answered by the host with
+//     TOOL_BAD_ARGUMENTS: nobody is asked to approve a call that cannot
+//     run.
+//  3. Guards (ops whose manifest says guard) are asked in pipeline order
 //     about the calls each has not decided yet. Each guard decides for
 //     itself: allow, deny, or ask a person (the session then yields). A
 //     deny answers the call; a guard that skips has no objection. A guard
 //     that faults, answers invalidly or stops answering denies the calls
 //     it was asked about (fails closed). Only guards may decide: a
 //     decision or approval request from any other op is refused.
-//  3. Calls no op owns go to the other tool-hook ops (the last,
+//  4. Calls no op owns go to the other tool-hook ops (the last,
 //     unknown-tool, answers them); results are the only answer they may
 //     give, and only for such calls. The host answers those nobody does.
-//  4. Once every guard has passed every call, the host records tool/call
+//  5. Once every guard has passed every call, the host records tool/call
 //     for the first owned call (durable before anything runs), asks its
 //     owner to run it (View.Tool.Run set) and records the result, in the
 //     same transition. An owner's result at any other time is refused.
