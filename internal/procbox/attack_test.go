@@ -44,13 +44,26 @@ func TestBoxKeepsNoOwnerDescriptor(t *testing.T) {
 func TestBoxHandsOnNoCapability(t *testing.T) {
 	needBox(t)
 	st, out, errs := runBox(t, shell(t, `grep ^Cap /proc/self/status`))
-	if os.Geteuid() == 0 {
-		t.Skip("root's command is root: the unprivileged run of this test is the one that counts")
+	// Root's command is root (its permitted and effective sets are full);
+	// no command, root's included, inherits a capability or holds an
+	// ambient one. The unprivileged run holds none at all.
+	empty := map[string]bool{"CapInh:": true, "CapAmb:": true}
+	if os.Geteuid() != 0 {
+		empty["CapPrm:"], empty["CapEff:"] = true, true
 	}
+	seen := 0
 	for _, l := range strings.Split(out, "\n") {
-		if f := strings.Fields(l); len(f) == 2 && f[0] != "CapBnd:" && strings.Trim(f[1], "0") != "" {
+		f := strings.Fields(l)
+		if len(f) != 2 || !empty[f[0]] {
+			continue
+		}
+		seen++
+		if strings.Trim(f[1], "0") != "" {
 			t.Errorf("the command holds a capability: %s (%v, %s)\n%s", l, st, errs, out)
 		}
+	}
+	if seen != len(empty) {
+		t.Fatalf("read %d of the %d capability sets from /proc/self/status:\n%s%s", seen, len(empty), out, errs)
 	}
 }
 
@@ -126,7 +139,10 @@ func TestPartialWaitIsNotHeld(t *testing.T) {
 func TestBoxKillAfterWaitSignalsNoOne(t *testing.T) {
 	needBox(t)
 	if os.Geteuid() != 0 {
-		t.Skip("choosing the next pid needs root")
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI runs as root; this test chooses the next pid, which needs root")
+		}
+		t.Skip("choosing the next pid needs root (CI runs it)")
 	}
 	if os.Getenv("PROCBOX_OWN_PIDNS") == "" {
 		self, err := os.Executable()
@@ -148,7 +164,7 @@ func TestBoxKillAfterWaitSignalsNoOne(t *testing.T) {
 	var victim *exec.Cmd
 	for i := 0; i < 100 && victim == nil; i++ {
 		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
-			t.Skipf("cannot choose the next pid: %v", err)
+			t.Fatalf("root in a PID namespace of its own cannot choose the next pid: %v", err)
 		}
 		v := exec.Command("sleep", "30")
 		v.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -163,7 +179,7 @@ func TestBoxKillAfterWaitSignalsNoOne(t *testing.T) {
 		}
 	}
 	if victim == nil {
-		t.Skipf("pid %d went to another process each time", pid)
+		t.Fatalf("pid %d went to another process each time, in a PID namespace of this test's own", pid)
 	}
 	ended := make(chan error, 1)
 	go func() { ended <- victim.Wait() }()

@@ -19,7 +19,7 @@ import (
 func needBox(t *testing.T) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
-		t.Skip("process boxes are Linux only; elsewhere Probe reports partial (TestPartialElsewhere)")
+		t.Skip("process boxes are Linux only; elsewhere Probe reports partial (TestPartialWhenPretended runs everywhere)")
 	}
 	if e := Probe(); !e.Full() {
 		t.Fatalf("this Linux system gives no process box: %s", e)
