@@ -21,8 +21,17 @@ import (
 // it does not take) checks nothing: the owner still judges the call.
 
 // argSchemas caches compiled parameter schemas by their bytes (nil: not
-// checkable), for the whole process: tools repeat from step to step.
-var argSchemas sync.Map // string -> *jsonschema.Schema (or nil)
+// checkable), for the whole process: tools repeat from step to step. An op
+// may contribute a new schema every step (a list of the files there now),
+// so the cache is bounded: past argSchemaBytes of schemas it starts over.
+var argSchemas struct {
+	sync.Mutex
+	m     map[string]*jsonschema.Schema
+	bytes int
+}
+
+// argSchemaBytes bounds the schemas argSchemas keeps, by their size.
+const argSchemaBytes = 8 << 20
 
 type noSchemaLoader struct{}
 
@@ -32,20 +41,56 @@ func (noSchemaLoader) Load(u string) (any, error) {
 
 func argSchema(params json.RawMessage) *jsonschema.Schema {
 	key := string(params)
-	if v, ok := argSchemas.Load(key); ok {
-		s, _ := v.(*jsonschema.Schema)
-		return s
+	argSchemas.Lock()
+	sch, ok := argSchemas.m[key]
+	argSchemas.Unlock()
+	if ok {
+		return sch
 	}
-	var sch *jsonschema.Schema
-	if doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params)); err == nil {
+	if jsonDepth(params) > maxSchemaDepth {
+		// Compiling costs the square of the nesting (minutes at a few
+		// thousand levels): a schema that deep is not checked.
+	} else if doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params)); err == nil {
 		c := jsonschema.NewCompiler()
 		c.UseLoader(noSchemaLoader{})
 		if c.AddResource("tool.json", doc) == nil {
 			sch, _ = c.Compile("tool.json")
 		}
 	}
-	argSchemas.Store(key, sch)
+	argSchemas.Lock()
+	defer argSchemas.Unlock()
+	if _, ok := argSchemas.m[key]; !ok {
+		if argSchemas.m == nil || argSchemas.bytes+len(key) > argSchemaBytes {
+			argSchemas.m, argSchemas.bytes = map[string]*jsonschema.Schema{}, 0
+		}
+		argSchemas.m[key] = sch
+		argSchemas.bytes += len(key)
+	}
 	return sch
+}
+
+// maxSchemaDepth is the deepest nesting of a schema that is checked.
+const maxSchemaDepth = 64
+
+// jsonDepth is how deeply arrays and objects nest in b.
+func jsonDepth(b []byte) int {
+	depth, most, str, esc := 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case esc:
+			esc = false
+		case str:
+			esc, str = c == '\\', c != '"'
+		case c == '"':
+			str = true
+		case c == '{' || c == '[':
+			depth++
+			most = max(most, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return most
 }
 
 // argumentsError says, in one line, why args do not fit params; nil when

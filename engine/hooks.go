@@ -364,13 +364,22 @@ func (m *Machine) infer(ctx context.Context, mv *move) error {
 		am.Usage = &Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
 	}
 	seen := map[string]bool{}
-	for i, c := range resp.ToolCalls {
-		if c.ID == "" || seen[c.ID] || len(c.ID) > 256 {
-			// The conversation needs unique ids to pair results; make one
-			// that is stable for this answer.
-			c.ID = fmt.Sprintf("call_%d_%d", s.Head+1, i)
-		}
+	for _, c := range resp.ToolCalls {
 		seen[c.ID] = true
+	}
+	kept := map[string]bool{}
+	for i, c := range resp.ToolCalls {
+		if c.ID == "" || kept[c.ID] || len(c.ID) > 256 {
+			// The conversation needs unique ids to pair results; make one
+			// that is stable for this answer and that no call of it has
+			// (the model may have sent call_<seq>_<i> itself).
+			c.ID = fmt.Sprintf("call_%d_%d", s.Head+1, i)
+			for n := 1; seen[c.ID]; n++ {
+				c.ID = fmt.Sprintf("call_%d_%d_%d", s.Head+1, i, n)
+			}
+			seen[c.ID] = true
+		}
+		kept[c.ID] = true
 		if len(c.Arguments) == 0 {
 			c.Arguments = json.RawMessage(`{}`)
 		} else if !json.Valid(c.Arguments) {
