@@ -430,8 +430,15 @@ func (s *Session) Cancel(ctx context.Context, cause Cause, keepInbox bool) (bool
 	}
 	s.mu.Unlock()
 	// Idle: end a parked turn and discard input, with the machine to
-	// ourselves.
+	// ourselves. With nothing to end or discard (the turn another cause
+	// stopped has already ended) this cause is not recorded.
+	did := false
 	err := s.exclusive(func() error {
+		st := s.m.st
+		if !st.TurnOpen && (keepInbox || len(st.NextTurn)+len(st.NextStep) == 0) {
+			return nil
+		}
+		did = true
 		err := s.m.Abort(ctx, cause, keepInbox)
 		s.mu.Lock()
 		s.waiting = waitingCalls(s.m.st)
@@ -439,7 +446,7 @@ func (s *Session) Cancel(ctx context.Context, cause Cause, keepInbox bool) (bool
 		s.mu.Unlock()
 		return err
 	})
-	return err == nil, err
+	return did && err == nil, err
 }
 
 // RunMaintenance runs job while the session is idle (compaction and similar

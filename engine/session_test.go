@@ -458,6 +458,37 @@ func TestFirstCauseWins(t *testing.T) {
 	}
 }
 
+// The turn the first cause stopped may already have ended when the second
+// arrives (the driver is idle again): the second is still not recorded,
+// and nothing is appended for it.
+func TestLateCauseNotRecorded(t *testing.T) {
+	h := newHarness(t, &et.Scripted{Answer: et.Echo, PartialThenWait: "x"}, et.Calculator())
+	ctx := context.Background()
+	streaming := make(chan struct{})
+	var once sync.Once
+	h.sess.Watch(func(n engine.Notification) {
+		if n.Kind == engine.NoteLive && n.Live.Kind == "delta" {
+			once.Do(func() { close(streaming) })
+		}
+	})
+	h.sess.Send(ctx, "go")
+	<-streaming
+	if ok, err := h.sess.Cancel(ctx, engine.Cause{Kind: engine.CauseParent, Reason: "first"}, false); !ok || err != nil {
+		t.Fatalf("first cancel: %v %v", ok, err)
+	}
+	h.idle()
+	n := len(h.events())
+	for _, keep := range []bool{false, true} {
+		ok, err := h.sess.Cancel(ctx, engine.Cause{Kind: engine.CauseUser, Reason: "late"}, keep)
+		if ok || err != nil {
+			t.Fatalf("late cancel (keepInbox %v) on an idle session with nothing to end: %v %v, want false nil", keep, ok, err)
+		}
+	}
+	if got := len(h.events()); got != n {
+		t.Fatalf("late cancels appended: %d events, were %d", got, n)
+	}
+}
+
 func TestMaintenanceOnlyFromIdle(t *testing.T) {
 	g := newGate()
 	h := newHarness(t, &et.Scripted{Answer: et.Echo, Hold: g.hold}, et.Calculator())
