@@ -171,7 +171,7 @@ func TestApprovalAskThenDecide(t *testing.T) {
 			t.Fatalf("%d calls ran before the decision", n)
 		}
 		// The decision comes from a fresh machine (another process).
-		if err := r.env.Open(t).Decide(context.Background(), engine.Decision{CallID: "c1", Allow: true, Who: "alice"}); err != nil {
+		if err := r.env.Open(t).Decide(context.Background(), engine.Decision{CallID: "1.1.1", Allow: true, Who: "alice"}); err != nil {
 			t.Fatal(err)
 		}
 		if o := r.go_(t, rebuild); o != engine.Idle {
@@ -181,7 +181,7 @@ func TestApprovalAskThenDecide(t *testing.T) {
 	})
 	runs := 0
 	for _, c := range data[engine.ToolCallEvent](t, evs, engine.EvToolCall) {
-		if c.CallID == "c1" {
+		if c.CallID == "1.1.1" {
 			runs++
 		}
 	}
@@ -211,7 +211,7 @@ func TestApprovalDenyRules(t *testing.T) {
 		t.Fatalf("decisions %+v, want c1 denied and c2 allowed", ds)
 	}
 	for _, r := range data[engine.ToolResult](t, evs, engine.EvToolResult) {
-		if r.CallID == "c1" && r.Code != hostabi.CodeDenied {
+		if r.CallID == "1.1.1" && r.Code != hostabi.CodeDenied {
 			t.Errorf("c1 result code %q", r.Code)
 		}
 	}
@@ -228,7 +228,7 @@ func TestApprovalAlwaysIsRemembered(t *testing.T) {
 		if o := r.go_(t, rebuild); o != engine.Waiting {
 			t.Fatalf("outcome %v", o)
 		}
-		if err := r.env.Open(t).Decide(context.Background(), engine.Decision{CallID: "c1", Allow: true, Scope: hostabi.ScopeAlways, Who: "bob"}); err != nil {
+		if err := r.env.Open(t).Decide(context.Background(), engine.Decision{CallID: "1.1.1", Allow: true, Scope: hostabi.ScopeAlways, Who: "bob"}); err != nil {
 			t.Fatal(err)
 		}
 		r.go_(t, rebuild)

@@ -30,10 +30,10 @@ func TestAlwaysCoversTheOtherPendingCalls(t *testing.T) {
 	if o := env.RunRebuilding(t); o != engine.Waiting {
 		t.Fatalf("outcome %v, want waiting", o)
 	}
-	if err := env.Open(t).Decide(context.Background(), engine.Decision{CallID: "c1", Allow: true, Scope: hostabi.ScopeAlways, Who: "alice"}); err != nil {
+	if err := env.Open(t).Decide(context.Background(), engine.Decision{CallID: "1.1.1", Allow: true, Scope: hostabi.ScopeAlways, Who: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	if w := env.Open(t).State().Waiting(); len(w) != 1 || w[0] != "c3" {
+	if w := env.Open(t).State().Waiting(); len(w) != 1 || w[0] != "1.1.3" {
 		t.Fatalf("waiting %v after always on c1; want only c3 (another tool)", w)
 	}
 	var got []engine.ApprovalDecision
@@ -44,10 +44,10 @@ func TestAlwaysCoversTheOtherPendingCalls(t *testing.T) {
 			got = append(got, d)
 		}
 	}
-	if len(got) != 2 || got[1].CallID != "c2" || !got[1].Allow || got[1].Who != "alice" || got[1].Scope != hostabi.ScopeAlways {
+	if len(got) != 2 || got[1].CallID != "1.1.2" || !got[1].Allow || got[1].Who != "alice" || got[1].Scope != hostabi.ScopeAlways {
 		t.Fatalf("decisions %+v; want c1's and, by the same always, c2's", got)
 	}
-	if err := env.Open(t).Decide(context.Background(), engine.Decision{CallID: "c3", Allow: true}); err != nil {
+	if err := env.Open(t).Decide(context.Background(), engine.Decision{CallID: "1.1.3", Allow: true}); err != nil {
 		t.Fatal(err)
 	}
 	if o := env.RunRebuilding(t); o != engine.Idle {
@@ -73,8 +73,8 @@ func TestAlwaysWithEveryCallDecided(t *testing.T) {
 		t.Fatalf("outcome %v, want waiting", o)
 	}
 	if err := env.Open(t).Decide(context.Background(),
-		engine.Decision{CallID: "c1", Allow: true, Scope: hostabi.ScopeAlways, Who: "bob"},
-		engine.Decision{CallID: "c2", Allow: true, Scope: hostabi.ScopeAlways, Who: "bob"}); err != nil {
+		engine.Decision{CallID: "1.1.1", Allow: true, Scope: hostabi.ScopeAlways, Who: "bob"},
+		engine.Decision{CallID: "1.1.2", Allow: true, Scope: hostabi.ScopeAlways, Who: "bob"}); err != nil {
 		t.Fatal(err)
 	}
 	n := 0

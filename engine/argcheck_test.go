@@ -30,7 +30,7 @@ func TestBadArgumentsAreAnsweredBeforeAnyoneIsAsked(t *testing.T) {
 	if o := env.RunRebuilding(t); o != engine.Waiting {
 		t.Fatalf("outcome %v, want waiting for c3", o)
 	}
-	if w := env.Open(t).State().Waiting(); len(w) != 1 || w[0] != "c3" {
+	if w := env.Open(t).State().Waiting(); len(w) != 1 || w[0] != "1.1.3" {
 		t.Fatalf("waiting %v; want only c3, whose arguments fit", w)
 	}
 	res := map[string]engine.ToolResult{}
@@ -43,12 +43,12 @@ func TestBadArgumentsAreAnsweredBeforeAnyoneIsAsked(t *testing.T) {
 		case engine.EvApprovalRequest:
 			var a engine.ApprovalRequest
 			mustDecode(t, e, &a)
-			if len(a.CallIDs) != 1 || a.CallIDs[0] != "c3" {
+			if len(a.CallIDs) != 1 || a.CallIDs[0] != "1.1.3" {
 				t.Errorf("a person was asked about %v; want only c3", a.CallIDs)
 			}
 		}
 	}
-	for id, want := range map[string]string{"c1": "missing property 'value'", "c2": "value"} {
+	for id, want := range map[string]string{"1.1.1": "missing property 'value'", "1.1.2": "value"} {
 		r := res[id]
 		if !r.IsError || r.Code != hostabi.CodeBadArguments || r.Op != engine.HostOp || !strings.Contains(r.Content, want) || !strings.Contains(r.Content, "calc_add") {
 			t.Errorf("%s answered %+v; want the host's TOOL_BAD_ARGUMENTS naming %q", id, r, want)

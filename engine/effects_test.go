@@ -48,15 +48,15 @@ func TestBadEffectsAreRefused(t *testing.T) {
 		{"unknown kind", et.Static("bad", tool, nil, hostabi.Effect{Kind: "launch_missiles"}), `unknown kind "launch_missiles"`},
 		{"result for unknown call", et.Static("bad", tool, nil, hostabi.Effect{Kind: hostabi.KindResult, CallID: "nope", Content: "x"}), `call "nope" is not a call no op owns`},
 		{"duplicate result", et.Static("bad", tool, nil,
-			hostabi.Effect{Kind: hostabi.KindResult, CallID: "u1", Content: "x"},
-			hostabi.Effect{Kind: hostabi.KindResult, CallID: "u1", Content: "y"}), `call "u1" is answered twice`},
-		{"result for a call another op owns", et.Static("bad", tool, nil, hostabi.Effect{Kind: hostabi.KindResult, CallID: "c1", Content: "7"}), `call "c1" is not a call no op owns`},
-		{"field of another kind", et.Static("bad", tool, nil, hostabi.Effect{Kind: hostabi.KindResult, CallID: "u1", DelayMS: 3}), `result does not take field delay_ms`},
-		{"decision from an op that is not a guard", et.Static("bad", tool, nil, hostabi.Effect{Kind: hostabi.KindDecision, CallID: "c1", Allow: true}), `only guards decide calls`},
-		{"approval request from an op that is not a guard", et.Static("bad", tool, nil, hostabi.Effect{Kind: hostabi.KindApprovalRequest, CallIDs: []string{"c1"}}), `only guards decide calls`},
+			hostabi.Effect{Kind: hostabi.KindResult, CallID: "1.1.2", Content: "x"},
+			hostabi.Effect{Kind: hostabi.KindResult, CallID: "1.1.2", Content: "y"}), `call "1.1.2" is answered twice`},
+		{"result for a call another op owns", et.Static("bad", tool, nil, hostabi.Effect{Kind: hostabi.KindResult, CallID: "1.1.1", Content: "7"}), `call "1.1.1" is not a call no op owns`},
+		{"field of another kind", et.Static("bad", tool, nil, hostabi.Effect{Kind: hostabi.KindResult, CallID: "1.1.2", DelayMS: 3}), `result does not take field delay_ms`},
+		{"decision from an op that is not a guard", et.Static("bad", tool, nil, hostabi.Effect{Kind: hostabi.KindDecision, CallID: "1.1.1", Allow: true}), `only guards decide calls`},
+		{"approval request from an op that is not a guard", et.Static("bad", tool, nil, hostabi.Effect{Kind: hostabi.KindApprovalRequest, CallIDs: []string{"1.1.1"}}), `only guards decide calls`},
 		{"note with a refused list", et.Static("bad", tool, nil,
 			hostabi.Effect{Kind: hostabi.KindNote, Key: "k", Value: "v"},
-			hostabi.Effect{Kind: hostabi.KindResult, CallID: "c1", Content: "7"}), `call "c1" is not a call no op owns`},
+			hostabi.Effect{Kind: hostabi.KindResult, CallID: "1.1.1", Content: "7"}), `call "1.1.1" is not a call no op owns`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,10 +100,10 @@ func TestBadEffectsAreRefused(t *testing.T) {
 					}
 				}
 			}
-			if r := results["c1"]; r.Op != "calc" || r.Content != "7" {
+			if r := results["1.1.1"]; r.Op != "calc" || r.Content != "7" {
 				t.Errorf("c1 answered %+v, want calc's 7", r)
 			}
-			if r := results["u1"]; r.Op != "host" || r.Code != hostabi.CodeUnknownTool {
+			if r := results["1.1.2"]; r.Op != "host" || r.Code != hostabi.CodeUnknownTool {
 				t.Errorf("u1 answered %+v, want the host's %s", r, hostabi.CodeUnknownTool)
 			}
 		})
@@ -164,7 +164,7 @@ func TestApprovalRoundTrip(t *testing.T) {
 		t.Fatalf("outcome %v, want waiting", o)
 	}
 	m := env.Open(t)
-	if w := m.State().Waiting(); len(w) != 1 || w[0] != "c1" {
+	if w := m.State().Waiting(); len(w) != 1 || w[0] != "1.1.1" {
 		t.Fatalf("waiting %v, want [c1]", w)
 	}
 	// Nothing runs while the person decides.
@@ -172,12 +172,12 @@ func TestApprovalRoundTrip(t *testing.T) {
 		t.Fatalf("outcome %v, want still waiting", o)
 	}
 	// A decision for a call that is not waiting is refused.
-	err := env.Open(t).Decide(context.Background(), engine.Decision{CallID: "c3", Allow: true})
+	err := env.Open(t).Decide(context.Background(), engine.Decision{CallID: "1.1.3", Allow: true})
 	if !errors.Is(err, engine.ErrRefused) {
 		t.Fatalf("decide c3: %v, want ErrRefused", err)
 	}
 	before := len(env.Events(t))
-	if err := env.Open(t).Decide(context.Background(), engine.Decision{CallID: "c1", Allow: true, Who: "alice"}); err != nil {
+	if err := env.Open(t).Decide(context.Background(), engine.Decision{CallID: "1.1.1", Allow: true, Who: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	if o := env.RunRebuilding(t); o != engine.Idle {
@@ -189,10 +189,10 @@ func TestApprovalRoundTrip(t *testing.T) {
 		if e.Type == engine.EvToolCall {
 			var c engine.ToolCallEvent
 			mustDecode(t, e, &c)
-			if c.CallID == "c2" {
+			if c.CallID == "1.1.2" {
 				t.Errorf("denied call c2 ran")
 			}
-			if c.CallID == "c1" {
+			if c.CallID == "1.1.1" {
 				runs++
 			}
 		}

@@ -107,7 +107,7 @@ func TestOwnerCannotAnswerBeforeItsGuard(t *testing.T) {
 			t.Fatalf("seq %d: %s before anyone approved:\n%s", e.Seq, e.Type, et.Lines(env.Events(t)))
 		}
 	}
-	if err := env.Open(t).Decide(context.Background(), engine.Decision{CallID: "c1", Allow: true, Who: "alice"}); err != nil {
+	if err := env.Open(t).Decide(context.Background(), engine.Decision{CallID: "1.1.1", Allow: true, Who: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	if o := env.RunRebuilding(t); o != engine.Idle {
@@ -123,8 +123,8 @@ func TestOwnerCannotAnswerBeforeItsGuard(t *testing.T) {
 			result = e.Seq
 		}
 	}
-	if call == 0 || result < call || r.get("c1") != 1 {
-		t.Fatalf("tool/call at %d, result at %d, runs %d; want the intent before the result and one run:\n%s", call, result, r.get("c1"), et.Lines(evs))
+	if call == 0 || result < call || r.get("1.1.1") != 1 {
+		t.Fatalf("tool/call at %d, result at %d, runs %d; want the intent before the result and one run:\n%s", call, result, r.get("1.1.1"), et.Lines(evs))
 	}
 }
 
@@ -143,19 +143,19 @@ func TestPermissiveGuardCannotBypassApproval(t *testing.T) {
 		t.Fatalf("outcome %v, want waiting: approval asks about calc_add although yes-man allowed it", o)
 	}
 	st := env.Open(t).State()
-	if w := st.Waiting(); len(w) != 1 || w[0] != "c1" {
+	if w := st.Waiting(); len(w) != 1 || w[0] != "1.1.1" {
 		t.Fatalf("waiting %v, want [c1]", w)
 	}
-	if c := st.Call("c2"); !c.Done || c.Decision != "deny" {
+	if c := st.Call("1.1.2"); !c.Done || c.Decision != "deny" {
 		t.Fatalf("c2 %+v: approval's deny must win over yes-man's allow", c)
 	}
-	if r.get("c1")+r.get("c2") != 0 {
+	if r.get("1.1.1")+r.get("1.1.2") != 0 {
 		t.Fatal("a tool ran before every guard passed it")
 	}
-	env.Open(t).Decide(context.Background(), engine.Decision{CallID: "c1", Allow: true})
+	env.Open(t).Decide(context.Background(), engine.Decision{CallID: "1.1.1", Allow: true})
 	env.RunRebuilding(t)
-	if r.get("c1") != 1 || r.get("c2") != 0 {
-		t.Fatalf("runs c1 %d c2 %d, want 1 and 0", r.get("c1"), r.get("c2"))
+	if r.get("1.1.1") != 1 || r.get("1.1.2") != 0 {
+		t.Fatalf("runs c1 %d c2 %d, want 1 and 0", r.get("1.1.1"), r.get("1.1.2"))
 	}
 }
 
@@ -260,18 +260,18 @@ func TestCrashAtEveryAppendGoesOn(t *testing.T) {
 					results[res.CallID] = res
 				}
 			}
-			for _, id := range []string{"c1", "c2", "c3"} {
+			for _, id := range []string{"1.1.1", "1.1.2", "1.1.3"} {
 				res, ok := results[id]
 				if !ok {
 					t.Errorf("call %s has no result", id)
 				}
 				startedBefore := before.Call(id) != nil && before.Call(id).Started && !before.Call(id).Done
 				switch {
-				case id != "c2" && r.get(id) > 1:
+				case id != "1.1.2" && r.get(id) > 1:
 					t.Errorf("call %s (not idempotent) ran %d times", id, r.get(id))
-				case id != "c2" && startedBefore && res.Code != hostabi.CodeOutcomeUnknown:
+				case id != "1.1.2" && startedBefore && res.Code != hostabi.CodeOutcomeUnknown:
 					t.Errorf("call %s was cut off mid-run; answered %+v, want %s", id, res, hostabi.CodeOutcomeUnknown)
-				case id == "c2" && startedBefore && (res.Op != "calc" || r.get(id) != 2):
+				case id == "1.1.2" && startedBefore && (res.Op != "calc" || r.get(id) != 2):
 					t.Errorf("idempotent call c2 was cut off mid-run: answered %+v after %d runs, want a rerun by calc", res, r.get(id))
 				}
 			}
@@ -395,8 +395,8 @@ func TestResultOfAngleBracketsIsKept(t *testing.T) {
 	env.Create(t)
 	env.Send(t, "go")
 	env.RunRebuilding(t)
-	if r.get("c1") != 1 {
-		t.Fatalf("the tool ran %d times, want once", r.get("c1"))
+	if r.get("1.1.1") != 1 {
+		t.Fatalf("the tool ran %d times, want once", r.get("1.1.1"))
 	}
 	for _, e := range env.Events(t) {
 		if e.Type == engine.EvToolResult {

@@ -276,7 +276,7 @@ func (m *Machine) guards() []string {
 // the step's header.
 func (m *Machine) Request() *provider.Request {
 	s := m.st
-	req := &provider.Request{Messages: s.conversation(), Attempt: s.Attempts + 1}
+	req := &provider.Request{Messages: wireMessages(s.conversation()), Attempt: s.Attempts + 1}
 	if h := s.Header; h != nil {
 		req.Model, req.MaxTokens = h.Model, h.MaxTokens
 		for i, p := range h.PromptParts {
@@ -380,6 +380,7 @@ func (m *Machine) infer(ctx context.Context, mv *move) error {
 			seen[c.ID] = true
 		}
 		kept[c.ID] = true
+		c.ID, c.ModelID = CallKey(s.Turn, s.Step, i+1), c.ID
 		if len(c.Arguments) == 0 {
 			c.Arguments = json.RawMessage(`{}`)
 		} else if !json.Valid(c.Arguments) {

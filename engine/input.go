@@ -31,10 +31,23 @@ func (m *Machine) Enqueue(ctx context.Context, list string, msgs ...hostabi.Inpu
 	return ids, nil
 }
 
+// ErrChanged is wrapped by the refusal of a decision whose digest is not
+// the named call's: the person was shown another call.
+var ErrChanged = errors.New("engine: not the call that was shown")
+
+// ErrDecided is wrapped by the refusal of a decision for a call that was
+// decided already.
+var ErrDecided = errors.New("engine: already decided")
+
 // Decision is a person's (or another program's) answer to an approval
 // request.
 type Decision struct {
+	// CallID is the call's key (CallKey), never the model's id.
 	CallID string
+	// Digest, when set, is CallDigest of the tool and arguments the
+	// person was shown: the decision is recorded only if the call still
+	// has them.
+	Digest string
 	Allow  bool
 	Scope  string // hostabi.ScopeOnce (default) or hostabi.ScopeAlways
 	Who    string
@@ -65,6 +78,12 @@ func (m *Machine) Decide(ctx context.Context, ds ...Decision) error {
 		}
 		for _, d := range ds {
 			c := s.Call(d.CallID)
+			if c != nil && d.Digest != "" && d.Digest != CallDigest(c.Name, c.Arguments) {
+				return nil, fmt.Errorf("%w: call %s is %s %s, not the call that was shown; nothing was recorded", ErrChanged, d.CallID, c.Name, clip(string(c.Arguments), 120))
+			}
+			if c != nil && c.DecidedBy != "" && !c.Requested {
+				return nil, fmt.Errorf("%w: call %s was already decided: %s by %s", ErrDecided, d.CallID, verb(c.Decision), c.DecidedBy)
+			}
 			if c == nil || c.Done || !c.Requested || seen[d.CallID] {
 				why := "is not waiting for a decision"
 				if c != nil && (c.Done || c.Decision != "") && !c.Requested {
@@ -130,6 +149,22 @@ func (m *Machine) decideAlike(mv *move, c *CallState, d Decision, who string, sk
 			}
 		}
 	}
+}
+
+// verb says a decision ("allow", "deny") as done.
+func verb(decision string) string {
+	if decision == "allow" {
+		return "allowed"
+	}
+	return "denied"
+}
+
+// clip cuts s to n bytes for a message.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 // askers lists the guards whose approval request for c waits, in a stable
@@ -204,17 +239,30 @@ func (m *Machine) ChangePipeline(ctx context.Context, d PipelineChanged) error {
 // inbox is discarded (with canceled splices) and claimed input is dropped;
 // with it, claimed input goes back to the front of its list.
 func (m *Machine) Abort(ctx context.Context, cause Cause, keepInbox bool) error {
+	_, err := m.abortIfAny(ctx, cause, keepInbox)
+	return err
+}
+
+// abortIfAny is Abort reporting whether there was anything to end or
+// discard (as of the log's head): with nothing, nothing is appended.
+func (m *Machine) abortIfAny(ctx context.Context, cause Cause, keepInbox bool) (bool, error) {
 	discard := -1
 	if keepInbox {
 		discard = 0
 	}
-	return m.abort(ctx, cause, discard, discard)
+	return m.abortN(ctx, cause, discard, discard)
 }
 
 // abort is Abort discarding the first n items of each list (-1: all), so
 // that input sent after a cancellation is not discarded with it.
 func (m *Machine) abort(ctx context.Context, cause Cause, nTurn, nStep int) error {
+	_, err := m.abortN(ctx, cause, nTurn, nStep)
+	return err
+}
+
+func (m *Machine) abortN(ctx context.Context, cause Cause, nTurn, nStep int) (bool, error) {
 	keepInbox := nTurn == 0 && nStep == 0
+	did := false
 	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
 		s := m.st
 		if s.TurnOpen {
@@ -233,11 +281,12 @@ func (m *Machine) abort(ctx context.Context, cause Cause, nTurn, nStep int) erro
 				mv.add(EvInboxSpliced, InboxSpliced{List: l.name, Start: 0, Removed: n, Outcome: OutcomeCanceled})
 			}
 		}
+		did = len(mv.events) > 0
 		mv.sync = true
 		return nil, nil
 	})
 	m.partial = nil
-	return err
+	return did && err == nil, err
 }
 
 // closeTurn appends what closes the open turn: the kept partial answer,

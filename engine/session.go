@@ -137,7 +137,7 @@ func openSession(ctx context.Context, cfg Config, resolve Resolver) (*Session, e
 		m.reconfigure(rc)
 	}
 	s.m = m
-	s.waiting = waitingCalls(m.st)
+	s.waiting = WaitingCalls(m.st)
 	s.summary = Summarize(m.st)
 	return s, nil
 }
@@ -340,7 +340,7 @@ func (s *Session) drain(ctx context.Context) {
 		due := s.m.SnapshotDue()
 		s.phase = DriverIdle
 		s.cancel()
-		s.waiting = waitingCalls(s.m.st)
+		s.waiting = WaitingCalls(s.m.st)
 		s.summary = Summarize(s.m.st)
 		if le := s.m.st.LastEnd; s.lastErr == nil && le != nil && le.Reason == ReasonError && s.m.st.Turn > turnsBefore && !s.m.st.TurnOpen {
 			s.lastErr = &TurnError{Turn: le.Turn, Message: le.Error}
@@ -434,14 +434,10 @@ func (s *Session) Cancel(ctx context.Context, cause Cause, keepInbox bool) (bool
 	// stopped has already ended) this cause is not recorded.
 	did := false
 	err := s.exclusive(func() error {
-		st := s.m.st
-		if !st.TurnOpen && (keepInbox || len(st.NextTurn)+len(st.NextStep) == 0) {
-			return nil
-		}
-		did = true
-		err := s.m.Abort(ctx, cause, keepInbox)
+		var err error
+		did, err = s.m.abortIfAny(ctx, cause, keepInbox)
 		s.mu.Lock()
-		s.waiting = waitingCalls(s.m.st)
+		s.waiting = WaitingCalls(s.m.st)
 		s.summary = Summarize(s.m.st)
 		s.mu.Unlock()
 		return err
@@ -532,7 +528,7 @@ type Summary struct {
 // Summarize makes the summary of a folded state (status idle or waiting;
 // a driver knows whether it runs, see Session.Summary).
 func Summarize(st *State) Summary {
-	sum := Summary{ID: st.Session, Status: string(DriverIdle), Waiting: waitingCalls(st), Turns: st.Turn, TurnOpen: st.TurnOpen,
+	sum := Summary{ID: st.Session, Status: string(DriverIdle), Waiting: WaitingCalls(st), Turns: st.Turn, TurnOpen: st.TurnOpen,
 		Queued: len(st.NextTurn) + len(st.NextStep), Title: st.Title, Usage: st.Usage, LastActivity: st.LastActivity, Head: st.Head}
 	if len(sum.Waiting) > 0 {
 		sum.Status = "waiting"
@@ -559,7 +555,13 @@ func (s *Session) Summary() Summary {
 
 // WaitingCall is a tool call parked for a person's decision.
 type WaitingCall struct {
+	// ID is the call's key (CallKey); ModelID the id the model gave it
+	// (not unique: models reuse ids). Digest is CallDigest of Name and
+	// Arguments: a surface that shows the call sends it back with the
+	// decision.
 	ID        string          `json:"id"`
+	ModelID   string          `json:"model_id,omitempty"`
+	Digest    string          `json:"digest"`
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
 	// Owner is the op that offered the tool; Server and Annotations are
@@ -573,11 +575,12 @@ type WaitingCall struct {
 	Reason      string                   `json:"reason,omitempty"`
 }
 
-func waitingCalls(st *State) []WaitingCall {
+// WaitingCalls lists the calls of st waiting for a person's decision.
+func WaitingCalls(st *State) []WaitingCall {
 	var out []WaitingCall
 	for _, id := range st.Waiting() {
 		c := st.Call(id)
-		out = append(out, WaitingCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Owner: c.Owner, Server: c.Server, Annotations: c.Annotations,
+		out = append(out, WaitingCall{ID: c.ID, ModelID: c.ModelID, Digest: CallDigest(c.Name, c.Arguments), Name: c.Name, Arguments: c.Arguments, Owner: c.Owner, Server: c.Server, Annotations: c.Annotations,
 			AskedBy: c.AskedBy, Reason: c.AskReason})
 	}
 	return out
@@ -601,7 +604,7 @@ func (s *Session) Decide(ctx context.Context, ds ...Decision) error {
 	if err := s.exclusive(func() error {
 		err := s.m.Decide(ctx, ds...)
 		s.mu.Lock()
-		s.waiting = waitingCalls(s.m.st)
+		s.waiting = WaitingCalls(s.m.st)
 		s.summary = Summarize(s.m.st)
 		s.mu.Unlock()
 		return err
@@ -630,7 +633,7 @@ func (s *Session) Step(ctx context.Context) (Outcome, error) {
 		var err error
 		o, err = s.m.Advance(ctx)
 		s.mu.Lock()
-		s.waiting = waitingCalls(s.m.st)
+		s.waiting = WaitingCalls(s.m.st)
 		s.summary = Summarize(s.m.st)
 		s.mu.Unlock()
 		return err

@@ -301,11 +301,11 @@ func TestCancelDuringToolRecordsItsResult(t *testing.T) {
 			codes[r.CallID], contents[r.CallID] = r.Code, r.Content
 		}
 	}
-	if contents["c1"] != "slow work done" || codes["c1"] != "" {
-		t.Errorf("started call c1: %q %q, want its own result", contents["c1"], codes["c1"])
+	if contents["1.1.1"] != "slow work done" || codes["1.1.1"] != "" {
+		t.Errorf("started call c1: %q %q, want its own result", contents["1.1.1"], codes["1.1.1"])
 	}
-	if codes["c2"] != hostabi.CodeNotStarted {
-		t.Errorf("unstarted call c2: %q, want %s", codes["c2"], hostabi.CodeNotStarted)
+	if codes["1.1.2"] != hostabi.CodeNotStarted {
+		t.Errorf("unstarted call c2: %q, want %s", codes["1.1.2"], hostabi.CodeNotStarted)
 	}
 	ends := h.turnEnds()
 	if len(ends) != 1 || ends[0].Reason != engine.ReasonAborted || ends[0].Cause.Kind != engine.CauseParent || ends[0].Cause.Reason != "budget" {

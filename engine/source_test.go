@@ -239,7 +239,7 @@ func TestSourceIdempotencySurvivesACrash(t *testing.T) {
 			if o := env.RunRebuilding(t); o != engine.Idle {
 				t.Fatalf("outcome %v", o)
 			}
-			if got := r.get("c1"); got != tc.runs {
+			if got := r.get("1.1.1"); got != tc.runs {
 				t.Errorf("the tool ran %d times, want %d", got, tc.runs)
 			}
 			var res engine.ToolResult

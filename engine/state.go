@@ -146,7 +146,10 @@ type CallState struct {
 	AskReason string
 	// Decision is the overall decision: "deny" once any guard denied,
 	// "allow" once some guard allowed and none denied, else "".
-	Decision  string
+	Decision string
+	// DecidedBy is who recorded the latest decision that was not an op's
+	// (a person, the host, a client): "" if none.
+	DecidedBy string
 	Started   bool   // tool/call recorded
 	Writer    string // the incarnation that started it
 	Done      bool   // tool/result recorded
@@ -443,11 +446,26 @@ func (s *State) apply(e store.Event) error {
 			return s.corrupt(e.Seq, "an interrupted assistant message carries tool calls")
 		}
 		seen := map[string]bool{}
-		for _, c := range d.ToolCalls {
+		keyed := len(d.ToolCalls) > 0 && d.ToolCalls[0].ModelID != ""
+		for i, c := range d.ToolCalls {
 			if c.ID == "" || seen[c.ID] {
 				return s.corrupt(e.Seq, "tool call id %q is empty or repeated", c.ID)
 			}
 			seen[c.ID] = true
+			if keyed {
+				// Calls named by the host's keys (the model's ids are wire
+				// data): each key is the one its place gives it, so no two
+				// calls of the session share one.
+				if want := CallKey(s.Turn, s.Step, i+1); c.ID != want {
+					return s.corrupt(e.Seq, "tool call %d of the answer is keyed %q, not %q", i+1, c.ID, want)
+				}
+				if c.ModelID == "" || seen["\x00"+c.ModelID] {
+					return s.corrupt(e.Seq, "tool call %s has an empty or repeated model id %q", c.ID, c.ModelID)
+				}
+				seen["\x00"+c.ModelID] = true
+			} else if c.ModelID != "" {
+				return s.corrupt(e.Seq, "tool call %q has a model id, but the answer's first call has none", c.ID)
+			}
 			cs := &CallState{ToolCall: c}
 			if t := s.Header.tool(c.Name); t != nil {
 				cs.Owner, cs.Idempotent = t.Owner, t.Idempotent
@@ -549,6 +567,9 @@ func (s *State) apply(e store.Event) error {
 			v = "allow"
 		}
 		c.Verdicts[guard] = v
+		if !strings.HasPrefix(d.Who, "op:") {
+			c.DecidedBy = d.Who
+		}
 		delete(c.Asked, guard)
 		c.Requested = len(c.Asked) > 0
 		if v == "deny" || c.Decision == "" {

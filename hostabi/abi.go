@@ -325,9 +325,16 @@ type Message struct {
 
 // ToolCall is a call the model made.
 type ToolCall struct {
+	// ID names the call. In a session's log and in every view an op gets
+	// it is the host's call key, unique in the session (see engine.CallKey).
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
+	// ModelID is the id the model gave the call: wire data, sent back to
+	// the provider only (models repeat ids across turns, leave them empty
+	// or collide). Empty in logs written before call keys, whose IDs are
+	// the model's. Never part of an op's view.
+	ModelID string `json:"model_id,omitempty"`
 }
 
 // ToolSpec is a tool an op offers to the model. The model sees the name,

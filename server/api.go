@@ -30,6 +30,7 @@ const (
 	CodeNotFound        = "not_found"
 	CodeExists          = "exists"
 	CodeAlreadyDecided  = "already_decided"
+	CodeChanged         = "changed"
 	CodeNotWaiting      = "not_waiting"
 	CodeBusy            = "busy"
 	CodeTooLarge        = "too_large"
@@ -136,7 +137,13 @@ type Canceled struct {
 
 // Decision is one call's decision in a DecideRequest.
 type Decision struct {
+	// CallID is the call's key (the id of a waiting call), never the
+	// model's id.
 	CallID string `json:"call_id"`
+	// Digest is the waiting call's digest as the client showed it: the
+	// decision is recorded only if the call still has it (else 409
+	// "changed"). Every surface that shows a call sends it.
+	Digest string `json:"digest,omitempty"`
 	Allow  bool   `json:"allow"`
 	// Always remembers the decision for the tool in this session.
 	Always bool   `json:"always,omitempty"`

@@ -2,9 +2,14 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -275,4 +280,95 @@ func BenchmarkStreamFanOut(b *testing.B) {
 		b.ReportMetric(float64(head), "events")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkDecisionToPrompts measures, for 100 decisions, the time from a
+// client's decision (the API call) to its approval/decision event reaching
+// every open prompt: two followers over a Unix socket (the chat and wagent
+// run, to the owner) and two over TCP (the console's SSE). It reports the
+// median and p99 of the slowest follower per decision (issue 28).
+//
+//	go test ./server -run '^$' -bench DecisionToPrompts -benchtime 1x
+func BenchmarkDecisionToPrompts(b *testing.B) {
+	for range b.N {
+		decisionToPrompts(b)
+	}
+}
+
+func decisionToPrompts(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, err := server.New(server.Options{
+		Log: store.NewMemory(), Version: "bench", Token: "t", Base: engine.Config{Durability: engine.SyncNever},
+		Resolve: func(ctx context.Context, id string, c *engine.SessionCreated, secrets map[string]string) (engine.Config, error) {
+			p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
+			return engine.Config{Pipeline: p, Provider: &et.Scripted{Answer: et.Reuse}, Model: "m"}, err
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	tcp := httptest.NewServer(srv)
+	defer tcp.Close()
+	sock := filepath.Join(b.TempDir(), "owner.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := &http.Server{Handler: srv}
+	go hs.Serve(ln)
+	defer hs.Close()
+	unix := server.NewClient("http://owner", "t", &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, "unix", sock) },
+	}})
+	web := server.NewClient(tcp.URL, "t", nil)
+	if _, err := web.Create(ctx, &server.CreateRequest{ID: "d"}); err != nil {
+		b.Fatal(err)
+	}
+	// Each follower reports the calls whose decision it has seen.
+	const n = 100
+	followers := []*server.Client{unix, unix, web, web}
+	seen := make([]chan string, len(followers))
+	parked := make(chan struct{}, n+1)
+	for i, cl := range followers {
+		seen[i] = make(chan string, n)
+		go cl.StreamFrom(ctx, "d", 1, nil, func(ev server.StreamEvent) error {
+			if ev.Kind == "event" && ev.Event.Type == engine.EvApprovalDecision {
+				var d engine.ApprovalDecision
+				json.Unmarshal(ev.Event.Data, &d)
+				seen[i] <- d.CallID
+			}
+			if i == 0 && ev.Kind == "status" && ev.Status == "waiting" {
+				parked <- struct{}{}
+			}
+			return nil
+		})
+	}
+	lat := make([]time.Duration, 0, n)
+	for k := 1; k <= n; k++ {
+		if _, err := web.Input(ctx, "d", "send", fmt.Sprintf("add %d", k)); err != nil {
+			b.Fatal(err)
+		}
+		<-parked
+		s, err := web.Session(ctx, "d")
+		if err != nil || len(s.Waiting) != 1 {
+			b.Fatalf("turn %d: waiting %+v %v", k, s, err)
+		}
+		w := s.Waiting[0]
+		t0 := time.Now()
+		if _, err := web.Decide(ctx, "d", server.DecideRequest{Decisions: []server.Decision{{CallID: w.ID, Digest: w.Digest, Allow: true}}}); err != nil {
+			b.Fatal(err)
+		}
+		for _, ch := range seen {
+			if got := <-ch; got != w.ID {
+				b.Fatalf("a follower saw the decision of %s, want %s", got, w.ID)
+			}
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	cancel() // the followers leave before the servers close
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[n/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[n*99/100].Microseconds()), "p99-µs")
 }

@@ -329,6 +329,9 @@ func (s *Server) decideLock(id string) *sync.Mutex {
 	return m
 }
 
+// maxNote bounds a decision's note (the model reads it in the result).
+const maxNote = 8 << 10
+
 func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	var req DecideRequest
 	if !decodeBody(w, r, &req) {
@@ -347,7 +350,6 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	defer lock.Unlock()
 	decisions := req.Decisions
 	if req.All {
-		var waiting []string
 		list := sess.Waiting()
 		if s.remote() {
 			// The session parked in a worker, after this server opened it.
@@ -358,17 +360,14 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 			}
 			list = sum.Waiting
 		}
-		for _, c := range list {
-			waiting = append(waiting, c.ID)
-		}
-		if len(waiting) == 0 {
+		if len(list) == 0 {
 			writeError(w, http.StatusConflict, CodeNotWaiting, fmt.Sprintf("session %s is not waiting for a decision", sess.ID()))
 			return
 		}
 		d := req.Decisions[0]
 		decisions = nil
-		for _, id := range waiting {
-			decisions = append(decisions, Decision{CallID: id, Allow: d.Allow, Always: d.Always, Note: d.Note})
+		for _, c := range list {
+			decisions = append(decisions, Decision{CallID: c.ID, Digest: c.Digest, Allow: d.Allow, Always: d.Always, Note: d.Note})
 		}
 	}
 	who := req.Who
@@ -382,6 +381,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, CodeBadRequest, "a decision without a call_id (use \"all\": true to decide every waiting call)")
 			return
 		}
+		if len(d.Note) > maxNote {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("the note for call %s is %d bytes; a note may have at most %d", d.CallID, len(d.Note), maxNote))
+			return
+		}
 		if slices.Contains(ids, d.CallID) {
 			writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("call %s is decided twice in this request: send one decision per call", d.CallID))
 			return
@@ -390,12 +393,26 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		if d.Always {
 			scope = hostabi.ScopeAlways
 		}
-		ds = append(ds, engine.Decision{CallID: d.CallID, Allow: d.Allow, Scope: scope, Who: who, Note: d.Note})
+		ds = append(ds, engine.Decision{CallID: d.CallID, Digest: d.Digest, Allow: d.Allow, Scope: scope, Who: who, Note: d.Note})
 		ids = append(ids, d.CallID)
 	}
 	if err := sess.Decide(r.Context(), ds...); err != nil {
+		switch {
+		case errors.Is(err, engine.ErrChanged):
+			writeError(w, http.StatusConflict, CodeChanged, strings.TrimPrefix(err.Error(), engine.ErrChanged.Error()+": "))
+			return
+		case errors.Is(err, engine.ErrDecided):
+			writeError(w, http.StatusConflict, CodeAlreadyDecided, strings.TrimPrefix(err.Error(), engine.ErrDecided.Error()+": "))
+			return
+		}
 		if decided := s.alreadyDecided(r.Context(), sess.ID(), ids); decided != "" {
 			writeError(w, http.StatusConflict, CodeAlreadyDecided, decided)
+			return
+		}
+		if errors.Is(err, engine.ErrBusy) {
+			// Only a parked session waits for decisions: another client's
+			// answer let the turn go on.
+			writeError(w, http.StatusConflict, CodeNotWaiting, fmt.Sprintf("call %s is not waiting for a decision: session %s is running", strings.Join(ids, ", "), sess.ID()))
 			return
 		}
 		if errors.Is(err, engine.ErrRefused) {

@@ -34,7 +34,7 @@ import (
 func answer(req *provider.Request) et.Reply {
 	last := req.Messages[len(req.Messages)-1]
 	if last.Role == "user" && strings.Contains(last.Content, "add") {
-		return et.Reply{Calls: []hostabi.ToolCall{et.Call("c1", "calc_add", `{"value":2}`)}}
+		return et.Reply{Calls: []hostabi.ToolCall{et.Call("call_0", "calc_add", `{"value":2}`)}} // a reused id, as local servers send
 	}
 	if last.Role == "tool" {
 		return et.Reply{Text: "the total is " + last.Content}
@@ -160,7 +160,7 @@ func TestDecisionsFromTwoClientsAtOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = f.client.Decide(ctx, "s", server.DecideRequest{Decisions: []server.Decision{{CallID: "c1", Allow: i == 0}}, Who: fmt.Sprintf("client%d", i)})
+			_, errs[i] = f.client.Decide(ctx, "s", server.DecideRequest{Decisions: []server.Decision{{CallID: ap.Approvals[0].ID, Digest: ap.Approvals[0].Digest, Allow: i == 0}}, Who: fmt.Sprintf("client%d", i)})
 		}()
 	}
 	wg.Wait()

@@ -288,10 +288,10 @@ func TestPausedWorkerWakesUpAppending(t *testing.T) {
 			if !lateAfterHeir {
 				want = "" // the sleeper's result stands
 			}
-			if codes["c1"] != want {
-				t.Errorf("the call's result has code %q, want %q", codes["c1"], want)
+			if codes["1.1.1"] != want {
+				t.Errorf("the call's result has code %q, want %q", codes["1.1.1"], want)
 			}
-			if n := ops.count("p", "c1"); n != 1 {
+			if n := ops.count("p", "1.1.1"); n != 1 {
 				t.Errorf("the tool ran %d times, want once (the sleeper's run)", n)
 			}
 		})

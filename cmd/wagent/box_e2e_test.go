@@ -101,8 +101,8 @@ while [ ! -e a ] || [ ! -e b ] || [ ! -e c ]; do :; done; echo started`
 		t.Fatalf("run: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	res := toolResults(t, env, "esc")
-	if !strings.Contains(res["sh1"].Content, "started") {
-		t.Fatalf("the command did not start its escapes: %+v", res["sh1"])
+	if !strings.Contains(res["1.1.1"].Content, "started") {
+		t.Fatalf("the command did not start its escapes: %+v", res["1.1.1"])
 	}
 	if left := holders(tok); len(left) > 0 {
 		t.Fatalf("processes outlived the call and wagent:\n%s", strings.Join(left, "\n"))
@@ -135,7 +135,7 @@ func TestE2EBoxOwnerKilled(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("resume: exit %d\nstdout: %s\nstderr: %s\nfirst run: %s", r.code, r.stdout, r.stderr, out.String())
 	}
-	if x := toolResults(t, env, "kill")["sh1"]; !x.IsError || x.Code != "TOOL_OUTCOME_UNKNOWN" {
+	if x := toolResults(t, env, "kill")["1.1.1"]; !x.IsError || x.Code != "TOOL_OUTCOME_UNKNOWN" {
 		t.Errorf("the interrupted call's result %+v; want its outcome unknown", x)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "k.txt")); string(b) != "start\n" {
@@ -158,7 +158,7 @@ for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline /proc/[0-9]*/maps /proc/[0-9]
 	if r.code != exitOK {
 		t.Fatalf("run: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
-	x := toolResults(t, env, "peek")["sh1"]
+	x := toolResults(t, env, "peek")["1.1.1"]
 	if !strings.Contains(x.Content, "PATH=") {
 		t.Fatalf("the command did not run: %+v", x)
 	}

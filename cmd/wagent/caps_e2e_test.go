@@ -78,8 +78,8 @@ func TestE2ECodingSession(t *testing.T) {
 
 	// The read runs by itself; the edit waits.
 	r := run("run", "--session", id, "--provider", "script", "--script", script, "--pipeline", "agent.yaml", "go vet complains: fix it")
-	if r.code != exitWaiting || !strings.Contains(r.stdout, "edit1") || !strings.Contains(r.stdout, "wagent approve "+id+" edit1") {
-		t.Fatalf("run: exit %d, want 3 waiting for edit1\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	if r.code != exitWaiting || !strings.Contains(r.stdout, "1.2.1") || !strings.Contains(r.stdout, "wagent approve "+id+" 1.2.1") {
+		t.Fatalf("run: exit %d, want 3 waiting for 1.2.1\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	if b, _ := os.ReadFile(filepath.Join(project, "main.go")); !strings.Contains(string(b), `"%d\n"`) {
 		t.Fatalf("main.go changed before the edit was approved:\n%s", b)
@@ -90,8 +90,8 @@ func TestE2ECodingSession(t *testing.T) {
 		t.Fatalf("approve: exit %d\n%s%s", a.code, a.stdout, a.stderr)
 	}
 	r = run("resume", id)
-	if r.code != exitWaiting || !strings.Contains(r.stdout, "vet1") {
-		t.Fatalf("resume: exit %d, want 3 waiting for vet1\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	if r.code != exitWaiting || !strings.Contains(r.stdout, "1.3.1") {
+		t.Fatalf("resume: exit %d, want 3 waiting for 1.3.1\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	if b, _ := os.ReadFile(filepath.Join(project, "main.go")); !strings.Contains(string(b), `fmt.Printf("%s\n", "forty-two")`) {
 		t.Fatalf("main.go after the edit:\n%s", b)
@@ -116,13 +116,13 @@ func TestE2ECodingSession(t *testing.T) {
 	for _, x := range dataOf[engine.ToolResult](t, evs, engine.EvToolResult) {
 		res[x.CallID] = x
 	}
-	if x := res["read1"]; x.IsError || x.Op != "files" || !strings.Contains(x.Content, "     6\t\tfmt.Printf(\"%d\\n\", \"forty-two\")") {
+	if x := res["1.1.1"]; x.IsError || x.Op != "files" || !strings.Contains(x.Content, "     6\t\tfmt.Printf(\"%d\\n\", \"forty-two\")") {
 		t.Errorf("read_file result %+v", x)
 	}
-	if x := res["edit1"]; x.IsError || !strings.HasPrefix(x.Content, "edited main.go: replaced 1 occurrence (the first at line 6)") {
+	if x := res["1.2.1"]; x.IsError || !strings.HasPrefix(x.Content, "edited main.go: replaced 1 occurrence (the first at line 6)") {
 		t.Errorf("edit_file result %+v", x)
 	}
-	if x := res["vet1"]; x.IsError || x.Op != "shell" || !strings.HasPrefix(x.Content, "exit code 0 (") {
+	if x := res["1.3.1"]; x.IsError || x.Op != "shell" || !strings.HasPrefix(x.Content, "exit code 0 (") {
 		t.Errorf("shell result %+v", x)
 	}
 	// Who decided what: the read by the approval op's rule, the edit and
@@ -134,7 +134,7 @@ func TestE2ECodingSession(t *testing.T) {
 		}
 		who[d.CallID] = d.Who
 	}
-	if who["read1"] != "op:approval" || who["edit1"] == "" || strings.HasPrefix(who["edit1"], "op:") || who["vet1"] == "" || strings.HasPrefix(who["vet1"], "op:") {
+	if who["1.1.1"] != "op:approval" || who["1.2.1"] == "" || strings.HasPrefix(who["1.2.1"], "op:") || who["1.3.1"] == "" || strings.HasPrefix(who["1.3.1"], "op:") {
 		t.Errorf("deciders %v: the read by approval, the edit and the command by a person", who)
 	}
 	asked := 0

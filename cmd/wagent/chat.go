@@ -86,6 +86,9 @@ type chatter struct {
 	cl  *server.Client
 	id  string
 	rl  *readline.Instance
+	// in is what readline reads: the terminal, and the interrupts a
+	// decision recorded elsewhere injects to end an open prompt.
+	in  *promptInput
 	out *printer
 	cfg *config
 	// from is the next seq to show.
@@ -148,13 +151,14 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 		ch.from = info.Head + 1
 	}
 
+	ch.in = newPromptInput(env.stdin)
 	rl, err := readline.NewFromConfig(&readline.Config{
 		Prompt:            ch.prompt(),
 		HistoryFile:       historyFile(env),
 		HistorySearchFold: true,
 		InterruptPrompt:   "^C",
 		EOFPrompt:         "\n",
-		Stdin:             env.stdin,
+		Stdin:             ch.in,
 		Stdout:            env.stdout,
 		Stderr:            env.stderr,
 	})
@@ -322,13 +326,13 @@ func (ch *chatter) turn(parent context.Context, start func() error) error {
 			return apiFail(err)
 		}
 		ch.out.finish()
-		req, ok := ch.ask(info.Waiting)
+		ok, err := ch.ask(parent, info.Waiting)
+		if err != nil {
+			return err
+		}
 		if !ok {
 			ch.abort(engine.Cause{Kind: engine.CauseUser, Reason: "interrupted at the terminal"})
 			return nil
-		}
-		if _, err := ch.cl.Decide(parent, ch.id, req); err != nil {
-			return fail(exitFailure, "record decision: %v", apiFail(err))
 		}
 	}
 }
@@ -343,45 +347,141 @@ func (ch *chatter) abort(cause engine.Cause) {
 }
 
 // ask puts each waiting call to the person: y, n, always, or explain
-// (what the call is, who asks and why, its whole arguments). ok is false
-// when the person pressed Ctrl-C (or Ctrl-D): the turn is to end.
-func (ch *chatter) ask(waiting []engine.WaitingCall) (server.DecideRequest, bool) {
-	req := server.DecideRequest{Who: "terminal"}
+// (what the call is, who asks and why, its whole arguments). Each answer
+// is recorded at once, with the call's key and the digest of what the
+// prompt showed, so every other screen sees it. A call decided elsewhere
+// (another chat, the console, wagent approve, an always) is not asked
+// about, and an open prompt whose call is decided elsewhere ends at once
+// with a line saying who decided it. ok is false when the person pressed
+// Ctrl-C (or Ctrl-D): the turn is to end.
+func (ch *chatter) ask(ctx context.Context, waiting []engine.WaitingCall) (ok bool, err error) {
 	defer ch.rl.SetPrompt(ch.prompt())
 	c := ch.out.c
-	// An always decides the other waiting calls of its tool too (the
-	// owner applies it): they are not asked about.
-	always := map[string]bool{}
+	feed := watchDecisions(ctx, ch.cl, ch.id, ch.from)
+	defer func() {
+		feed.Stop()
+		close(feed.C) // nothing sends any more
+	}()
+	var mu sync.Mutex
+	elsewhere := map[string]engine.ApprovalDecision{}
+	mine := map[string]bool{}
+	asking := ""
+	arrived := make(chan struct{}) // closed and replaced at each decision from elsewhere
+	go func() {
+		for d := range feed.C {
+			mu.Lock()
+			if _, seen := elsewhere[d.CallID]; !seen && !mine[d.CallID] {
+				elsewhere[d.CallID] = d
+				if d.CallID == asking {
+					ch.in.interrupt()
+				}
+				close(arrived)
+				arrived = make(chan struct{})
+			}
+			mu.Unlock()
+		}
+	}()
+	var still map[string]bool // what the owner said still waits, after our last answer
+	decidedElse := func(w engine.WaitingCall) bool {
+		mu.Lock()
+		// A call our last answer decided too (an always): its decision is
+		// in the log and on its way; show it rather than a prompt.
+		for _, ok := elsewhere[w.ID]; still != nil && !still[w.ID] && !ok; _, ok = elsewhere[w.ID] {
+			wait := arrived
+			mu.Unlock()
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return false
+			}
+			mu.Lock()
+		}
+		d, done := elsewhere[w.ID]
+		if !done {
+			asking = w.ID
+		} else {
+			asking = ""
+		}
+		mu.Unlock()
+		if done {
+			tprintf(ch.env.stdout, "%s  %s%s\n", c.dim, decidedElsewhere(w, d), c.reset)
+		}
+		return done
+	}
+	record := func(w engine.WaitingCall, d server.Decision) error {
+		mu.Lock()
+		mine[w.ID], asking = true, ""
+		mu.Unlock()
+		res, err := ch.cl.Decide(ctx, ch.id, server.DecideRequest{Who: "terminal", Decisions: []server.Decision{d}})
+		if err != nil {
+			if !refusedDecision(err) {
+				return fail(exitFailure, "record decision: %v", apiFail(err))
+			}
+			tprintf(ch.env.stdout, "%s  %s%s\n", c.dim, render.OneLine(apiFail(err).Error(), 200), c.reset)
+			return nil
+		}
+		s := map[string]bool{}
+		for _, c := range res.Waiting {
+			s[c.ID] = true
+		}
+		mu.Lock()
+		still = s
+		mu.Unlock()
+		return nil
+	}
+	// readLine reads an answer; gone is true when the call was decided
+	// elsewhere meanwhile (the prompt was interrupted for it).
+	readLine := func(w engine.WaitingCall) (line string, gone bool, err error) {
+		for {
+			line, err := ch.rl.ReadLine()
+			if errors.Is(err, readline.ErrInterrupt) && ch.in.injected() {
+				if decidedElse(w) {
+					return "", true, nil
+				}
+				continue // a late interrupt for a prompt already answered
+			}
+			return line, false, err
+		}
+	}
 	for _, w := range waiting {
-		if always[w.Name] {
+		if decidedElse(w) {
 			continue
 		}
 		ch.rl.SetPrompt(render.Safe(fmt.Sprintf("allow %s %s? [y]es [n]o [a]lways [e]xplain: ", callTitle(w), render.Compact(string(w.Arguments), 100))))
+	answer:
 		for {
-			line, err := ch.rl.ReadLine()
+			line, gone, err := readLine(w)
+			if gone {
+				break
+			}
 			if err != nil {
-				return req, false
+				return false, nil
 			}
 			answer := strings.TrimSpace(line)
 			// "n REASON" denies with a reason on one line.
 			if word, reason, ok := strings.Cut(answer, " "); ok && (strings.EqualFold(word, "n") || strings.EqualFold(word, "no")) {
-				req.Decisions = append(req.Decisions, server.Decision{CallID: w.ID, Allow: false, Note: strings.TrimSpace(reason)})
+				if err := record(w, decisionFor(w, false, false, strings.TrimSpace(reason))); err != nil {
+					return false, err
+				}
 				break
 			}
+			var d server.Decision
 			switch strings.ToLower(answer) {
 			case "y", "yes":
-				req.Decisions = append(req.Decisions, server.Decision{CallID: w.ID, Allow: true})
+				d = decisionFor(w, true, false, "")
 			case "a", "always":
-				req.Decisions = append(req.Decisions, server.Decision{CallID: w.ID, Allow: true, Always: true})
-				always[w.Name] = true
+				d = decisionFor(w, true, true, "")
 			case "n", "no":
 				// Why, for the model (it reads it in the call's result).
 				ch.rl.SetPrompt("why? (the model reads it; Enter for no reason): ")
-				why, err := ch.rl.ReadLine()
-				if err != nil {
-					return req, false
+				why, gone, err := readLine(w)
+				if gone {
+					break answer
 				}
-				req.Decisions = append(req.Decisions, server.Decision{CallID: w.ID, Allow: false, Note: strings.TrimSpace(why)})
+				if err != nil {
+					return false, nil
+				}
+				d = decisionFor(w, false, false, strings.TrimSpace(why))
 			case "e", "explain", "?":
 				ch.explain(w)
 				continue
@@ -389,10 +489,13 @@ func (ch *chatter) ask(waiting []engine.WaitingCall) (server.DecideRequest, bool
 				tprintf(ch.env.stdout, "%s  y allows this call, n denies it (n REASON tells the model why), a allows it and every later call of %s in this session, e explains%s\n", c.dim, w.Name, c.reset)
 				continue
 			}
+			if err := record(w, d); err != nil {
+				return false, err
+			}
 			break
 		}
 	}
-	return req, true
+	return true, nil
 }
 
 func (ch *chatter) explain(w engine.WaitingCall) {

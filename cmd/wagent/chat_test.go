@@ -180,11 +180,11 @@ func TestChatPromptApprovalAndCommands(t *testing.T) {
 	s.typeKeys("please add 2\r")
 	s.waitFor(m, `allow calc_add {"value":2}? [y]es [n]o [a]lways [e]xplain:`)
 	s.typeKeys("e\r")
-	s.waitFor(m, "call call_1: calc_add, a tool of calculator")
+	s.waitFor(m, "call 2.1.1: calc_add, a tool of calculator")
 	s.waitFor(m, `"value": 2`)
 	m = s.mark()
 	s.typeKeys("y\r")
-	s.waitFor(m, "✓ call_1 allowed by terminal")
+	s.waitFor(m, "✓ 2.1.1 allowed by terminal")
 	s.waitFor(m, "→ calc_add")
 	s.waitFor(m, "← 2")
 	s.waitFor(m, "The total is 2.")
@@ -219,7 +219,7 @@ func TestChatPromptApprovalAndCommands(t *testing.T) {
 	s.waitFor(m, "in 5 turns")
 	m = s.mark()
 	s.typeKeys("/log\r")
-	for _, want := range []string{"user: hello there", "assistant: Hello! How can I help?", "result call_1", "turn 2 ended: completed"} {
+	for _, want := range []string{"user: hello there", "assistant: Hello! How can I help?", "result 2.1.1", "turn 2 ended: completed"} {
 		s.waitFor(m, want)
 	}
 	m = s.mark()
@@ -240,7 +240,7 @@ func TestChatPromptApprovalAndCommands(t *testing.T) {
 	for _, d := range ds {
 		got = append(got, fmt.Sprintf("%s %v %s %s", d.CallID, d.Allow, d.Scope, d.Who))
 	}
-	if want := []string{"call_1 true once terminal", "call_2 true always terminal", "call_3 true once op:approval"}; strings.Join(got, "|") != strings.Join(want, "|") {
+	if want := []string{"2.1.1 true once terminal", "3.1.1 true always terminal", "4.1.1 true once op:approval"}; strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("decisions %q, want %q: call_1 allowed and call_2 allowed always at the terminal, call_3 by the op", got, want)
 	}
 	var users []string
@@ -276,7 +276,7 @@ func TestChatDenyAtThePrompt(t *testing.T) {
 	s.waitFor(m, "why? (the model reads it; Enter for no reason):")
 	m = s.mark()
 	s.typeKeys("not before lunch\r")
-	s.waitFor(m, "✗ call_1 denied by terminal")
+	s.waitFor(m, "✗ 1.1.1 denied by terminal")
 	s.waitFor(m, "I was not allowed to add.")
 	s.waitFor(m, "› ")
 	s.typeKeys("\x04")
@@ -285,7 +285,7 @@ func TestChatDenyAtThePrompt(t *testing.T) {
 	}
 	evs := logEvents(t, env, "no")
 	ds := dataOf[engine.ApprovalDecision](t, evs, engine.EvApprovalDecision)
-	if len(ds) != 1 || ds[0].Allow || ds[0].Who != "terminal" || ds[0].CallID != "call_1" || ds[0].Note != "not before lunch" {
+	if len(ds) != 1 || ds[0].Allow || ds[0].Who != "terminal" || ds[0].CallID != "1.1.1" || ds[0].Note != "not before lunch" {
 		t.Fatalf("decisions %+v, want call_1 denied by the terminal, saying why", ds)
 	}
 	if calls := dataOf[engine.ToolCallEvent](t, evs, engine.EvToolCall); len(calls) != 0 {
@@ -413,8 +413,8 @@ func TestChatAlwaysCoversTheOtherWaitingCalls(t *testing.T) {
 		t.Fatalf("exit %d after Ctrl-D\n%s", code, s.text())
 	}
 	ds := dataOf[engine.ApprovalDecision](t, logEvents(t, env, "al"), engine.EvApprovalDecision)
-	if len(ds) != 2 || ds[1].CallID != "call_1" || !ds[1].Allow || ds[1].Who != "terminal" {
-		t.Fatalf("decisions %+v; want call_1 decided by the terminal's always on call_0", ds)
+	if len(ds) != 2 || ds[1].CallID != "1.1.2" || !ds[1].Allow || ds[1].Who != "terminal" {
+		t.Fatalf("decisions %+v; want 1.1.2 decided by the terminal's always on 1.1.1", ds)
 	}
 	if rs := dataOf[engine.ToolResult](t, logEvents(t, env, "al"), engine.EvToolResult); len(rs) != 2 || rs[1].Content != "5" {
 		t.Errorf("results %+v; want both calls run, the total 5", rs)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -24,10 +25,13 @@ func decideCommand(env *cliEnv, verb string) *cli.Command {
 	return &cli.Command{
 		Name:  verb,
 		Usage: map[bool]string{true: "allow tool calls a session is waiting on", false: "deny tool calls a session is waiting on"}[allow],
-		UsageText: fmt.Sprintf(`wagent %[1]s SESSION [CALL_ID...] [--all] [--always] [--note TEXT]
+		UsageText: fmt.Sprintf(`wagent %[1]s SESSION [CALL...] [--all] [--always] [--note TEXT]
+
+CALL is a waiting call's key (turn.step.index, as wagent log and the prompts
+show it), or the id the model gave it when no other waiting call has that id.
 
 Examples:
-   wagent %[1]s 20261130-a1b2c3 call_1
+   wagent %[1]s 20261130-a1b2c3 2.1.1
    wagent %[1]s 20261130-a1b2c3 --all
    wagent resume 20261130-a1b2c3     # then let the turn go on (a running owner goes on by itself)`, verb),
 		Flags: []cli.Flag{storeFlag,
@@ -37,7 +41,7 @@ Examples:
 			&cli.StringFlag{Name: "who", Usage: "who decides, recorded with the decision", Value: "cli"},
 		},
 		Action: func(c *cli.Context) error {
-			if err := needArgs(c, 1, -1, "SESSION [CALL_ID...] [--all]"); err != nil {
+			if err := needArgs(c, 1, -1, "SESSION [CALL...] [--all]"); err != nil {
 				return err
 			}
 			id := c.Args().First()
@@ -54,23 +58,31 @@ Examples:
 				return err
 			}
 			defer cn.close()
-			req := server.DecideRequest{All: c.Bool("all"), Who: c.String("who")}
-			if req.All {
-				req.Decisions = []server.Decision{{Allow: allow, Always: c.Bool("always"), Note: c.String("note")}}
+			info, err := cn.client.Session(ctx, id)
+			if err != nil {
+				return apiFail(err)
 			}
-			for _, cid := range ids {
-				req.Decisions = append(req.Decisions, server.Decision{CallID: cid, Allow: allow, Always: c.Bool("always"), Note: c.String("note")})
+			calls, err := pickCalls(id, info.Waiting, ids, c.Bool("all"))
+			if err != nil {
+				return err
+			}
+			// Each decision names the call's key and the digest of what is
+			// printed here: the owner records it only for that call.
+			req := server.DecideRequest{Who: c.String("who")}
+			for _, w := range calls {
+				d := server.Decision{CallID: w.ID, Allow: allow, Always: c.Bool("always"), Note: c.String("note")}
+				if w.Name != "" {
+					d.Digest = engine.CallDigest(w.Name, w.Arguments)
+				}
+				req.Decisions = append(req.Decisions, d)
 			}
 			res, err := cn.client.Decide(ctx, id, req)
 			if err != nil {
-				if server.IsCode(err, server.CodeNotWaiting) && req.All {
-					return fail(exitFailure, "session %s is not waiting for a decision", id)
-				}
 				return apiFail(err)
 			}
 			past := map[bool]string{true: "allowed", false: "denied"}[allow]
-			for _, cid := range res.Decided {
-				tprintf(env.stdout, "%s %s\n", past, cid)
+			for _, w := range calls {
+				tprintf(env.stdout, "%s %s %s %s\n", past, w.ID, callTitle(w), render.Compact(string(w.Arguments), 120))
 			}
 			switch {
 			case len(res.Waiting) > 0:
@@ -89,6 +101,43 @@ Examples:
 			return nil
 		},
 	}
+}
+
+// pickCalls finds the waiting calls named by keys (or by the model's id,
+// when exactly one waiting call has it), or all of them.
+func pickCalls(session string, waiting []engine.WaitingCall, names []string, all bool) ([]engine.WaitingCall, error) {
+	if len(waiting) == 0 {
+		return nil, fail(exitFailure, "session %s is not waiting for a decision", session)
+	}
+	if all {
+		return waiting, nil
+	}
+	var out []engine.WaitingCall
+	for _, n := range names {
+		i := slices.IndexFunc(waiting, func(w engine.WaitingCall) bool { return w.ID == n })
+		if i < 0 {
+			var by []string
+			for j, w := range waiting {
+				if w.ModelID == n {
+					i = j
+					by = append(by, w.ID)
+				}
+			}
+			if len(by) > 1 {
+				return nil, fail(exitUsage, "%s is the model's id of calls %s: name one by its key", n, strings.Join(by, " "))
+			}
+		}
+		if i < 0 {
+			// Let the owner say why (decided already, and by whom).
+			out = append(out, engine.WaitingCall{ID: n})
+			continue
+		}
+		if slices.ContainsFunc(out, func(w engine.WaitingCall) bool { return w.ID == waiting[i].ID }) {
+			return nil, fail(exitUsage, "call %s is named twice", waiting[i].ID)
+		}
+		out = append(out, waiting[i])
+	}
+	return out, nil
 }
 
 func ownerPID(ctx context.Context, cn *conn) int {

@@ -247,25 +247,25 @@ func TestE2EBinaryDenyWordAndCalculator(t *testing.T) {
 	for _, c := range dataOf[engine.ToolCallEvent](t, evs, engine.EvToolCall) {
 		ran[c.CallID] = c
 	}
-	if _, ok := ran["call_bad"]; ok {
+	if _, ok := ran["1.1.1"]; ok {
 		t.Errorf("the denied call ran")
 	}
-	if c, ok := ran["call_ok"]; !ok || c.Op != "calculator" || c.Name != "calc_add" {
-		t.Errorf("call_ok tool/call %+v (present %v), want run by calculator", c, ok)
+	if c, ok := ran["1.1.2"]; !ok || c.Op != "calculator" || c.Name != "calc_add" {
+		t.Errorf("1.1.2 tool/call %+v (present %v), want run by calculator", c, ok)
 	}
 	res := map[string]engine.ToolResult{}
 	for _, x := range dataOf[engine.ToolResult](t, evs, engine.EvToolResult) {
 		res[x.CallID] = x
 	}
-	if x := res["call_bad"]; x.Code != hostabi.CodeDenied || !x.IsError || !strings.Contains(x.Content, "666") {
-		t.Errorf("call_bad result %+v, want TOOL_DENIED naming the word", x)
+	if x := res["1.1.1"]; x.Code != hostabi.CodeDenied || !x.IsError || !strings.Contains(x.Content, "666") {
+		t.Errorf("1.1.1 result %+v, want TOOL_DENIED naming the word", x)
 	}
-	if x := res["call_ok"]; x.Content != "40" || x.IsError || x.Op != "calculator" {
-		t.Errorf("call_ok result %+v, want the total 40 from calculator", x)
+	if x := res["1.1.2"]; x.Content != "40" || x.IsError || x.Op != "calculator" {
+		t.Errorf("1.1.2 result %+v, want the total 40 from calculator", x)
 	}
 	decided := false
 	for _, d := range dataOf[engine.ApprovalDecision](t, evs, engine.EvApprovalDecision) {
-		if d.CallID == "call_bad" && !d.Allow && strings.Contains(d.Who, "deny-word") {
+		if d.CallID == "1.1.1" && !d.Allow && strings.Contains(d.Who, "deny-word") {
 			decided = true
 		}
 	}
@@ -310,8 +310,8 @@ func TestE2EBinaryApprovalWaitsWithoutTerminal(t *testing.T) {
 	}
 	for _, want := range []string{
 		"session " + id + " is waiting",
-		"call_ask",
-		"wagent approve " + id + " call_ask",
+		"1.1.1",
+		"wagent approve " + id + " 1.1.1",
 		"wagent resume " + id,
 	} {
 		if !strings.Contains(r.stdout, want) {
@@ -326,7 +326,7 @@ func TestE2EBinaryApprovalWaitsWithoutTerminal(t *testing.T) {
 		t.Errorf("%d tool calls ran while waiting for approval", n)
 	}
 	reqs := dataOf[engine.ApprovalRequest](t, evs, engine.EvApprovalRequest)
-	if len(reqs) != 1 || len(reqs[0].CallIDs) != 1 || reqs[0].CallIDs[0] != "call_ask" {
-		t.Errorf("approval requests %+v, want one for call_ask", reqs)
+	if len(reqs) != 1 || len(reqs[0].CallIDs) != 1 || reqs[0].CallIDs[0] != "1.1.1" {
+		t.Errorf("approval requests %+v, want one for 1.1.1", reqs)
 	}
 }

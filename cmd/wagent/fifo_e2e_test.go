@@ -46,10 +46,10 @@ func TestE2EReadFileOnAFIFOFinishes(t *testing.T) {
 	for _, x := range dataOf[engine.ToolResult](t, evs, engine.EvToolResult) {
 		res[x.CallID] = x
 	}
-	if x := res["read1"]; !x.IsError || x.Op != "files" || x.Content != "x.fifo is a named pipe (FIFO) or a socket, not a regular file: only regular files and directories are opened" {
+	if x := res["1.1.1"]; !x.IsError || x.Op != "files" || x.Content != "x.fifo is a named pipe (FIFO) or a socket, not a regular file: only regular files and directories are opened" {
 		t.Errorf("read_file x.fifo result %+v, want the error result naming the FIFO", x)
 	}
-	if x := res["grep1"]; x.IsError || x.Content != "notes.txt:1: the needle is here\n" {
+	if x := res["1.2.1"]; x.IsError || x.Content != "notes.txt:1: the needle is here\n" {
 		t.Errorf("grep result %+v, want the regular file's match", x)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/internal/fakeopenai"
+	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/badger"
 )
@@ -113,7 +115,7 @@ func TestApprovalRoundTrip(t *testing.T) {
 	if r.code != exitWaiting {
 		t.Fatalf("run: exit %d, want 3\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"session trip is waiting", "add-1", "wagent approve trip add-1", "wagent resume trip"} {
+	for _, want := range []string{"session trip is waiting", "1.1.1", "wagent approve trip 1.1.1", "wagent resume trip"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("run output lacks %q:\n%s", want, r.stdout)
 		}
@@ -126,8 +128,8 @@ func TestApprovalRoundTrip(t *testing.T) {
 	if r := wag(t, home, "approve", "trip", "total-1"); r.code != exitFailure {
 		t.Errorf("approve of a call not waiting: exit %d", r.code)
 	}
-	r = wag(t, home, "approve", "trip", "add-1")
-	if r.code != exitOK || !strings.Contains(r.stdout, "allowed add-1") {
+	r = wag(t, home, "approve", "trip", "add-1") // the model's id, unambiguous among the waiting calls
+	if r.code != exitOK || !strings.Contains(r.stdout, "allowed 1.1.1 calc_add") {
 		t.Fatalf("approve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = wag(t, home, "resume", "trip")
@@ -135,7 +137,7 @@ func TestApprovalRoundTrip(t *testing.T) {
 		t.Fatalf("resume: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	evs := events(t, home, "trip")
-	adds := count(evs, engine.EvToolCall, func(d json.RawMessage) bool { return strings.Contains(string(d), `"add-1"`) })
+	adds := count(evs, engine.EvToolCall, func(d json.RawMessage) bool { return strings.Contains(string(d), `"1.1.1"`) })
 	if adds != 1 {
 		t.Errorf("calc_add ran %d times, want exactly once", adds)
 	}
@@ -151,7 +153,7 @@ func TestApprovalRoundTrip(t *testing.T) {
 	}
 	// The log renders as turns and steps.
 	r = wag(t, home, "log", "trip")
-	for _, want := range []string{"turn 1", "step 1", "user: add 40", "approval asked for add-1 by policy", "add-1 allowed by cli", "result add-1: 40", "turn 1 ended: completed"} {
+	for _, want := range []string{"turn 1", "step 1", "user: add 40", "approval asked for 1.1.1 by policy", "1.1.1 allowed by cli", "result 1.1.1: 40", "turn 1 ended: completed"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("log lacks %q:\n%s", want, r.stdout)
 		}
@@ -181,7 +183,7 @@ func TestDenyFromAnotherShell(t *testing.T) {
 		t.Fatalf("resume: %d %s", r.code, r.stderr)
 	}
 	evs := events(t, home, "d")
-	if n := count(evs, engine.EvToolCall, func(d json.RawMessage) bool { return strings.Contains(string(d), "add-1") }); n != 0 {
+	if n := count(evs, engine.EvToolCall, func(d json.RawMessage) bool { return strings.Contains(string(d), "1.1.1") }); n != 0 {
 		t.Errorf("denied call ran %d times", n)
 	}
 	if n := count(evs, engine.EvToolResult, func(d json.RawMessage) bool { return strings.Contains(string(d), "TOOL_DENIED") }); n != 1 {
@@ -292,25 +294,28 @@ func TestVersionAndInspect(t *testing.T) {
 	}
 }
 
-// At a terminal, run asks about each waiting call; the answers become
-// decisions (always included) and bad input is asked again.
+// At a terminal, run asks about each waiting call; each answer is recorded
+// at once, with the call's key and the digest of what was shown (always
+// included), and bad input is asked again.
 func TestAskDecisions(t *testing.T) {
 	var out bytes.Buffer
 	env := &cliEnv{stdout: &out}
 	in := newLineReader(strings.NewReader("maybe\ny\nA\nno\n"))
 	ctx := context.Background()
-	ds, err := askDecisions(ctx, env, in, []engine.WaitingCall{
-		{ID: "c1", Name: "calc_add", Arguments: json.RawMessage(`{"value":1}`)},
-		{ID: "c2", Name: "calc_total", Arguments: json.RawMessage(`{}`)},
-		{ID: "c3", Name: "calc_divide", Arguments: json.RawMessage(`{"value":0}`)},
-	})
-	if err != nil {
+	calls := []engine.WaitingCall{
+		{ID: "1.1.1", Name: "calc_add", Arguments: json.RawMessage(`{"value":1}`)},
+		{ID: "1.1.2", Name: "calc_total", Arguments: json.RawMessage(`{}`)},
+		{ID: "1.1.3", Name: "calc_divide", Arguments: json.RawMessage(`{"value":0}`)},
+	}
+	var ds []server.Decision
+	record := func(d server.Decision) (*server.Decided, error) { ds = append(ds, d); return &server.Decided{}, nil }
+	if err := askDecisions(ctx, env, in, calls, nil, record); err != nil {
 		t.Fatal(err)
 	}
-	want := []engine.Decision{
-		{CallID: "c1", Allow: true, Who: "terminal"},
-		{CallID: "c2", Allow: true, Scope: "always", Who: "terminal"},
-		{CallID: "c3", Allow: false, Who: "terminal"},
+	want := []server.Decision{
+		{CallID: "1.1.1", Digest: engine.CallDigest("calc_add", json.RawMessage(`{"value":1}`)), Allow: true},
+		{CallID: "1.1.2", Digest: engine.CallDigest("calc_total", json.RawMessage(`{}`)), Allow: true, Always: true},
+		{CallID: "1.1.3", Digest: engine.CallDigest("calc_divide", json.RawMessage(`{"value":0}`)), Allow: false},
 	}
 	if diff := cmp.Diff(want, ds); diff != "" {
 		t.Errorf("decisions (-want +got):\n%s", diff)
@@ -319,14 +324,108 @@ func TestAskDecisions(t *testing.T) {
 		t.Errorf("the unclear answer was not asked again:\n%s", out.String())
 	}
 	// No answer at all (end of input) leaves the session waiting.
-	_, err = askDecisions(ctx, env, newLineReader(strings.NewReader("")), nil)
-	if err != nil {
+	if err := askDecisions(ctx, env, newLineReader(strings.NewReader("")), nil, nil, record); err != nil {
 		t.Errorf("no calls: %v", err)
 	}
-	_, err = askDecisions(ctx, env, newLineReader(strings.NewReader("")), []engine.WaitingCall{{ID: "c1", Name: "x"}})
+	err := askDecisions(ctx, env, newLineReader(strings.NewReader("")), []engine.WaitingCall{{ID: "1.1.1", Name: "x"}}, nil, record)
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != exitWaiting {
 		t.Errorf("end of input: %v, want exit 3", err)
+	}
+}
+
+// Issue 28, defect 2: a call decided elsewhere while its prompt is open
+// ends that prompt at once, saying who decided it; a call decided
+// elsewhere before its turn to be asked is not asked about; the person's
+// next answer goes to the next call still waiting.
+func TestAskDecisionsDecidedElsewhere(t *testing.T) {
+	var out lockedBuffer
+	env := &cliEnv{stdout: &out}
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	in := newLineReader(pr)
+	calls := []engine.WaitingCall{
+		{ID: "2.1.1", Name: "calc_add", Arguments: json.RawMessage(`{"value":7}`)},
+		{ID: "2.1.2", Name: "calc_multiply", Arguments: json.RawMessage(`{"value":3}`)},
+		{ID: "2.1.3", Name: "calc_total", Arguments: json.RawMessage(`{}`)},
+	}
+	feed := make(chan engine.ApprovalDecision, 4)
+	var ds []server.Decision
+	done := make(chan error, 1)
+	go func() {
+		done <- askDecisions(context.Background(), env, in, calls, feed, func(d server.Decision) (*server.Decided, error) {
+			ds = append(ds, d)
+			return &server.Decided{}, nil
+		})
+	}()
+	// The prompt for 2.1.1 is open (nothing typed); the console allows
+	// it, and wagent approve denies 2.1.2.
+	waitOutput(t, &out, "allow calc_add")
+	feed <- engine.ApprovalDecision{CallID: "2.1.2", Allow: false, Who: "cli", Note: "no"}
+	feed <- engine.ApprovalDecision{CallID: "2.1.1", Allow: true, Who: "console"}
+	waitOutput(t, &out, "allow calc_total")
+	io.WriteString(pw, "y\n")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, s := range []string{"2.1.1 calc_add {\"value\":7} was allowed by console", "2.1.2 calc_multiply {\"value\":3} was denied by cli (no)"} {
+		if !strings.Contains(got, s) {
+			t.Errorf("output lacks %q:\n%s", s, got)
+		}
+	}
+	if strings.Contains(got, "allow calc_multiply") {
+		t.Errorf("asked about a call decided elsewhere:\n%s", got)
+	}
+	if len(ds) != 1 || ds[0].CallID != "2.1.3" || !ds[0].Allow {
+		t.Errorf("decisions %+v, want only 2.1.3 allowed", ds)
+	}
+}
+
+type lockedBuffer struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{} // a value after each write (never blocks the writer)
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wrote == nil {
+		l.wrote = make(chan struct{}, 1)
+	}
+	select {
+	case l.wrote <- struct{}{}:
+	default:
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *lockedBuffer) writes() chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wrote == nil {
+		l.wrote = make(chan struct{}, 1)
+	}
+	return l.wrote
+}
+
+// waitOutput waits, write by write, until out has shown s.
+func waitOutput(t *testing.T, out *lockedBuffer, s string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for !strings.Contains(out.String(), s) {
+		select {
+		case <-out.writes():
+		case <-timeout:
+			t.Fatalf("no %q in:\n%s", s, out.String())
+		}
 	}
 }
 

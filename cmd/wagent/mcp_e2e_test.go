@@ -122,11 +122,11 @@ func TestE2EBinaryMCPServers(t *testing.T) {
 	if r.code != exitWaiting {
 		t.Fatalf("run: exit %d, want 3\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
-	if want := "call_read  read_text_file on MCP server files (files__read_text_file, read-only)"; !strings.Contains(r.stdout, want) {
+	if want := "1.1.2  read_text_file on MCP server files (files__read_text_file, read-only)"; !strings.Contains(r.stdout, want) {
 		t.Errorf("the waiting list does not name server and tool (%q):\n%s", want, r.stdout)
 	}
 	// 2. Another process decides; 3. resume runs both calls.
-	if r := exe(t, env, "approve", id, "call_read"); r.code != exitOK {
+	if r := exe(t, env, "approve", id, "1.1.2"); r.code != exitOK {
 		t.Fatalf("approve: exit %d: %s", r.code, r.stderr)
 	}
 	if r := exe(t, env, "resume", id); r.code != exitOK || !strings.Contains(r.stdout, "Your notes say the secret word is wasm.") {
@@ -137,22 +137,22 @@ func TestE2EBinaryMCPServers(t *testing.T) {
 	for _, x := range dataOf[engine.ToolResult](t, evs, engine.EvToolResult) {
 		res[x.CallID] = x
 	}
-	if x := res["call_echo"]; x.Content != "Echo: hello from the model" || x.Op != "mcp.everything" {
+	if x := res["1.1.1"]; x.Content != "Echo: hello from the model" || x.Op != "mcp.everything" {
 		t.Errorf("echo result %+v", x)
 	}
-	if x := res["call_read"]; x.Content != "the secret word is wasm\n" || x.Op != "mcp.files" || x.IsError {
+	if x := res["1.1.2"]; x.Content != "the secret word is wasm\n" || x.Op != "mcp.files" || x.IsError {
 		t.Errorf("read result %+v", x)
 	}
 	var who string
 	for _, d := range dataOf[engine.ApprovalDecision](t, evs, engine.EvApprovalDecision) {
-		if d.CallID == "call_read" {
+		if d.CallID == "1.1.2" {
 			who = d.Who
 		}
 	}
 	if who != "cli" {
-		t.Errorf("call_read decided by %q, want the approve command", who)
+		t.Errorf("1.1.2 decided by %q, want the approve command", who)
 	}
-	if lr := exe(t, env, "log", id); !strings.Contains(lr.stdout, "call call_read read_text_file on MCP server files (files__read_text_file, read-only)") {
+	if lr := exe(t, env, "log", id); !strings.Contains(lr.stdout, "call 1.1.2 read_text_file on MCP server files (files__read_text_file, read-only)") {
 		t.Errorf("wagent log does not name server and tool:\n%s", lr.stdout)
 	}
 
@@ -193,10 +193,10 @@ func TestE2EBinaryMCPServers(t *testing.T) {
 		syscall.Kill(pid, syscall.SIGKILL)
 		return pid
 	}
-	waitEvent(engine.EvToolCall, "call_slow")
+	waitEvent(engine.EvToolCall, "2.1.1")
 	first := killServer(0, 700*time.Millisecond)
 	second := killServer(first, 2500*time.Millisecond)
-	waitEvent(engine.EvToolResult, "call_slow")
+	waitEvent(engine.EvToolResult, "2.1.1")
 	go func() {
 		for lines.Scan() {
 		}
@@ -207,7 +207,7 @@ func TestE2EBinaryMCPServers(t *testing.T) {
 	evs = logEvents(t, env, id)
 	var slow engine.ToolResult
 	for _, x := range dataOf[engine.ToolResult](t, evs, engine.EvToolResult) {
-		if x.CallID == "call_slow" {
+		if x.CallID == "2.1.1" {
 			slow = x
 		}
 	}
@@ -232,7 +232,7 @@ func TestE2EBinaryMCPServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines = bufio.NewScanner(out)
-	waitEvent(engine.EvToolCall, "call_brief")
+	waitEvent(engine.EvToolCall, "3.1.1")
 	servers := children(cmd.Process.Pid, "mcp-server")
 	if len(servers) != 2 {
 		t.Errorf("servers %v, want everything and files", servers)
@@ -253,11 +253,11 @@ func TestE2EBinaryMCPServers(t *testing.T) {
 	evs = logEvents(t, env, id)
 	var rerun bool
 	for _, c := range dataOf[engine.ToolCallEvent](t, evs, engine.EvToolCall) {
-		rerun = rerun || c.CallID == "call_brief" && c.Rerun
+		rerun = rerun || c.CallID == "3.1.1" && c.Rerun
 	}
 	var brief engine.ToolResult
 	for _, x := range dataOf[engine.ToolResult](t, evs, engine.EvToolResult) {
-		if x.CallID == "call_brief" {
+		if x.CallID == "3.1.1" {
 			brief = x
 		}
 	}

@@ -247,7 +247,7 @@ func TestDetachedRunsOnWorkers(t *testing.T) {
 	for _, id := range ids {
 		waitUntil(t, 60*time.Second, id+" to wait for its approval", func() bool {
 			r := wag(t, home, "sessions", "--store", url, "--json")
-			return strings.Contains(r.stdout, `"session":"`+id+`","status":"waiting for 1 approval: add-1"`)
+			return strings.Contains(r.stdout, `"session":"`+id+`","status":"waiting for 1 approval: 1.1.1"`)
 		})
 		r := wag(t, home, "approve", "--store", url, id, "--all")
 		if r.code != exitOK || !strings.Contains(r.stdout, "a worker goes on") {

@@ -178,7 +178,7 @@ func TestErrorResultsAndMultiLineReplies(t *testing.T) {
 		t.Errorf("the error result is not marked:\n%s", r.stdout)
 	}
 	lg := wag(t, home, "log", "e")
-	if !strings.Contains(lg.stdout, "result c1 (error)") {
+	if !strings.Contains(lg.stdout, "result 1.1.1 (error)") {
 		t.Errorf("wagent log does not mark the error result:\n%s", lg.stdout)
 	}
 	if !strings.Contains(lg.stdout, "assistant: first line\n      second line\n") {

@@ -250,12 +250,7 @@ func (p *printer) waiting(calls []engine.WaitingCall) {
 }
 
 func (p *printer) waitingIDs(st *engine.State) {
-	var calls []engine.WaitingCall
-	for _, id := range st.Waiting() {
-		c := st.Call(id)
-		calls = append(calls, engine.WaitingCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Owner: c.Owner, Server: c.Server, Annotations: c.Annotations})
-	}
-	if len(calls) > 0 {
+	if calls := engine.WaitingCalls(st); len(calls) > 0 {
 		p.waiting(calls)
 	}
 }

@@ -94,12 +94,12 @@ func TestReplay(t *testing.T) {
 	})
 	t.Run("a guard that denies calc_multiply", func(t *testing.T) {
 		r := wag(t, home, "replay", "r", "--pipeline", testdata("replay-deny.yaml"))
-		allowed := seqWhere(t, evs, engine.EvApprovalDecision, `"call_id":"mul-1"`)
-		ran := seqWhere(t, evs, engine.EvToolResult, `"call_id":"mul-1"`)
+		allowed := seqWhere(t, evs, engine.EvApprovalDecision, `"call_id":"1.2.1"`)
+		ran := seqWhere(t, evs, engine.EvToolResult, `"call_id":"1.2.1"`)
 		for _, want := range []string{
-			"first divergence at seq " + strconv.FormatUint(allowed, 10) + ", turn 1 step 2, hook tool, op approval: approval/decision of call mul-1 for approval changed",
+			"first divergence at seq " + strconv.FormatUint(allowed, 10) + ", turn 1 step 2, hook tool, op approval: approval/decision of call 1.2.1 for approval changed",
 			"-recorded +replayed:", "Allow:", "on the deny list",
-			"stopped at seq " + strconv.FormatUint(ran, 10) + ": call mul-1 (calc_multiply) ran in the recording",
+			"stopped at seq " + strconv.FormatUint(ran, 10) + ": call 1.2.1 (calc_multiply) ran in the recording",
 			"not replayed after the stop",
 		} {
 			if !strings.Contains(r.stdout, want) {
@@ -224,9 +224,9 @@ func TestImportRefusesABrokenLog(t *testing.T) {
 		t.Fatal(r.stderr)
 	}
 	data := readFile(t, file)
-	// The result of add-1 answers a call of no step.
-	seq := seqWhere(t, evs, engine.EvToolResult, `"call_id":"add-1"`)
-	data = strings.Replace(data, `"call_id":"add-1","name":"calc_add","content":"40"`, `"call_id":"nobody","name":"calc_add","content":"40"`, 1)
+	// The result of 1.1.1 answers a call of no step.
+	seq := seqWhere(t, evs, engine.EvToolResult, `"call_id":"1.1.1"`)
+	data = strings.Replace(data, `"call_id":"1.1.1","name":"calc_add","content":"40"`, `"call_id":"nobody","name":"calc_add","content":"40"`, 1)
 	writeAt(t, file, data)
 	other := t.TempDir()
 	r := wag(t, other, "import", file)

@@ -20,7 +20,6 @@ import (
 	"github.com/wagent/wagent/engine/provider/anthropic"
 	"github.com/wagent/wagent/engine/provider/openai"
 	"github.com/wagent/wagent/engine/provider/script"
-	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
@@ -599,7 +598,11 @@ func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from
 			out.waiting(info.Waiting)
 			return &exitError{code: exitWaiting}
 		}
-		ds, err := askDecisions(ctx, env, in, info.Waiting)
+		feed := watchDecisions(ctx, cl, id, from)
+		err = askDecisions(ctx, env, in, info.Waiting, feed.C, func(d server.Decision) (*server.Decided, error) {
+			return cl.Decide(ctx, id, server.DecideRequest{Who: "terminal", Decisions: []server.Decision{d}})
+		})
+		feed.Stop()
 		if err != nil {
 			if ctx.Err() != nil && !stopCause(ctx).quiet {
 				// Ctrl-C at the prompt: stop waiting; the calls stay
@@ -609,13 +612,6 @@ func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from
 				return &exitError{code: exitWaiting}
 			}
 			return err
-		}
-		req := server.DecideRequest{Who: "terminal"}
-		for _, d := range ds {
-			req.Decisions = append(req.Decisions, server.Decision{CallID: d.CallID, Allow: d.Allow, Always: d.Scope == hostabi.ScopeAlways})
-		}
-		if _, err := cl.Decide(ctx, id, req); err != nil {
-			return fail(exitFailure, "record decision: %v", apiFail(err))
 		}
 	}
 }
@@ -741,31 +737,99 @@ func (lr *lineReader) next(ctx context.Context) (string, error) {
 	}
 }
 
-// askDecisions asks at the terminal about each waiting call.
-func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []engine.WaitingCall) ([]engine.Decision, error) {
-	var ds []engine.Decision
+// askDecisions asks at the terminal about each waiting call and records
+// each answer at once through decide (so every other screen sees it), with
+// the call's key and the digest of what the prompt showed. A call decided
+// elsewhere meanwhile (feed) is not asked about; one decided while its
+// prompt is open ends that prompt with a line saying who decided it. An
+// answer the owner refuses because the call was decided elsewhere or
+// changed is shown and the next call asked.
+func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []engine.WaitingCall, feed <-chan engine.ApprovalDecision, decide func(server.Decision) (*server.Decided, error)) error {
+	elsewhere := map[string]engine.ApprovalDecision{}
+	mine := map[string]bool{}
+	note := func(d engine.ApprovalDecision) {
+		if _, seen := elsewhere[d.CallID]; !seen && !mine[d.CallID] {
+			elsewhere[d.CallID] = d
+		}
+	}
+	var still map[string]bool // what the owner said still waits, after our last answer
 	for _, w := range waiting {
+		// Decisions that came in while earlier calls were asked about.
+		for drained := false; !drained; {
+			select {
+			case d := <-feed:
+				note(d)
+			default:
+				drained = true
+			}
+		}
+		// A call our last answer decided too (an always): its decision is
+		// in the log; show it rather than a prompt.
+		for _, ok := elsewhere[w.ID]; feed != nil && still != nil && !still[w.ID] && !ok; _, ok = elsewhere[w.ID] {
+			select {
+			case d := <-feed:
+				note(d)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if d, ok := elsewhere[w.ID]; ok {
+			tprintf(env.stdout, "\n  %s\n", decidedElsewhere(w, d))
+			continue
+		}
+	ask:
 		for {
 			tprintf(env.stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", callTitle(w), render.Compact(string(w.Arguments), 200))
-			line, err := in.next(ctx)
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+			var line string
+			var err error
+			for got := false; !got; {
+				select {
+				case d := <-feed:
+					note(d)
+					if d, ok := elsewhere[w.ID]; ok {
+						tprintf(env.stdout, "\n  %s\n", decidedElsewhere(w, d))
+						break ask
+					}
+				case r, ok := <-in.lines:
+					got = true
+					if !ok {
+						err = io.EOF
+					} else {
+						line, err = r.line, r.err
+					}
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
 			if err != nil && line == "" {
-				return nil, fail(exitWaiting, "no answer at the terminal; the session waits (wagent approve|deny)")
+				return fail(exitWaiting, "no answer at the terminal; the session waits (wagent approve|deny)")
 			}
+			var d server.Decision
 			switch strings.ToLower(strings.TrimSpace(line)) {
 			case "y", "yes":
-				ds = append(ds, engine.Decision{CallID: w.ID, Allow: true, Who: "terminal"})
+				d = decisionFor(w, true, false, "")
 			case "a", "always":
-				ds = append(ds, engine.Decision{CallID: w.ID, Allow: true, Scope: hostabi.ScopeAlways, Who: "terminal"})
+				d = decisionFor(w, true, true, "")
 			case "n", "no":
-				ds = append(ds, engine.Decision{CallID: w.ID, Allow: false, Who: "terminal"})
+				d = decisionFor(w, false, false, "")
 			default:
 				continue
+			}
+			mine[w.ID] = true
+			res, err := decide(d)
+			if err != nil {
+				if !refusedDecision(err) {
+					return fail(exitFailure, "record decision: %v", apiFail(err))
+				}
+				tprintf(env.stdout, "  %s\n", render.OneLine(apiFail(err).Error(), 200))
+				break
+			}
+			still = map[string]bool{}
+			for _, c := range res.Waiting {
+				still[c.ID] = true
 			}
 			break
 		}
 	}
-	return ds, nil
+	return nil
 }

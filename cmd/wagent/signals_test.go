@@ -287,7 +287,7 @@ func TestKillDuringToolThenContinue(t *testing.T) {
 				if len(calls) != 1 || results[0].Code != hostabi.CodeOutcomeUnknown || results[0].Op != "host" {
 					t.Fatalf("calls %d, result %+v: a tool that is not idempotent must not run again; its outcome is unknown", len(calls), results[0])
 				}
-			} else if len(calls) != 2 || !calls[1].Rerun || results[0].Op != "slowtool" || results[0].Content != "done call_1" {
+			} else if len(calls) != 2 || !calls[1].Rerun || results[0].Op != "slowtool" || results[0].Content != "done 1.1.1" {
 				t.Fatalf("calls %+v, result %+v: an idempotent tool runs again after the crash", calls, results[0])
 			}
 			if te := lastTurnEnd(t, env, id); te.Reason != engine.ReasonCompleted {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -274,6 +275,29 @@ func (p *Scripted) Complete(ctx context.Context, req *provider.Request, onDelta 
 		}
 	}
 	return &provider.Response{Content: r.Text, ToolCalls: r.Calls, FinishReason: finish}, nil
+}
+
+// Reuse answers like a local model server that reuses its call ids: "add
+// N" (or "multiply N") calls calc_add (calc_multiply) with value N under
+// the id call_0 in every turn, a tool result is answered "the total is R",
+// anything else is echoed.
+func Reuse(req *provider.Request) Reply {
+	last := req.Messages[len(req.Messages)-1]
+	if last.Role == "tool" {
+		return Reply{Text: "the total is " + last.Content}
+	}
+	if last.Role == "user" {
+		for _, op := range []string{"add", "multiply"} {
+			if n, ok := strings.CutPrefix(last.Content, op+" "); ok {
+				v, _ := json.Marshal(n)
+				if _, err := strconv.ParseFloat(n, 64); err == nil {
+					v = []byte(n)
+				}
+				return Reply{Calls: []hostabi.ToolCall{Call("call_0", "calc_"+op, `{"value":`+string(v)+`}`)}}
+			}
+		}
+	}
+	return Echo(req)
 }
 
 // Echo answers every request with "echo: " and the last message's content.

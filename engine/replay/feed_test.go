@@ -306,7 +306,7 @@ func TestReplayOfASessionThatWaits(t *testing.T) {
 	evs := env.Events(t)
 	rep := mustRun(t, replay.Options{Session: "s", Events: evs, Pipeline: pipeline(approver(nil, nil), et.Calculator)})
 	unchanged(t, rep)
-	if !strings.Contains(rep.Ended, "waiting for a person to decide a1") {
+	if !strings.Contains(rep.Ended, "waiting for a person to decide 1.1.1") {
 		t.Errorf("ended %q", rep.Ended)
 	}
 	rep = mustRun(t, replay.Options{Session: "s", Events: evs, Pipeline: pipeline(approver([]string{"calc_add"}, nil), et.Calculator)})

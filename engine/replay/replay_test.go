@@ -70,9 +70,9 @@ func recorded(t *testing.T) []store.Event {
 	env.Create(t)
 	env.Send(t, "add 40 then triple it")
 	if o := env.RunContinuous(t); o != engine.Waiting {
-		t.Fatalf("turn 1: %v, want waiting for add-1", o)
+		t.Fatalf("turn 1: %v, want waiting for 1.1.1", o)
 	}
-	if err := env.Open(t).Decide(ctx, engine.Decision{CallID: "add-1", Allow: true, Scope: hostabi.ScopeAlways, Who: "cli"}); err != nil {
+	if err := env.Open(t).Decide(ctx, engine.Decision{CallID: "1.1.1", Allow: true, Scope: hostabi.ScopeAlways, Who: "cli"}); err != nil {
 		t.Fatal(err)
 	}
 	if o := env.RunContinuous(t); o != engine.Idle {
@@ -80,9 +80,9 @@ func recorded(t *testing.T) []store.Event {
 	}
 	env.Send(t, "subtract 20")
 	if o := env.RunContinuous(t); o != engine.Waiting {
-		t.Fatalf("turn 2: %v, want waiting for sub-1", o)
+		t.Fatalf("turn 2: %v, want waiting for 2.1.1", o)
 	}
-	if err := env.Open(t).Decide(ctx, engine.Decision{CallID: "sub-1", Allow: false, Who: "cli", Note: "not now"}); err != nil {
+	if err := env.Open(t).Decide(ctx, engine.Decision{CallID: "2.1.1", Allow: false, Who: "cli", Note: "not now"}); err != nil {
 		t.Fatal(err)
 	}
 	if o := env.RunContinuous(t); o != engine.Idle {
@@ -171,9 +171,9 @@ func TestReplayWithAStricterGuard(t *testing.T) {
 		t.Fatalf("no divergence: %+v", rep)
 	}
 	first := rep.Divergences[0]
-	allowed := seqOf(t, evs, engine.EvApprovalDecision, `"call_id":"mul-1"`)
-	if first.Kind != "changed" || first.Seq != allowed || first.Hook != "tool" || first.Op != "approval" || !strings.Contains(first.What, "mul-1") {
-		t.Errorf("first divergence %+v, want the decision of mul-1 at seq %d changed", first, allowed)
+	allowed := seqOf(t, evs, engine.EvApprovalDecision, `"call_id":"1.2.1"`)
+	if first.Kind != "changed" || first.Seq != allowed || first.Hook != "tool" || first.Op != "approval" || !strings.Contains(first.What, "1.2.1") {
+		t.Errorf("first divergence %+v, want the decision of 1.2.1 at seq %d changed", first, allowed)
 	}
 	if !strings.Contains(first.Diff, "-") || !strings.Contains(first.Diff, "Allow") {
 		t.Errorf("diff:\n%s", first.Diff)
@@ -184,8 +184,8 @@ func TestReplayWithAStricterGuard(t *testing.T) {
 	if !rd.Allow || pd.Allow {
 		t.Errorf("recorded %+v, replayed %+v", rd, pd)
 	}
-	if rep.Stopped == nil || !strings.Contains(rep.Stopped.Reason, "mul-1 (calc_multiply) ran in the recording") ||
-		rep.Stopped.Seq != seqOf(t, evs, engine.EvToolResult, `"call_id":"mul-1"`) {
+	if rep.Stopped == nil || !strings.Contains(rep.Stopped.Reason, "1.2.1 (calc_multiply) ran in the recording") ||
+		rep.Stopped.Seq != seqOf(t, evs, engine.EvToolResult, `"call_id":"1.2.1"`) {
 		t.Errorf("stopped %+v", rep.Stopped)
 	}
 	if rep.Decisions.NotReplayed == 0 || rep.Decisions.Changed == 0 {
@@ -260,7 +260,7 @@ func TestReplayWithALaxerGuard(t *testing.T) {
 	for _, d := range rep.Divergences {
 		kinds = append(kinds, d.Kind+" "+d.What)
 	}
-	want := []string{"missing approval/request by approval for add-1", "new approval/decision of call add-1 for approval"}
+	want := []string{"missing approval/request by approval for 1.1.1", "new approval/decision of call 1.1.1 for approval"}
 	if len(kinds) < 2 || !cmp.Equal(kinds[:2], want) {
 		t.Errorf("divergences %q, want first %q", kinds, want)
 	}

@@ -38,7 +38,7 @@ func TestReplayWithReusedCallIDs(t *testing.T) {
 			t.Fatalf("turn %d: %v, want waiting for call_0", i+1, o)
 		}
 		// The person allows the first and third, denies the second.
-		d := engine.Decision{CallID: "call_0", Allow: i != 1, Who: "cli"}
+		d := engine.Decision{CallID: engine.CallKey(i+1, 1, 1), Allow: i != 1, Who: "cli"}
 		if !d.Allow {
 			d.Note = "not that one"
 		}

@@ -130,7 +130,7 @@ func TestE2EToolCallRoundTrip(t *testing.T) {
 	if len(msgs) != 2 {
 		t.Fatalf("%d assistant messages, want 2:\n%s", len(msgs), et.Lines(evs))
 	}
-	if tc := msgs[0].ToolCalls; len(tc) != 1 || tc[0].ID != "call_add" || tc[0].Name != "calc_add" || !sameJSON(t, string(tc[0].Arguments), args) || msgs[0].FinishReason != "tool_calls" {
+	if tc := msgs[0].ToolCalls; len(tc) != 1 || tc[0].ID != "1.1.1" || tc[0].ModelID != "call_add" || tc[0].Name != "calc_add" || !sameJSON(t, string(tc[0].Arguments), args) || msgs[0].FinishReason != "tool_calls" {
 		t.Errorf("first answer %+v, want one calc_add call with %s", msgs[0], args)
 	}
 	if msgs[1].Content != "The total is 2." || len(msgs[1].ToolCalls) != 0 || msgs[1].FinishReason != "stop" {
@@ -143,12 +143,12 @@ func TestE2EToolCallRoundTrip(t *testing.T) {
 		t.Errorf("streamed text %q", got)
 	}
 	calls, _ := ofType[engine.ToolCallEvent](t, evs, engine.EvToolCall)
-	if len(calls) != 1 || calls[0].CallID != "call_add" || calls[0].Name != "calc_add" || calls[0].Op != "calculator" || !sameJSON(t, string(calls[0].Arguments), args) {
-		t.Errorf("tool/call %+v, want call_add calc_add run by calculator", calls)
+	if len(calls) != 1 || calls[0].CallID != "1.1.1" || calls[0].Name != "calc_add" || calls[0].Op != "calculator" || !sameJSON(t, string(calls[0].Arguments), args) {
+		t.Errorf("tool/call %+v, want 1.1.1 calc_add run by calculator", calls)
 	}
 	results, _ := ofType[engine.ToolResult](t, evs, engine.EvToolResult)
-	if len(results) != 1 || results[0].CallID != "call_add" || results[0].Content != "2" || results[0].IsError || results[0].Op != "calculator" {
-		t.Errorf("tool/result %+v, want call_add answered \"2\" by calculator", results)
+	if len(results) != 1 || results[0].CallID != "1.1.1" || results[0].Content != "2" || results[0].IsError || results[0].Op != "calculator" {
+		t.Errorf("tool/result %+v, want 1.1.1 answered \"2\" by calculator", results)
 	}
 	ends, _ := ofType[engine.TurnEnd](t, evs, engine.EvTurnEnd)
 	if len(ends) != 1 || ends[0].Reason != engine.ReasonCompleted {

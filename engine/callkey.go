@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/wagent/wagent/hostabi"
+)
+
+// CallKey is the host's name for the index-th call (from 1) of the answer
+// of step step in turn turn: "turn.step.index", unique in the session. It
+// names the call everywhere (the log, ops' views, decisions, the API, the
+// CLI, live events); the model's own id is kept only for the provider
+// wire (hostabi.ToolCall.ModelID), since models repeat ids across turns,
+// send none or collide.
+func CallKey(turn, step, index int) string {
+	return fmt.Sprintf("%d.%d.%d", turn, step, index)
+}
+
+// CallDigest is a short digest of a call's tool and arguments, as a
+// surface displayed them: a decision carries it so that the owner records
+// it only for the call the person saw (see Decision.Digest).
+func CallDigest(name string, args json.RawMessage) string {
+	h := sha256.New()
+	h.Write([]byte(name))
+	h.Write([]byte{0})
+	h.Write(args)
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// wireMessages returns msgs with every call named by the id its model gave
+// it (ModelID), in the assistant's tool calls and in the tool results that
+// answer them; msgs itself is not changed. Calls from logs written before
+// call keys have no ModelID and keep their ID.
+func wireMessages(msgs []hostabi.Message) []hostabi.Message {
+	var out []hostabi.Message
+	var wire map[string]string
+	for i, m := range msgs {
+		switch {
+		case m.Role == "assistant" && len(m.ToolCalls) > 0 && m.ToolCalls[0].ModelID != "":
+			if out == nil {
+				out = append(make([]hostabi.Message, 0, len(msgs)), msgs[:i]...)
+			}
+			if wire == nil {
+				wire = map[string]string{}
+			}
+			tcs := make([]hostabi.ToolCall, len(m.ToolCalls))
+			for j, c := range m.ToolCalls {
+				if c.ModelID != "" {
+					wire[c.ID] = c.ModelID
+					c.ID, c.ModelID = c.ModelID, ""
+				}
+				tcs[j] = c
+			}
+			m.ToolCalls = tcs
+		case m.Role == "tool" && wire[m.CallID] != "":
+			m.CallID = wire[m.CallID]
+		}
+		if out != nil {
+			out = append(out, m)
+		}
+	}
+	if out == nil {
+		return msgs
+	}
+	return out
+}
