@@ -320,7 +320,9 @@ func decisionToPrompts(b *testing.B) {
 	go hs.Serve(ln)
 	defer hs.Close()
 	unix := server.NewClient("http://owner", "t", &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, "unix", sock) },
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		},
 	}})
 	web := server.NewClient(tcp.URL, "t", nil)
 	if _, err := web.Create(ctx, &server.CreateRequest{ID: "d"}); err != nil {
