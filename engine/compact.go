@@ -9,6 +9,7 @@ import (
 
 	"github.com/wagent/wagent/engine/provider"
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/store"
 )
 
 // Compaction (DESIGN.md: context/compacted). Deciding when to shorten the
@@ -18,10 +19,11 @@ import (
 // /compact command. The op that answers gives the summary's instructions;
 // the host chooses what to summarise (a call and its result never apart;
 // the open turn kept unless it alone overflows, then its oldest completed
-// steps), makes one extra model request for the summary and appends
-// context/compacted. Nothing is deleted: requests from then on send the
-// latest summary and the messages after its range, and the log keeps
-// every message.
+// steps), makes one extra model request for the summary, whose
+// request/header (RequestHeader.Compaction) is appended before it is
+// sent, and appends context/compacted with the answer and its usage.
+// Nothing is deleted: requests from then on send the latest summary and
+// the messages after its range, and the log keeps every message.
 
 // Compaction reasons, as the compact view and context/compacted give them.
 const (
@@ -80,10 +82,30 @@ func (m *Machine) compact(ctx context.Context, mv *move, reason, instruction str
 	instructions := winner.decisive[0].Text
 	req := &provider.Request{Model: m.model(), System: instructions,
 		Messages: []hostabi.Message{{Role: "user", Content: m.transcript(prev, cut)}}}
+	// The summary request is a model request like a step's: its header is
+	// appended before it is sent, so the log shows what was asked and
+	// when even if no answer is ever recorded (a crash, a cancel), and
+	// the answer after it says how long it took.
+	mv.now = m.cfg.Clock()
+	h := mv.event(EvRequestHeader, RequestHeader{
+		Compaction:  &CompactionRequest{Op: winner.man.Name, Reason: reason, From: prev, Through: cut},
+		Model:       req.Model,
+		Guards:      []string{}, // it offers no tool
+		PromptParts: []Contribution{{Op: winner.man.Name, Text: instructions}},
+	})
+	if err := mv.room([]store.Event{h}); err != nil {
+		m.fault(mv, winner.man.Name, hostabi.HookCompact, hostabi.FaultLimit, "its instructions do not fit in the log: "+err.Error())
+		return false, nil
+	}
+	mv.push(h)
+	if err := m.commitSoFar(ctx, mv); err != nil {
+		return false, err
+	}
 	resp, err := m.cfg.Provider.Complete(ctx, req, func(provider.Delta) {})
 	if cerr := ctx.Err(); cerr != nil {
 		return false, cerr
 	}
+	mv.now = m.cfg.Clock()
 	if err == nil && strings.TrimSpace(resp.Content) == "" {
 		err = fmt.Errorf("the model answered with no summary")
 	}
@@ -254,7 +276,6 @@ func (s *State) conversation() []hostabi.Message {
 // compactCommand answers a lone /compact (when no op owns the command): a
 // compaction with the person's instruction, then the turn ends.
 func (m *Machine) compactCommand(ctx context.Context, mv *move, in hostabi.InputMessage, args string) error {
-	mv.add(EvUserMessage, UserMessage{ID: in.ID, Content: in.Content, Command: "compact"})
 	before := 0
 	if c := m.st.Compaction; c != nil {
 		before = c.Through
@@ -263,6 +284,16 @@ func (m *Machine) compactCommand(ctx context.Context, mv *move, in hostabi.Input
 	if err != nil {
 		return err
 	}
+	// The command is admitted with its answer, after the summary request's
+	// header (appended before the request was sent): a crash in between
+	// leaves it claimed and the next transition answers it again, where an
+	// admitted command without its reply would leave a turn that goes on
+	// to ask the model.
+	admit := mv.event(EvUserMessage, UserMessage{ID: in.ID, Content: in.Content, Command: "compact"})
+	rest := mv.events
+	mv.events, mv.bytes = nil, 0
+	mv.push(admit)
+	mv.push(rest...)
 	text := "nothing to compact: no op answers the compact hook, or there is nothing older to summarise"
 	if done {
 		last := mv.events[len(mv.events)-1]

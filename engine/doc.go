@@ -25,6 +25,10 @@
 //	step/start              host
 //	request/header          contribute: every op adds tools, prompt parts,
 //	                        top-of-mind lines; any may end the turn (limit)
+//	[compaction]            compact: an op asks for a summary (the last
+//	                        answer's size, or context_length); the summary
+//	                        request's own request/header (with compaction
+//	                        set), then context/compacted with its usage
 //	assistant/message       inference; or assistant/attempt, then
 //	                        request-error: retry (same step) or end in error
 //	tool …                  decisions, tool/call, the owner runs it, tool/result
@@ -100,7 +104,11 @@
 // check the world), or runs it again when its tool is idempotent. Nothing
 // else needs repair: a turn a crash interrupted goes on where the log
 // says (a claimed batch is admitted, a request is made again, a retry
-// waits out what is left of its delay). run, resume, step, a server and a
+// waits out what is left of its delay). A compaction's summary request
+// is like a tool in this: its request/header is appended before it is
+// sent and its answer after, so a summary that never came is in the log
+// as a header without a context/compacted, and the next transition asks
+// the compact ops again. run, resume, step, a server and a
 // worker all go through Advance, so there is no recovery step a caller
 // could forget.
 //

@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/json"
 	"time"
 
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/store"
 )
 
 // Log event types (DESIGN.md §3). Extend, never repurpose.
@@ -153,12 +155,19 @@ type Contribution struct {
 // HostOp is the Op of the host's own contributions and results.
 const HostOp = "host"
 
-// RequestHeader is the data of request/header: the frozen request config of
-// a step. Every attempt of the step uses it.
+// RequestHeader is the data of request/header: what a model request
+// asks, recorded before it is sent. Most are a step's: the frozen request
+// config every attempt of the step uses. One with Compaction set is a
+// compaction's summary request instead, recorded beside the step (or
+// between steps) without being one: it does not change the step's header
+// or phase, and its answer is the context/compacted after it.
 type RequestHeader struct {
-	Model     string       `json:"model,omitempty"`
-	MaxTokens int          `json:"max_tokens,omitempty"`
-	Tools     []HeaderTool `json:"tools,omitempty"`
+	// Compaction, when set, makes this the header of a summary request:
+	// every reader that takes a header for its step's checks it first.
+	Compaction *CompactionRequest `json:"compaction,omitempty"`
+	Model      string             `json:"model,omitempty"`
+	MaxTokens  int                `json:"max_tokens,omitempty"`
+	Tools      []HeaderTool       `json:"tools,omitempty"`
 	// Guards names the pipeline's guard ops at the tool hook: every one of
 	// them must pass a call before it runs, and only they decide calls
 	// (the fold checks both). Always written, empty or not: a header
@@ -166,6 +175,32 @@ type RequestHeader struct {
 	Guards      []string       `json:"guards"`
 	PromptParts []Contribution `json:"prompt_parts,omitempty"`
 	TopOfMind   []Contribution `json:"top_of_mind,omitempty"`
+}
+
+// CompactionRequest says what a summary request is for: the op whose
+// compact effect asked for it and why (a Compact reason), and what it
+// summarises: the previous summary (of the messages before From) and the
+// messages [From, Through), which it sends as one transcript. Its prompt
+// part is the op's instructions.
+type CompactionRequest struct {
+	Op      string `json:"op"`
+	Reason  string `json:"reason"`
+	From    int    `json:"from"`
+	Through int    `json:"through"`
+}
+
+// IsSummaryHeader reports whether e is the request/header of a summary
+// request (RequestHeader.Compaction) rather than of a step. A step's
+// header, often its step's largest event, is decoded only when it might
+// be one.
+func IsSummaryHeader(e store.Event) bool {
+	if e.Type != EvRequestHeader || !bytes.Contains(e.Data, []byte(`"compaction"`)) {
+		return false
+	}
+	var h struct {
+		Compaction *CompactionRequest `json:"compaction"`
+	}
+	return json.Unmarshal(e.Data, &h) == nil && h.Compaction != nil
 }
 
 // AssistantMessage is the data of assistant/message.

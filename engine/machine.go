@@ -345,6 +345,9 @@ func (m *Machine) Advance(ctx context.Context) (Outcome, error) {
 	}
 	for tries := 0; ; tries++ {
 		mv, err := m.decide(ctx)
+		if errors.Is(err, errStale) && tries < 8 {
+			continue // a part it appended early met another writer
+		}
 		if err != nil {
 			return Progressed, err
 		}
@@ -563,6 +566,19 @@ func (m *Machine) commit(ctx context.Context, mv *move) error {
 		m.flushLive(mv)
 		return nil
 	}
+}
+
+// commitSoFar appends what a move holds so far, for a transition that
+// must record something before it acts outside the process (a summary
+// request's header before the request is sent). The move goes on, empty,
+// at the same place in the turn; a conflict it cannot resolve is
+// errStale, and the transition is decided again.
+func (m *Machine) commitSoFar(ctx context.Context, mv *move) error {
+	if err := m.commit(ctx, mv); err != nil {
+		return err
+	}
+	mv.events, mv.bytes, mv.sync = nil, 0, false
+	return nil
 }
 
 func (m *Machine) flushLive(mv *move) {

@@ -36,7 +36,10 @@ import (
 // foldVersion names the fold's meaning; change it whenever Apply reads the
 // same events differently. FoldDigest adds the shape of State to it, so a
 // change of the state's fields invalidates old snapshots by itself.
-const foldVersion = "fold/1"
+//
+// fold/2: a compaction's usage counts in State.Usage, and a summary
+// request's request/header is not a step's.
+const foldVersion = "fold/2"
 
 // FoldDigest identifies this fold: snapshots written by another are
 // ignored.

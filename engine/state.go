@@ -424,12 +424,21 @@ func (s *State) apply(e store.Event) error {
 		}
 
 	case EvRequestHeader:
-		if s.Phase != PhaseNeedHeader {
-			return s.corrupt(e.Seq, "request header outside the start of a step")
-		}
 		var d RequestHeader
 		if err := s.decode(e, &d); err != nil {
 			return err
+		}
+		if d.Compaction != nil {
+			// A summary request's: a record beside the step, whose header
+			// and phase stay. Logs from before it was written have none,
+			// and nothing in the fold depends on it.
+			if !s.mayCompact() {
+				return s.corrupt(e.Seq, "a summary request outside a turn, or in a step that is not before a request")
+			}
+			break
+		}
+		if s.Phase != PhaseNeedHeader {
+			return s.corrupt(e.Seq, "request header outside the start of a step")
 		}
 		s.Header = &d
 		s.Phase = PhaseNeedInference
@@ -655,7 +664,7 @@ func (s *State) apply(e store.Event) error {
 		if err := s.decode(e, &d); err != nil {
 			return err
 		}
-		if !s.TurnOpen || s.StepOpen && s.Phase != PhaseNeedInference && s.Phase != PhaseNeedRetry {
+		if !s.mayCompact() {
 			return s.corrupt(e.Seq, "a compaction outside a turn, or in a step that is not before a request")
 		}
 		prev := 0
@@ -720,6 +729,12 @@ func (s *State) apply(e store.Event) error {
 		// fold must not invent meaning for them.
 	}
 	return nil
+}
+
+// mayCompact reports whether a compaction may happen here: in a turn,
+// between steps or in a step before a request.
+func (s *State) mayCompact() bool {
+	return s.TurnOpen && (!s.StepOpen || s.Phase == PhaseNeedInference || s.Phase == PhaseNeedRetry)
 }
 
 func (s *State) claimedIndex(id string) int {

@@ -64,11 +64,12 @@ type printer struct {
 	turn  turnTokens
 }
 
-// turnTokens is a turn's usage so far: per step and its cost.
+// turnTokens is a turn's usage so far: its steps' and summary requests',
+// and its cost.
 type turnTokens struct {
-	steps, in, out int
-	usd            float64
-	priced         bool
+	steps, summaries, in, out int
+	usd                       float64
+	priced                    bool
 }
 
 // printf is the one way Log writes.
@@ -145,17 +146,14 @@ func (p *printer) event(id string, e *store.Event) {
 		if u := d.Usage; u != nil && (u.InputTokens > 0 || u.OutputTokens > 0) {
 			p.printf("%s%s· %s%s\n", ind, c.dim, Tokens(u.InputTokens, u.OutputTokens), c.reset)
 			p.turn.steps++
-			p.turn.in += u.InputTokens
-			p.turn.out += u.OutputTokens
-			if usd, ok := p.price(u.InputTokens, u.OutputTokens); ok {
-				p.turn.usd += usd
-			} else {
-				p.turn.priced = false
-			}
+			p.count(p.model, u)
 		}
 	case engine.EvRequestHeader:
 		var d engine.RequestHeader
 		json.Unmarshal(e.Data, &d)
+		if d.Compaction != nil {
+			break // a summary request's: the step's tools and model stay
+		}
 		p.tools = map[string]engine.HeaderTool{}
 		if d.Model != "" {
 			p.model = d.Model
@@ -213,6 +211,16 @@ func (p *printer) event(id string, e *store.Event) {
 		var d engine.ContextCompacted
 		json.Unmarshal(e.Data, &d)
 		p.printf("%s%s── compacted (%s, by %s): messages 1–%d are summarised in requests from here on (the log keeps them) ──%s\n", ind, c.yellow, d.Reason, d.Op, d.Through, c.reset)
+		// The summary request is a model request of the turn: it counts.
+		if u := d.Usage; u != nil && (u.InputTokens > 0 || u.OutputTokens > 0) {
+			p.printf("%s%s· summary %s%s\n", ind, c.dim, Tokens(u.InputTokens, u.OutputTokens), c.reset)
+			model := d.Model
+			if model == "" {
+				model = p.model
+			}
+			p.turn.summaries++
+			p.count(model, u)
+		}
 	case engine.EvPipelineChanged:
 		var d engine.PipelineChanged
 		json.Unmarshal(e.Data, &d)
@@ -239,11 +247,19 @@ func (p *printer) event(id string, e *store.Event) {
 	}
 }
 
-func (p *printer) price(in, out int) (float64, bool) {
+// count adds a request's usage to the open turn's, priced for model.
+func (p *printer) count(model string, u *engine.Usage) {
+	p.turn.in += u.InputTokens
+	p.turn.out += u.OutputTokens
 	if p.cost == nil {
-		return 0, false
+		p.turn.priced = false
+		return
 	}
-	return p.cost(p.model, in, out)
+	if usd, ok := p.cost(model, u.InputTokens, u.OutputTokens); ok {
+		p.turn.usd += usd
+	} else {
+		p.turn.priced = false
+	}
 }
 
 // turnUsage is what the end of a turn says of its tokens ("" for none).
@@ -253,8 +269,16 @@ func (p *printer) turnUsage() string {
 		return ""
 	}
 	s := " · "
-	if t.steps > 1 {
+	switch {
+	case t.steps > 1:
 		s += fmt.Sprintf("%d steps, ", t.steps)
+	case t.steps == 1 && t.summaries > 0:
+		s += "1 step, "
+	}
+	if t.summaries == 1 {
+		s += "1 summary, "
+	} else if t.summaries > 1 {
+		s += fmt.Sprintf("%d summaries, ", t.summaries)
 	}
 	s += Tokens(t.in, t.out)
 	if t.priced && p.cost != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/store"
 )
@@ -50,6 +51,47 @@ func TestLogShowsUsage(t *testing.T) {
 	for usd, want := range map[float64]string{0: "≈ $0", 0.0004: "≈ $0.0004", 0.25: "≈ $0.250", 12.5: "≈ $12.50"} {
 		if got := render.Dollars(usd); got != want {
 			t.Errorf("Dollars(%v) = %q, want %q", usd, got, want)
+		}
+	}
+}
+
+// A compaction's summary request is a model request of its turn: its
+// tokens are shown and in the turn's total and cost, priced for its own
+// model; its request/header is not the step's (the step's tools still
+// name the MCP server of a call after it, and its model still prices the
+// step's answer).
+func TestLogCountsTheSummaryRequest(t *testing.T) {
+	var evs []store.Event
+	add := func(typ string, turn, step int, data any) {
+		b, _ := json.Marshal(data)
+		evs = append(evs, store.Event{Seq: uint64(len(evs) + 1), Type: typ, Turn: turn, Step: step, Time: time.Unix(0, 0), Data: b})
+	}
+	add(engine.EvSessionCreated, 0, 0, engine.SessionCreated{Model: "m1"})
+	add(engine.EvTurnStart, 1, 0, engine.TurnStart{Turn: 1})
+	add(engine.EvRequestHeader, 1, 1, engine.RequestHeader{Model: "m1", Tools: []engine.HeaderTool{{ToolSpec: hostabi.ToolSpec{Name: "files__read", Server: "files"}, Owner: "mcp.files"}}})
+	add(engine.EvRequestHeader, 1, 1, engine.RequestHeader{Model: "m2", Compaction: &engine.CompactionRequest{Op: "compaction", Reason: engine.CompactUsage, Through: 4}})
+	add(engine.EvContextCompacted, 1, 1, engine.ContextCompacted{Op: "compaction", Reason: engine.CompactUsage, Through: 4, Summary: "s", Model: "m2", Usage: &engine.Usage{InputTokens: 1000, OutputTokens: 100}})
+	add(engine.EvAssistantMessage, 1, 1, engine.AssistantMessage{ToolCalls: []hostabi.ToolCall{{ID: "c1", Name: "files__read", Arguments: json.RawMessage(`{}`)}}, Usage: &engine.Usage{InputTokens: 200, OutputTokens: 10}})
+	add(engine.EvTurnEnd, 1, 0, engine.TurnEnd{Turn: 1, Reason: engine.ReasonCompleted})
+	var b strings.Builder
+	cost := func(model string, in, out int) (float64, bool) {
+		switch model {
+		case "m1":
+			return float64(in)*1e-6 + float64(out)*2e-6, true
+		case "m2":
+			return float64(in) * 1e-5, true
+		}
+		return 0, false
+	}
+	render.Log(&b, evs, render.Options{Session: "s", Cost: cost, Location: time.UTC})
+	for _, want := range []string{
+		"· summary 1,000 in + 100 out tokens\n",
+		"call c1 read on MCP server files",
+		// 1000×1e-5 + 200×1e-6 + 10×2e-6
+		"turn 1 ended: completed · 1 step, 1 summary, 1,200 in + 110 out tokens, ≈ $0.010\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, b.String())
 		}
 	}
 }

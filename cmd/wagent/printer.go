@@ -89,7 +89,11 @@ func (p *printer) live(l engine.Live) {
 	// The spinner runs while a request waits for its first word.
 	p.spin.halt()
 	if l.Kind == "event" && (l.Event.Type == engine.EvRequestHeader || l.Event.Type == engine.EvRetryScheduled) {
-		defer p.spin.start("waiting for the model")
+		what := "waiting for the model"
+		if engine.IsSummaryHeader(*l.Event) {
+			what = "summarising the conversation"
+		}
+		defer p.spin.start(what)
 	}
 	switch l.Kind {
 	case "delta":
@@ -125,8 +129,10 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 	case engine.EvTurnStart:
 		p.turnU = turnUsage{turn: e.Turn}
 	case engine.EvRequestHeader:
+		// A summary request's header leaves the step's model: its own
+		// comes with its usage in context/compacted.
 		var h engine.RequestHeader
-		if json.Unmarshal(e.Data, &h) == nil && h.Model != "" {
+		if json.Unmarshal(e.Data, &h) == nil && h.Model != "" && h.Compaction == nil {
 			p.model = h.Model
 		}
 	case engine.EvContextCompacted:

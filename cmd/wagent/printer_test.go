@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/store"
 )
 
@@ -60,5 +62,52 @@ func TestPrinterCountsTheSummaryRequest(t *testing.T) {
 	p.finish()
 	if got := usage.String(); !strings.Contains(got, "summary 50+25, ") || !strings.Contains(got, "110 in") {
 		t.Errorf("the turn's line %q; want the summary's 50+25 in it and 110 tokens in", got)
+	}
+
+	// A summary request's header, in the step before its answer, leaves
+	// the step's model: the answer is priced at it.
+	usage.Reset()
+	p = newPrinter(&cliEnv{stdout: &out, stderr: &usage}, false, "s")
+	p.cost = func(model string, in, out int) (float64, bool) {
+		return map[string]float64{"cheap": 1, "dear": 100}[model] * float64(in), true
+	}
+	for _, l := range []engine.Live{
+		ev(engine.EvTurnStart, engine.TurnStart{Turn: 1}),
+		ev(engine.EvRequestHeader, engine.RequestHeader{Model: "cheap"}),
+		ev(engine.EvRequestHeader, engine.RequestHeader{Model: "dear", Compaction: &engine.CompactionRequest{Op: "compaction", Reason: engine.CompactUsage}}),
+		ev(engine.EvContextCompacted, engine.ContextCompacted{Summary: "s", Model: "dear", Usage: &engine.Usage{InputTokens: 1}}),
+		ev(engine.EvAssistantMessage, engine.AssistantMessage{Content: "hi", Usage: &engine.Usage{InputTokens: 1}}),
+		ev(engine.EvTurnEnd, engine.TurnEnd{Turn: 1, Reason: engine.ReasonCompleted}),
+	} {
+		p.live(l)
+	}
+	p.finish()
+	if got := usage.String(); !strings.Contains(got, render.Dollars(101)) {
+		t.Errorf("the turn's line %q; want the step at the cheap model and the summary at the dear one: %s", got, render.Dollars(101))
+	}
+}
+
+// /usage in chat prices a summary request at its own model, and a
+// summary's request/header does not change the model the step after it is
+// priced at (issue 28).
+func TestUsagePricesTheSummaryAtItsModel(t *testing.T) {
+	ev := func(typ string, turn int, data any) store.Event {
+		b, _ := json.Marshal(data)
+		return store.Event{Type: typ, Turn: turn, Data: b}
+	}
+	turns := turnUsages([]store.Event{
+		ev(engine.EvTurnStart, 1, engine.TurnStart{Turn: 1}),
+		ev(engine.EvRequestHeader, 1, engine.RequestHeader{Model: "cheap"}),
+		ev(engine.EvRequestHeader, 1, engine.RequestHeader{Model: "dear", Compaction: &engine.CompactionRequest{Op: "compaction", Reason: engine.CompactUsage}}),
+		ev(engine.EvContextCompacted, 1, engine.ContextCompacted{Summary: "s", Model: "dear", Usage: &engine.Usage{InputTokens: 1000, OutputTokens: 0}}),
+		ev(engine.EvAssistantMessage, 1, engine.AssistantMessage{Content: "hi", Usage: &engine.Usage{InputTokens: 1000, OutputTokens: 0}}),
+	})
+	cfg := &config{Prices: map[string]price{"cheap": {Input: 1}, "dear": {Input: 100}}}
+	if len(turns) != 1 {
+		t.Fatalf("%d turns", len(turns))
+	}
+	// 1000 tokens at $1 and 1000 at $100 per million.
+	if usd, ok := turns[0].cost(cfg); !ok || math.Abs(usd-0.101) > 1e-12 || turns[0].total != (tokens{2000, 0}) {
+		t.Errorf("turn cost %v (priced %v), total %v; want $0.101 for 2000 tokens", usd, ok, turns[0].total)
 	}
 }

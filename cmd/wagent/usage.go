@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,12 +51,13 @@ type turnUsage struct {
 	total         tokens
 }
 
-// cost estimates the turn's cost; ok is false when a step's model has no
-// price.
+// cost estimates the turn's cost, its summary requests' included; ok is
+// false when a model it asked has no price.
 func (t turnUsage) cost(cfg *config) (float64, bool) {
 	sum := 0.0
-	for i, s := range t.steps {
-		usd, ok := cfg.cost(t.models[i], s.in, s.out)
+	all, models := append(slices.Clone(t.steps), t.summaries...), append(slices.Clone(t.models), t.summaryModels...)
+	for i, s := range all {
+		usd, ok := cfg.cost(models[i], s.in, s.out)
 		if !ok {
 			return 0, false
 		}
@@ -79,7 +81,7 @@ func turnUsages(evs []store.Event) []turnUsage {
 			}
 		case engine.EvRequestHeader:
 			var h engine.RequestHeader
-			if json.Unmarshal(e.Data, &h) == nil && h.Model != "" {
+			if json.Unmarshal(e.Data, &h) == nil && h.Model != "" && h.Compaction == nil {
 				model = h.Model
 			}
 		case engine.EvTurnStart:
@@ -87,6 +89,7 @@ func turnUsages(evs []store.Event) []turnUsage {
 		case engine.EvAssistantMessage, engine.EvContextCompacted:
 			var d struct {
 				Usage *engine.Usage `json:"usage"`
+				Model string        `json:"model"` // a summary's
 			}
 			if json.Unmarshal(e.Data, &d) != nil || d.Usage == nil {
 				continue
@@ -96,9 +99,18 @@ func turnUsages(evs []store.Event) []turnUsage {
 				out = append(out, turnUsage{turn: e.Turn})
 			}
 			t := &out[len(out)-1]
-			t.steps = append(t.steps, u)
-			t.models = append(t.models, model)
 			t.total = t.total.add(u)
+			if e.Type == engine.EvAssistantMessage {
+				t.steps = append(t.steps, u)
+				t.models = append(t.models, model)
+				continue
+			}
+			m := d.Model
+			if m == "" {
+				m = model
+			}
+			t.summaries = append(t.summaries, u)
+			t.summaryModels = append(t.summaryModels, m)
 		}
 	}
 	return out

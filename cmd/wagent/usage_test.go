@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/internal/fakeopenai"
 )
 
@@ -76,5 +78,69 @@ func TestUsageAndSessions(t *testing.T) {
 	if len(older) != 6 || older[0] != "older" || !strings.HasPrefix(title, strings.TrimSuffix(older[1], "…")) || !strings.HasSuffix(older[1], "…") ||
 		older[2] != "idle" || older[3] != "1" || older[4] != "1.3k" || older[5] != "just now" {
 		t.Errorf("second row %q; want older, the prompt cut, idle, 1 turn, 1.3k tokens, just now", older)
+	}
+}
+
+// /compact through wagent run with the default pipeline (its compaction
+// op): the summary request's request/header is in the log before its
+// answer, its tokens are in the turn's line, in wagent log and in wagent
+// sessions, priced like any request, and wagent replay finds nothing
+// changed (issue 28).
+func TestCompactIsRecordedAndCounted(t *testing.T) {
+	srv := fakeopenai.New(t,
+		fakeopenai.Rule{Role: "user", Contains: "Write the summary now.", Reply: fakeopenai.Reply{Text: "They said hi.",
+			Usage: &fakeopenai.Usage{PromptTokens: 500, CompletionTokens: 50, TotalTokens: 550}}},
+		fakeopenai.Rule{Role: "user", Reply: fakeopenai.Reply{Text: "Hello.",
+			Usage: &fakeopenai.Usage{PromptTokens: 100, CompletionTokens: 10, TotalTokens: 110}}},
+	)
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "config.yaml", "prices:\n  m: {input: 1000, output: 2000}\n")
+	env := map[string]string{"WAGENT_HOME": t.TempDir(), "WAGENT_CONFIG": cfg}
+	if r := wagIn(t, env, "", "run", "--session", "c", "--base-url", srv.URL, "--model", "m", "hi"); r.code != exitOK {
+		t.Fatalf("run: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r := wagIn(t, env, "", "run", "--session", "c", "/compact keep the greeting")
+	// (500·1000 + 50·2000) / 1e6 = $0.60
+	if want := "summary 500+50, 500 in + 50 out tokens, ≈ $0.600"; r.code != exitOK || !strings.Contains(r.stderr, want) {
+		t.Fatalf("run /compact: %d, want %q in its turn's line\n%s%s", r.code, want, r.stdout, r.stderr)
+	}
+	var header *engine.RequestHeader
+	compacted := false
+	for _, e := range events(t, env["WAGENT_HOME"], "c") {
+		switch e.Type {
+		case engine.EvRequestHeader:
+			var h engine.RequestHeader
+			if err := json.Unmarshal(e.Data, &h); err != nil {
+				t.Fatal(err)
+			}
+			if h.Compaction != nil {
+				header = &h
+			}
+		case engine.EvContextCompacted:
+			compacted = true
+			if header == nil || header.Model != "m" || header.Compaction.Op != "compaction" || header.Compaction.Reason != engine.CompactCommand ||
+				len(header.PromptParts) != 1 || !strings.Contains(header.PromptParts[0].Text, "keep the greeting") {
+				t.Errorf("seq %d: context/compacted after the summary request's header %+v", e.Seq, header)
+			}
+		}
+	}
+	if !compacted {
+		t.Fatal("no compaction in the log")
+	}
+	lg := wagIn(t, env, "", "log", "c")
+	for _, want := range []string{"· summary 500 in + 50 out tokens\n", "turn 2 ended: completed · 1 summary, 500 in + 50 out tokens, ≈ $0.600\n"} {
+		if !strings.Contains(lg.stdout, want) {
+			t.Errorf("wagent log lacks %q:\n%s", want, lg.stdout)
+		}
+	}
+	var row struct{ Usage engine.Usage }
+	if r := wagIn(t, env, "", "sessions", "--json"); r.code != exitOK || json.Unmarshal([]byte(r.stdout), &row) != nil {
+		t.Fatalf("sessions --json: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if want := (engine.Usage{InputTokens: 600, OutputTokens: 60}); row.Usage != want {
+		t.Errorf("wagent sessions says %+v; the model reported %+v for the answer and the summary", row.Usage, want)
+	}
+	if r := wagIn(t, env, "", "replay", "c"); r.code != exitOK {
+		t.Errorf("replay: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -35,6 +35,9 @@ type decision struct {
 func lightly(e store.Event) (decision, bool) {
 	switch e.Type {
 	case engine.EvRequestHeader:
+		if engine.IsSummaryHeader(e) {
+			return decision{}, false
+		}
 		return decision{key: fmt.Sprintf("header %d.%d", e.Turn, e.Step), hook: string(hostabi.HookContribute), e: e, light: true}, true
 	case engine.EvTurnEnd:
 		return decision{key: fmt.Sprintf("end %d", e.Turn), e: e, light: true}, true
@@ -62,8 +65,9 @@ func same(a, b decision, id func(string) string) bool {
 
 // describe says whether e is a decision and, if so, what identifies it;
 // id maps a message id to the recorded one. Moves that follow from the
-// decisions (turn and step boundaries, claims) and what the replay feeds
-// (answers) are not decisions.
+// decisions (turn and step boundaries, claims, a summary request's header:
+// its op, reason, instructions and model are context/compacted's) and
+// what the replay feeds (answers) are not decisions.
 func describe(e store.Event, id func(string) string) (d decision, ok bool) {
 	d.e = e
 	at := fmt.Sprintf("%d.%d", e.Turn, e.Step)
@@ -71,6 +75,9 @@ func describe(e store.Event, id func(string) string) (d decision, ok bool) {
 	case engine.EvRequestHeader:
 		var x engine.RequestHeader
 		json.Unmarshal(e.Data, &x)
+		if x.Compaction != nil {
+			return d, false
+		}
 		d.key, d.what, d.hook, d.data = "header "+at, fmt.Sprintf("request/header of turn %d step %d", e.Turn, e.Step), string(hostabi.HookContribute), x
 	case engine.EvApprovalRequest:
 		var x engine.ApprovalRequest

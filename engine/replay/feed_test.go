@@ -2,6 +2,8 @@ package replay_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -197,6 +199,78 @@ func TestReplayCompaction(t *testing.T) {
 	if rep.Stopped == nil || !strings.Contains(rep.Stopped.Reason, "compacts the conversation") {
 		t.Errorf("an earlier compaction: stopped %+v, divergences %+v", rep.Stopped, rep.Divergences)
 	}
+}
+
+// A summary request's header (issue 28) is not a decision of its own
+// (its op, reason, instructions and model are the compaction's) and not a
+// step's header: a tool source in a step that compacts is offered the
+// step's recorded tools, and a log written before summary headers were
+// recorded replays the same as one with them.
+func TestReplaySummaryHeaders(t *testing.T) {
+	files := func() engine.Operation {
+		m := &hostabi.Manifest{Name: "mcp.files", Hooks: []hostabi.Hook{hostabi.HookContribute, hostabi.HookTool}, Tools: []string{"files__*"}}
+		return &engine.OpFunc{M: m, F: func(ctx context.Context, v *hostabi.View, r engine.Reader) ([]hostabi.Effect, error) {
+			if v.Hook == hostabi.HookContribute {
+				return []hostabi.Effect{{Kind: hostabi.KindTool, Tool: &hostabi.ToolSpec{Name: "files__read", Server: "files"}}}, nil
+			}
+			return nil, nil
+		}}
+	}
+	compactor := func() engine.Operation {
+		m := &hostabi.Manifest{Name: "compactor", Hooks: []hostabi.Hook{hostabi.HookCompact}}
+		return &engine.OpFunc{M: m, F: func(ctx context.Context, v *hostabi.View, r engine.Reader) ([]hostabi.Effect, error) {
+			if v.Compact.Tokens < 350 {
+				return nil, nil
+			}
+			return []hostabi.Effect{{Kind: hostabi.KindCompact, Text: "summarise"}}, nil
+		}}
+	}
+	sized := provider.Func(func(ctx context.Context, req *provider.Request, onDelta func(provider.Delta)) (*provider.Response, error) {
+		if req.Attempt == 0 {
+			return &provider.Response{Content: "a summary", Usage: provider.Usage{InputTokens: 5, OutputTokens: 2}}, nil
+		}
+		return &provider.Response{Content: "answer " + req.Messages[len(req.Messages)-1].Content, FinishReason: "stop",
+			Usage: provider.Usage{InputTokens: 100 * len(req.Messages), OutputTokens: 10}}, nil
+	})
+	env := &et.Env{Log: store.NewMemory(), Session: "s", Provider: sized, Ops: func() []engine.Operation { return []engine.Operation{files(), compactor()} }}
+	env.Create(t)
+	for i, p := range []string{"one", "two", "three", "four"} {
+		// Ids of the sender's, not made from seqs: the log without the
+		// headers below is renumbered.
+		if _, err := env.Open(t).Enqueue(context.Background(), engine.ListNextTurn, hostabi.InputMessage{ID: fmt.Sprintf("p%d", i), Content: p}); err != nil {
+			t.Fatal(err)
+		}
+		env.RunContinuous(t)
+	}
+	evs := env.Events(t)
+	var old []store.Event
+	renumbered := map[uint64]uint64{}
+	inStep := 0
+	for _, e := range evs {
+		if engine.IsSummaryHeader(e) {
+			if e.Step > 0 {
+				inStep++
+			}
+			continue
+		}
+		renumbered[e.Seq] = uint64(len(old) + 1)
+		e.Seq = uint64(len(old) + 1)
+		if e.Type == engine.EvContextCompacted {
+			var d engine.ContextCompacted
+			json.Unmarshal(e.Data, &d)
+			d.ThroughSeq = renumbered[d.ThroughSeq]
+			e.Data, _ = json.Marshal(d)
+		}
+		old = append(old, e)
+	}
+	if inStep == 0 || countType(evs, engine.EvContextCompacted) == 0 {
+		t.Fatalf("the recording has %d compactions, %d of them with a summary header inside a step", countType(evs, engine.EvContextCompacted), inStep)
+	}
+	unchanged(t, mustRun(t, replay.Options{Session: "s", Events: evs, Pipeline: pipeline(files, compactor)}))
+	if _, err := engine.Fold("s", old); err != nil {
+		t.Fatalf("a log without summary headers: %v", err)
+	}
+	unchanged(t, mustRun(t, replay.Options{Session: "s", Events: old, Pipeline: pipeline(files, compactor)}))
 }
 
 func countType(evs []store.Event, typ string) int {

@@ -246,7 +246,9 @@ func read(session string, evs []store.Event, start int) (*recording, error) {
 			json.Unmarshal(e.Data, &d)
 			r.summaries[key] = append(r.summaries[key], d)
 		case engine.EvRequestHeader:
-			r.headers[key] = i // decoded when a tool source asks (header)
+			if !engine.IsSummaryHeader(e) {
+				r.headers[key] = i // decoded when a tool source asks (header)
+			}
 		case engine.EvInboxSpliced:
 			var d engine.InboxSpliced
 			json.Unmarshal(e.Data, &d)
@@ -402,7 +404,7 @@ func (r *recording) nextHeader(i int) *engine.RequestHeader {
 	for ; i < len(r.evs); i++ {
 		if r.evs[i].Type == engine.EvRequestHeader && r.origin[i] == byMachine {
 			var d engine.RequestHeader
-			if json.Unmarshal(r.evs[i].Data, &d) == nil {
+			if json.Unmarshal(r.evs[i].Data, &d) == nil && d.Compaction == nil {
 				return &d
 			}
 		}

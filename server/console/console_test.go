@@ -2,15 +2,26 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/wagent/wagent/engine"
+	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/server/console"
 	"github.com/wagent/wagent/store"
@@ -114,5 +125,204 @@ func TestConsoleIsServedWithSafeHeaders(t *testing.T) {
 	}
 	if resp.Header.Get("X-Content-Type-Options") != "nosniff" {
 		t.Errorf("API answers lack nosniff")
+	}
+}
+
+// A denial from the console can say why: the card's reason goes as the
+// decision's note, and the model reads it in the call's result. The
+// console's own app.js runs in Node on a small fake page (testdata/
+// approval.js) against a real owner, so this needs no browser (make e2e
+// does the same in Chromium); the owner records what the console sent.
+func TestConsoleDenyReasonReachesTheModel(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("this test runs the console's script in Node.js, which make test needs anyway and is not on PATH: install it (Debian: apt-get install nodejs): %v", err)
+	}
+	app, err := fs.ReadFile(console.FS(), "app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	appPath := filepath.Join(dir, "app.js")
+	if err := os.WriteFile(appPath, app, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type step = map[string]string
+	cases := []struct {
+		name   string
+		steps  []step
+		want   server.Decision
+		status string
+		result string // what the model reads as the call's result
+	}{
+		{"deny with a reason", []step{{"fill": "deny-reason", "value": "  not that file, use notes.txt  "}, {"click": "deny"}},
+			server.Decision{CallID: "c1", Note: "not that file, use notes.txt"}, "✗ Denied: not that file, use notes.txt", "the call was denied: not that file, use notes.txt"},
+		{"Enter in the reason denies", []step{{"fill": "deny-reason", "value": "too risky"}, {"key": "Enter", "on": "deny-reason"}},
+			server.Decision{CallID: "c1", Note: "too risky"}, "✗ Denied: too risky", "the call was denied: too risky"},
+		{"deny without a reason", []step{{"click": "deny"}},
+			server.Decision{CallID: "c1"}, "✗ Denied", "the call was denied"},
+		{"a blank reason is none", []step{{"fill": "deny-reason", "value": "   "}, {"click": "deny"}},
+			server.Decision{CallID: "c1"}, "✗ Denied", "the call was denied"},
+		{"an allow sends no reason", []step{{"fill": "deny-reason", "value": "typed, then allowed"}, {"click": "allow"}},
+			server.Decision{CallID: "c1", Allow: true}, "✓ Allowed", "2"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := startReasonOwner(t)
+			ctx := context.Background()
+			if _, err := o.client.Create(ctx, &server.CreateRequest{ID: "s", Prompt: "add two"}); err != nil {
+				t.Fatal(err)
+			}
+			o.untilWaiting(t)
+			scenario, _ := json.Marshal(map[string]any{"owner": o.hs.URL, "token": "tok", "session": "s", "call": "c1", "steps": tc.steps})
+			sp := filepath.Join(t.TempDir(), "scenario.json")
+			if err := os.WriteFile(sp, scenario, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.CommandContext(ctx, node, "testdata/approval.js", appPath, sp)
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("the console in node: %v\n%s", err, stderr.String())
+			}
+			var card struct {
+				Status  string
+				Decided bool
+			}
+			if err := json.Unmarshal([]byte(stdout.String()), &card); err != nil {
+				t.Fatalf("node printed %q: %v", stdout.String(), err)
+			}
+			if card.Status != tc.status || !card.Decided {
+				t.Errorf("the card says %q (decided %v), want %q", card.Status, card.Decided, tc.status)
+			}
+			// What the console sent is a decision the API knows, field by
+			// field.
+			bodies := o.decisions()
+			if len(bodies) != 1 {
+				t.Fatalf("the console sent %d decision requests, want 1", len(bodies))
+			}
+			dec := json.NewDecoder(strings.NewReader(bodies[0]))
+			dec.DisallowUnknownFields()
+			var got server.DecideRequest
+			if err := dec.Decode(&got); err != nil {
+				t.Fatalf("the console sent %s: %v", bodies[0], err)
+			}
+			want := server.DecideRequest{Decisions: []server.Decision{tc.want}, Who: "console"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("the console's decision mismatch (-want +got):\n%s", diff)
+			}
+			if seen := o.toolResult(t); seen != tc.result {
+				t.Errorf("the model read the call's result as %q, want %q", seen, tc.result)
+			}
+		})
+	}
+}
+
+// reasonOwner is an owner whose guard asks a person about every call,
+// with a model that asks for calc_add and then answers; it records the
+// bodies of decision requests and the model's requests.
+type reasonOwner struct {
+	hs     *httptest.Server
+	client *server.Client
+	model  *et.Scripted
+
+	mu     sync.Mutex
+	bodies []string
+	seen   []string // the content of the last message of each request
+}
+
+func startReasonOwner(t *testing.T) *reasonOwner {
+	t.Helper()
+	o := &reasonOwner{}
+	o.model = &et.Scripted{Answer: func(req *provider.Request) et.Reply {
+		last := req.Messages[len(req.Messages)-1]
+		o.mu.Lock()
+		o.seen = append(o.seen, last.Role+": "+last.Content)
+		o.mu.Unlock()
+		if last.Role == "tool" {
+			return et.Reply{Text: "noted: " + last.Content}
+		}
+		return et.Reply{Calls: []hostabi.ToolCall{et.Call("c1", "calc_add", `{"value":2}`)}}
+	}}
+	srv, err := server.New(server.Options{
+		Log: store.NewMemory(), Token: "tok", Console: console.FS(),
+		Base: engine.Config{Durability: engine.SyncNever},
+		Resolve: func(ctx context.Context, id string, c *engine.SessionCreated, _ map[string]string) (engine.Config, error) {
+			p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
+			return engine.Config{Pipeline: p, Provider: o.model, Model: "scripted"}, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.hs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/decisions") {
+			b, _ := io.ReadAll(r.Body)
+			o.mu.Lock()
+			o.bodies = append(o.bodies, string(b))
+			o.mu.Unlock()
+			r.Body = io.NopCloser(strings.NewReader(string(b)))
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	o.client = server.NewClient(o.hs.URL, "tok", nil)
+	t.Cleanup(func() {
+		o.hs.Close()
+		srv.Close(context.Background())
+	})
+	return o
+}
+
+func (o *reasonOwner) decisions() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.bodies...)
+}
+
+// untilWaiting follows the session's stream until it waits for a person.
+func (o *reasonOwner) untilWaiting(t *testing.T) {
+	t.Helper()
+	o.follow(t, "waiting")
+}
+
+// toolResult follows the session's stream until the turn is over and
+// returns what the model was sent as the call's result.
+func (o *reasonOwner) toolResult(t *testing.T) string {
+	t.Helper()
+	o.follow(t, "idle")
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, s := range o.seen {
+		if r, ok := strings.CutPrefix(s, "tool: "); ok {
+			return r
+		}
+	}
+	return ""
+}
+
+func (o *reasonOwner) follow(t *testing.T, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var head, last uint64
+	status := ""
+	ended := false // the turn: idle means after it
+	err := o.client.Stream(ctx, "s", 1, func(ev server.StreamEvent) error {
+		switch ev.Kind {
+		case "event":
+			last = ev.Event.Seq
+			ended = ended || ev.Event.Type == engine.EvTurnEnd
+		case "status":
+			if ev.Status != "running" {
+				status, head = ev.Status, ev.Head
+			}
+		}
+		if status == want && last >= head && (want != "idle" || ended) {
+			return server.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for the session to be %s (it is %q): %v", want, status, err)
 	}
 }

@@ -538,8 +538,9 @@ func TestBrowserAllow(t *testing.T) {
 	o.checkRequests(t)
 }
 
-// On a phone: the approval shows on the first screen, a tap on Deny
-// denies it, and the session shows the denial and the failed call.
+// On a phone: the approval shows on the first screen, a reason typed on
+// its card and a tap on Deny deny it, and the session shows the denial
+// with the reason, the failed call, and the model's answer to the reason.
 func TestBrowserDeny(t *testing.T) {
 	o := startOwner(t)
 	b := newBrowser(t, 390, 844, true)
@@ -556,15 +557,22 @@ func TestBrowserDeny(t *testing.T) {
 	if h := eval[float64](b, `document.querySelector('`+card+` button.deny').getBoundingClientRect().height`); h < 44 {
 		t.Errorf("the Deny button is %.0fpx tall, want a touch target of 44px at least", h)
 	}
+	if h := eval[float64](b, `document.querySelector('`+card+` input.deny-reason').getBoundingClientRect().height`); h < 44 {
+		t.Errorf("the reason field is %.0fpx tall, want a touch target of 44px at least", h)
+	}
+	const reason = "use the other account"
+	b.do(chromedp.Tap(q(card+" input.deny-reason")), chromedp.SendKeys(q(card+" input.deny-reason"), reason))
 	b.shot("deny-1-approval-phone")
 	b.do(chromedp.Tap(q(card + " button.deny")))
-	b.until("the card says denied", textOf(card+" .decide-status")+` === '✗ Denied' || !document.querySelector('`+card+`')`)
+	b.until("the card says denied, and why", textOf(card+" .decide-status")+` === '✗ Denied: `+reason+`' || !document.querySelector('`+card+`')`)
 	b.until("no approval left", `!document.querySelector('#approval-list .approval')`)
 	b.do(chromedp.Tap(q(`#session-list a[data-session="deny"]`)))
 	b.until("the session view", `!document.getElementById('session').hidden && getComputedStyle(document.getElementById('side')).display === 'none'`)
-	b.until("the denial", textOf(`#conversation .tool`)+`.includes('✗ Denied by console')`)
+	b.until("the denial with its reason", textOf(`#conversation .tool`)+`.includes('✗ Denied by console: `+reason+`')`)
 	b.until("the failed call, marked", `document.querySelector('#conversation .tool.error .result.error')`)
-	b.until("the answer to the denial", textOf("#conversation")+`.includes('the call failed')`)
+	// The scripted model answers a failed call with its result: the
+	// model read the reason.
+	b.until("the answer to the denial's reason", textOf("#conversation")+`.includes('the call failed: the call was denied: `+reason+`')`)
 	b.shot("deny-2-denied-phone")
 	b.do(chromedp.Tap(q(".back")))
 	b.until("back on the list", `!document.getElementById('side').hidden && getComputedStyle(document.getElementById('side')).display !== 'none'`)

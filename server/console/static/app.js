@@ -15,6 +15,8 @@
   const TOKEN_KEY = 'wagent-token';
   const POLL_MS = 2500;
   const WHO = 'console';
+  // MAX_REASON bounds a denial's reason: a sentence or two for the model.
+  const MAX_REASON = 1000;
 
   const $ = (id) => document.getElementById(id);
 
@@ -310,30 +312,48 @@
     card.append(el('p', 'args-label', 'Arguments'), args);
     const out = el('p', 'decide-status');
     out.setAttribute('role', 'status');
-    const allow = button('allow', '✓ Allow', () => decide(card, out, session, call.id, true, false));
-    const deny = button('deny', '✗ Deny', () => decide(card, out, session, call.id, false, false));
-    const always = button('always', '✓✓ Always', () => decide(card, out, session, call.id, true, true));
+    // A denial can say why: the reason is the decision's note, and the
+    // model reads it in the call's result ("the call was denied: …").
+    const reason = el('input', 'deny-reason');
+    reason.type = 'text';
+    reason.maxLength = MAX_REASON;
+    reason.autocomplete = 'off';
+    reason.placeholder = 'Why deny? (optional; the model reads it)';
+    reason.setAttribute('aria-label', 'Why deny ' + (call.name || 'the call') + '? Optional; the model reads it');
+    const allow = button('allow', '✓ Allow', () => decide(card, out, session, call.id, true, false, ''));
+    const deny = button('deny', '✗ Deny', () => decide(card, out, session, call.id, false, false, reason.value.trim()));
+    const always = button('always', '✓✓ Always', () => decide(card, out, session, call.id, true, true, ''));
+    // Enter in the reason denies: typing a reason is choosing to deny.
+    reason.addEventListener('keydown', (ev) => {
+      if (ev.key === 'Enter' && !ev.isComposing) {
+        ev.preventDefault();
+        if (!deny.disabled) deny.click();
+      }
+    });
     allow.setAttribute('aria-label', 'Allow ' + (call.name || 'the call') + ' once');
     deny.setAttribute('aria-label', 'Deny ' + (call.name || 'the call'));
     always.setAttribute('aria-label', 'Always allow ' + (call.name || 'the tool') + ' in this session');
     always.title = 'Allow, and allow this tool from now on in this session';
-    card.append(el('div', 'actions', allow, deny, always), out);
+    card.append(reason, el('div', 'actions', allow, deny, always), out);
     return card;
   }
 
-  async function decide(card, out, session, callID, allow, always) {
-    const buttons = card.querySelectorAll('button');
-    for (const b of buttons) b.disabled = true;
+  // decide sends one call's decision; a denial's reason goes as its note.
+  async function decide(card, out, session, callID, allow, always, reason) {
+    const controls = card.querySelectorAll('button, input');
+    for (const b of controls) b.disabled = true;
     out.textContent = 'Sending…';
+    const d = { call_id: callID, allow, always };
+    if (!allow && reason) d.note = reason;
     try {
-      await api('POST', sessionPath(session, 'decisions'), { decisions: [{ call_id: callID, allow, always }], who: WHO });
-      out.textContent = allow ? (always ? '✓ Allowed, always' : '✓ Allowed') : '✗ Denied';
+      await api('POST', sessionPath(session, 'decisions'), { decisions: [d], who: WHO });
+      out.textContent = allow ? (always ? '✓ Allowed, always' : '✓ Allowed') : '✗ Denied' + (d.note ? ': ' + d.note : '');
       card.classList.add('decided');
     } catch (e) {
       const final = e.code === 'already_decided' || e.code === 'not_waiting';
       out.textContent = (final ? '' : '⚠ ') + e.message;
       if (final) card.classList.add('decided');
-      else for (const b of buttons) b.disabled = false;
+      else for (const b of controls) b.disabled = false;
     }
     refreshSoon();
   }
