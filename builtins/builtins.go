@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/wagent/wagent/pipeline"
+	"github.com/wagent/wagent/wasmhost"
 )
 
 // module is every built-in op; core is the same ops but files, fetch and
@@ -43,6 +44,21 @@ var Names = []string{"approval", "agents-md", "skills", "retry", "turn-stopping"
 // through capabilities (files, fetch, shell).
 var CoreNames = []string{"approval", "agents-md", "skills", "retry", "turn-stopping", "max-turns", "unknown-tool", "final-output", "compaction"}
 
+// checks are the arguments of the capability built-ins' tools that the
+// host checks against the op's grants before a call is put to a guard or
+// a person (wasmhost.ArgCheck): shell's command line (a command no exec
+// grant allows is answered TOOL_NOT_GRANTED at once, not approved and
+// then refused) and fetch's URL (a host not granted). They say what the
+// guest code does with the argument (guests/builtins/ops: shell.go,
+// fetch.go), and TestGrantChecksAgreeWithTheOps holds them to it. files
+// has none: where a path leads is known only by opening it (a link inside
+// the mount may lead out), and the op refuses a path outside the project
+// itself before it reaches the host.
+var checks = map[string][]wasmhost.ArgCheck{
+	"shell": {{Tool: "shell", Arg: "command", As: wasmhost.CommandLine}},
+	"fetch": {{Tool: "fetch", Arg: "url", As: wasmhost.URL}},
+}
+
 // Bundle returns the built-ins for pipeline.Options.Builtins: each
 // pipeline gets the smaller bundle when all the built-ins it names are in
 // it (see ModuleFor).
@@ -69,11 +85,13 @@ func (bundles) Lookup(name string) ([]byte, string, bool) {
 
 func (bundles) Names() []string { return pipeline.BundleBuiltins{Wasm: module, Ops: Names}.Names() }
 
+func (bundles) ArgChecks(op string) []wasmhost.ArgCheck { return checks[op] }
+
 func (bundles) Narrow(names []string) pipeline.Builtins {
 	if w := ModuleFor(names); &w[0] == &core[0] {
-		return pipeline.BundleBuiltins{Wasm: core, Ops: CoreNames}
+		return pipeline.BundleBuiltins{Wasm: core, Ops: CoreNames, Checks: checks}
 	}
-	return pipeline.BundleBuiltins{Wasm: module, Ops: Names}
+	return pipeline.BundleBuiltins{Wasm: module, Ops: Names, Checks: checks}
 }
 
 // DefaultPipeline is the pipeline a session runs with when it names none.

@@ -13,12 +13,14 @@ import (
 	"github.com/wagent/wagent/hostabi"
 )
 
-// Calls whose arguments do not fit their tool's parameters are answered
-// by the host before any guard sees them: a person is never asked to
-// approve a call that cannot run, and the model reads at once what is
-// wrong (the edit_file with wrong argument names, approved, then refused
-// by its op). A schema the checker cannot compile (a draft or reference
-// it does not take) checks nothing: the owner still judges the call.
+// Calls whose arguments do not fit their tool's parameters, or that the
+// owner's grants would refuse, are answered by the host before any guard
+// sees them: a person is never asked to approve a call that cannot run,
+// and the model reads at once what is wrong (the edit_file with wrong
+// argument names, approved, then refused by its op; the shell command no
+// grant allows, approved, then refused by the host). A schema the checker
+// cannot compile (a draft or reference it does not take) checks nothing:
+// the owner still judges the call.
 
 // argSchemas caches compiled parameter schemas by their bytes (nil: not
 // checkable), for the whole process: tools repeat from step to step. An op
@@ -129,10 +131,12 @@ func argumentsError(params, args json.RawMessage) error {
 	return errors.New(strings.Join(why, "; "))
 }
 
-// badArguments answers, as the host, the pending calls no guard has seen
-// whose arguments do not fit their tool's parameters; it reports whether
-// it answered any.
-func (m *Machine) badArguments(mv *move, pending []*CallState) bool {
+// cannotRun answers, as the host, the pending calls no guard has seen that
+// cannot run: arguments that do not fit their tool's parameters
+// (TOOL_BAD_ARGUMENTS), or that the owner's grants would refuse, as its
+// host tells (GrantChecker; TOOL_NOT_GRANTED). It reports whether it
+// answered any.
+func (m *Machine) cannotRun(mv *move, pending []*CallState) bool {
 	h := m.st.Header
 	if h == nil {
 		return false
@@ -150,6 +154,16 @@ func (m *Machine) badArguments(mv *move, pending []*CallState) bool {
 			mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeBadArguments, Op: HostOp,
 				Content: clipArgs(fmt.Sprintf("the call was not run: its arguments do not fit the parameters of %s: %v; call it again with arguments that do", c.Name, err))})
 			answered = true
+			continue
+		}
+		if op, _, ok := m.cfg.Pipeline.Lookup(c.Owner); ok {
+			if g, ok := op.(GrantChecker); ok {
+				if err := g.CheckGrants(c.Name, c.Arguments); err != nil {
+					mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeNotGranted, Op: HostOp,
+						Content: clipArgs(fmt.Sprintf("the call was not run: its op's grants do not allow it: %v", err))})
+					answered = true
+				}
+			}
 		}
 	}
 	return answered

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/wagent/wagent/hostabi"
 )
@@ -23,6 +24,22 @@ type Operation interface {
 	// asked for, and treats the op as having skipped (a guard op's calls are
 	// denied instead). Return a *hostabi.Fault to name the kind of fault.
 	Handle(ctx context.Context, view *hostabi.View, r Reader) ([]hostabi.Effect, error)
+}
+
+// A GrantChecker is an Operation whose host can tell, without running
+// anything, that a call of one of its tools would be refused by the op's
+// grants (a command no exec grant allows, a URL to a host not granted).
+// The engine asks it before any guard sees the call, and answers a call it
+// refuses at once with TOOL_NOT_GRANTED and the reason: nobody is asked to
+// approve a call that cannot run.
+//
+// It is the host's check, not the op's: the wasm runtime implements it
+// with the grant checks it enforces when the call runs (wasmhost.ArgCheck),
+// and a module has no say in it. CheckGrants must run nothing and depend
+// only on the op's configuration and its arguments (a replay asks again);
+// nil means the call may run, as far as the host can tell before it does.
+type GrantChecker interface {
+	CheckGrants(tool string, args json.RawMessage) error
 }
 
 // Reader gives an op what its view does not carry, on demand. Its cost does

@@ -21,8 +21,9 @@ import (
 //     TOOL_OUTCOME_UNKNOWN, or, for an idempotent tool, run again.
 //  2. A call no guard has seen whose arguments do not fit its tool's
 //     parameters (argcheck.go) is answered by the host with
-//     TOOL_BAD_ARGUMENTS: nobody is asked to approve a call that cannot
-//     run.
+//     TOOL_BAD_ARGUMENTS, and one its owner's grants would refuse (as the
+//     owner's host tells: GrantChecker) with TOOL_NOT_GRANTED: nobody is
+//     asked to approve a call that cannot run.
 //  3. Guards (ops whose manifest says guard) are asked in pipeline order
 //     about the calls each has not decided yet. Each guard decides for
 //     itself: allow, deny, or ask a person (the session then yields). A
@@ -50,7 +51,7 @@ func (m *Machine) tools(ctx context.Context, mv *move) error {
 			return nil
 		}
 	}
-	if m.badArguments(mv, pending) {
+	if m.cannotRun(mv, pending) {
 		return nil
 	}
 	guards := m.guardOrder()

@@ -91,6 +91,10 @@ const (
 	// CodeBadArguments answers a call whose arguments do not fit its
 	// tool's parameters, before any guard or person sees it.
 	CodeBadArguments = "TOOL_BAD_ARGUMENTS"
+	// CodeNotGranted answers a call its owner's grants would refuse (a
+	// command no exec grant allows, a URL to a host not granted), before
+	// any guard or person sees it.
+	CodeNotGranted = "TOOL_NOT_GRANTED"
 )
 
 // AlwaysNotePrefix starts the note the host writes for the guard that

@@ -259,6 +259,17 @@ type Narrower interface {
 	Narrow(names []string) Builtins
 }
 
+// A GrantChecks is Builtins that knows, for some of its ops, which tool
+// arguments the host checks against the op's grants before a call is put
+// to a guard or a person (wasmhost.ArgCheck). Build gives them to the ops
+// a pipeline names as builtin:NAME: the host knows what its own modules do
+// with their arguments, and trusts no module to say.
+type GrantChecks interface {
+	Builtins
+	// ArgChecks returns the checks of the named op (none: nil).
+	ArgChecks(op string) []wasmhost.ArgCheck
+}
+
 // builtinsFor narrows b to the built-ins ops name (the fallback among
 // them unless noFallback), if b is a Narrower.
 func builtinsFor(b Builtins, ops []OpSpec) Builtins {
@@ -285,7 +296,12 @@ func (m MapBuiltins) Lookup(name string) ([]byte, string, bool) { b, ok := m[nam
 type BundleBuiltins struct {
 	Wasm []byte
 	Ops  []string
+	// Checks are the grant checks of its ops, by op name (GrantChecks).
+	Checks map[string][]wasmhost.ArgCheck
 }
+
+// ArgChecks returns the grant checks of the named op.
+func (b BundleBuiltins) ArgChecks(op string) []wasmhost.ArgCheck { return b.Checks[op] }
 
 // Lookup returns the bundle and the op's name in it.
 func (b BundleBuiltins) Lookup(name string) ([]byte, string, bool) {
@@ -419,7 +435,11 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 			}
 			grants.Mounts = append(grants.Mounts, mt)
 		}
-		op, err := o.Runtime.NewOp(mod, wasmhost.Config{Op: opName, Config: spec.Config, Limits: spec.Limits, Grants: grants})
+		var checks []wasmhost.ArgCheck
+		if gc, ok := o.Builtins.(GrantChecks); ok && spec.Module == nil && strings.HasPrefix(spec.Use, BuiltinPrefix) {
+			checks = gc.ArgChecks(opName)
+		}
+		op, err := o.Runtime.NewOp(mod, wasmhost.Config{Op: opName, Config: spec.Config, Limits: spec.Limits, Grants: grants, Checks: checks})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", at, err)
 		}

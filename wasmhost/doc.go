@@ -36,7 +36,10 @@
 // so, in a mount, bounded in time and output, and confined with Landlock
 // unless the grant says Unconfined). What an op requests and is not
 // granted is refused by NewOp; what it tries beyond its grant at call time
-// is an error in the response it gets, and a line for watchers.
+// is an error in the response it gets, and a line for watchers. Given
+// Config.Checks (the pipeline gives them to the built-ins shell and fetch),
+// Op.CheckGrants runs the same grant checks on a call's arguments before
+// anyone is asked about it (engine.GrantChecker).
 //
 // Deadlines are enforced by instrumenting each module at load: a cheap
 // check at every function entry and loop header, with a periodic return to

@@ -78,6 +78,10 @@ type Config struct {
 	Config json.RawMessage
 	Limits Limits
 	Grants Grants
+	// Checks name the tool arguments the host checks against Grants
+	// before a call is put to anyone (CheckGrants): the pipeline's
+	// knowledge of what the op does with them, never the module's word.
+	Checks []ArgCheck
 }
 
 // Op adapts a module to engine.Operation. It is safe for concurrent use:
@@ -89,6 +93,7 @@ type Op struct {
 	config json.RawMessage
 	limits Limits
 	caps   *capabilities
+	checks []ArgCheck
 	pool   *pool
 	web    webClient // outbound HTTP, made on first use
 }
@@ -142,7 +147,10 @@ func (r *Runtime) NewOp(m *Module, cfg Config) (*Op, error) {
 	if err := m.schemas[man.Name].check(cfg.Config); err != nil {
 		return nil, fmt.Errorf("op %s: %v", man.Name, err)
 	}
-	o := &Op{mod: m, man: man, config: cfg.Config, limits: lim, caps: caps}
+	if err := checkArgChecks(man, cfg.Checks); err != nil {
+		return nil, err
+	}
+	o := &Op{mod: m, man: man, config: cfg.Config, limits: lim, caps: caps, checks: slices.Clone(cfg.Checks)}
 	p, err := r.poolFor(m, man, lim.MemoryPages, caps.mounts)
 	if err != nil {
 		return nil, err

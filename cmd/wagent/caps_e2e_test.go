@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/procbox"
 	"github.com/wagent/wagent/wasmhost"
 )
@@ -202,5 +203,79 @@ func TestOpsShowCapabilities(t *testing.T) {
 	r = wag(t, t.TempDir(), "ops", "check", "builtin:files", "--mount", dir+":/work")
 	if r.code != exitFailure || !strings.Contains(r.stdout, "fail: files: op files requests /work read-write, but the pipeline grants it read-only") {
 		t.Errorf("check with a read-only mount: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// People are asked only about calls that can run (issue 28, item 5),
+// through the real binary: approval asks about everything, and shell may
+// run echo. The model's rm, which no grant allows, is answered by the
+// host at once with TOOL_NOT_GRANTED naming what is granted, and the run
+// waits for the echo alone; approved from another process, the echo runs.
+func TestE2ENobodyIsAskedAboutACommandNotGranted(t *testing.T) {
+	project := t.TempDir()
+	unconfined := "false"
+	if !wasmhost.CanConfine() {
+		unconfined = "true"
+	}
+	os.WriteFile(filepath.Join(project, "agent.yaml"), []byte(`ops:
+  - use: builtin:approval
+    config: {mode: ask}
+  - use: builtin:shell
+    grants:
+      mounts: ["./:/work:rw"]
+      exec: [{cmd: "echo **", unconfined: `+unconfined+`}]
+`), 0o644)
+	script := filepath.Join(t.TempDir(), "script.yaml")
+	os.WriteFile(script, []byte(`replies:
+  - content: "Cleaning up."
+    tool_calls:
+      - {id: rm1, name: shell, arguments: {command: "rm -rf ."}}
+      - {id: echo1, name: shell, arguments: {command: "echo cleaned"}}
+  - content: "Done."
+`), 0o644)
+	env := map[string]string{"WAGENT_HOME": t.TempDir(), "WAGENT_CACHE_DIR": sharedE2ECache(t)}
+	const id = "e2e-not-granted"
+	run := func(args ...string) result {
+		t.Helper()
+		return exeIn(t, project, 2*time.Minute, env, args...)
+	}
+	r := run("run", "--session", id, "--provider", "script", "--script", script, "--pipeline", "agent.yaml", "clean up")
+	if r.code != exitWaiting || !strings.Contains(r.stdout, "wagent approve "+id+" echo1") || strings.Contains(r.stdout, "approve "+id+" rm1") {
+		t.Fatalf("run: exit %d, want 3 waiting for echo1 alone\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	evs := logEvents(t, env, id)
+	for _, a := range dataOf[engine.ApprovalRequest](t, evs, engine.EvApprovalRequest) {
+		if len(a.CallIDs) != 1 || a.CallIDs[0] != "echo1" {
+			t.Errorf("a person was asked about %v; want only echo1", a.CallIDs)
+		}
+	}
+	res := dataOf[engine.ToolResult](t, evs, engine.EvToolResult)
+	if len(res) != 1 || res[0].CallID != "rm1" || !res[0].IsError || res[0].Code != hostabi.CodeNotGranted || res[0].Op != engine.HostOp ||
+		!strings.Contains(res[0].Content, "rm -rf . matches no exec grant of op shell (granted: echo **)") {
+		t.Fatalf("results before the decision %+v; want rm1 answered by the host with TOOL_NOT_GRANTED", res)
+	}
+
+	if a := run("approve", id, "echo1"); a.code != exitOK {
+		t.Fatalf("approve: exit %d\n%s%s", a.code, a.stdout, a.stderr)
+	}
+	r = run("resume", id)
+	if r.code != exitOK || !strings.Contains(r.stdout, "Done.") {
+		t.Fatalf("resume: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	evs = logEvents(t, env, id)
+	if _, err := engine.Fold(id, evs); err != nil {
+		t.Fatalf("fold refuses the log: %v", err)
+	}
+	calls := dataOf[engine.ToolCallEvent](t, evs, engine.EvToolCall)
+	if len(calls) != 1 || calls[0].CallID != "echo1" {
+		t.Errorf("calls run %+v; want only echo1", calls)
+	}
+	for _, x := range dataOf[engine.ToolResult](t, evs, engine.EvToolResult) {
+		if x.CallID == "echo1" && (x.IsError || x.Op != "shell" || !strings.Contains(x.Content, "--- stdout ---\ncleaned\n")) {
+			t.Errorf("echo1 answered %+v", x)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(project, "agent.yaml")); err != nil {
+		t.Errorf("the project lost its files: %v", err)
 	}
 }

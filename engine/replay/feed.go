@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/wagent/wagent/engine"
@@ -96,6 +97,16 @@ func (s *standIn) Handle(ctx context.Context, v *hostabi.View, rd engine.Reader)
 		return nil, nil
 	}
 	return s.Operation.Handle(ctx, v, rd)
+}
+
+// CheckGrants is the op's host's grant check, when it has one: the check
+// is the host's own and runs nothing, so the replay asks it as the
+// recording did.
+func (s *standIn) CheckGrants(tool string, args json.RawMessage) error {
+	if g, ok := s.Operation.(engine.GrantChecker); ok {
+		return g.CheckGrants(tool, args)
+	}
+	return nil
 }
 
 // recordedRun answers the run of a call from the recording: the result

@@ -3,6 +3,7 @@ package replay_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -284,3 +285,57 @@ func TestReplayWithoutRetries(t *testing.T) {
 }
 
 func u(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// granted is the calculator behind a host whose grants allow values up to
+// 100 (the host's grant check, as wasmhost's).
+type granted struct{ engine.Operation }
+
+func (granted) CheckGrants(tool string, args json.RawMessage) error {
+	var a struct{ Value float64 }
+	if json.Unmarshal(args, &a) == nil && a.Value > 100 {
+		return errors.New("only values up to 100 are granted")
+	}
+	return nil
+}
+
+// A call the host answered at once because its owner's grants refuse it
+// (TOOL_NOT_GRANTED) is answered the same way in the replay: the stand-in
+// in front of the owner keeps the host's grant check, so the same
+// pipeline does not diverge (nor run the call, nor ask a person), and one
+// whose grants allow the call is told apart.
+func TestReplayKeepsTheGrantCheck(t *testing.T) {
+	ops := func(t *testing.T, limit bool) func() engine.Operation {
+		return func() engine.Operation {
+			if limit {
+				return granted{noTools(t)()}
+			}
+			return noTools(t)()
+		}
+	}
+	env := &et.Env{Log: store.NewMemory(), Session: "s", Provider: &et.Replay{Replies: []et.Reply{
+		{Calls: []hostabi.ToolCall{et.Call("big", "calc_add", `{"value":4000}`)}},
+		{Text: "not granted"},
+	}}, Ops: func() []engine.Operation { return []engine.Operation{et.Approver(nil, nil), granted{et.Calculator()}} }}
+	env.Create(t)
+	env.Send(t, "add 4000")
+	if o := env.RunContinuous(t); o != engine.Idle {
+		t.Fatalf("recording: %v, want idle (the call answered at once, nobody asked)", o)
+	}
+	evs := env.Events(t)
+	refused := seqOf(t, evs, engine.EvToolResult, hostabi.CodeNotGranted)
+
+	rep, err := replay.Run(context.Background(), replay.Options{Session: "s", Events: evs, Pipeline: pipeline(approver(nil, nil), ops(t, true))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Diverged() || rep.Stopped != nil {
+		t.Fatalf("the same pipeline diverged: stopped %+v, divergences %+v", rep.Stopped, rep.Divergences)
+	}
+	rep, err = replay.Run(context.Background(), replay.Options{Session: "s", Events: evs, Pipeline: pipeline(approver(nil, nil), ops(t, false))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Diverged() || rep.Divergences[0].Seq != refused {
+		t.Fatalf("a pipeline without the grant check: divergences %+v, want the first at the refusal (seq %d)", rep.Divergences, refused)
+	}
+}

@@ -156,15 +156,15 @@ func TestConsoleDenyReasonReachesTheModel(t *testing.T) {
 		result string // what the model reads as the call's result
 	}{
 		{"deny with a reason", []step{{"fill": "deny-reason", "value": "  not that file, use notes.txt  "}, {"click": "deny"}},
-			server.Decision{CallID: "c1", Note: "not that file, use notes.txt"}, "✗ Denied: not that file, use notes.txt", "the call was denied: not that file, use notes.txt"},
+			server.Decision{CallID: "1.1.1", Note: "not that file, use notes.txt"}, "✗ Denied: not that file, use notes.txt", "the call was denied: not that file, use notes.txt"},
 		{"Enter in the reason denies", []step{{"fill": "deny-reason", "value": "too risky"}, {"key": "Enter", "on": "deny-reason"}},
-			server.Decision{CallID: "c1", Note: "too risky"}, "✗ Denied: too risky", "the call was denied: too risky"},
+			server.Decision{CallID: "1.1.1", Note: "too risky"}, "✗ Denied: too risky", "the call was denied: too risky"},
 		{"deny without a reason", []step{{"click": "deny"}},
-			server.Decision{CallID: "c1"}, "✗ Denied", "the call was denied"},
+			server.Decision{CallID: "1.1.1"}, "✗ Denied", "the call was denied"},
 		{"a blank reason is none", []step{{"fill": "deny-reason", "value": "   "}, {"click": "deny"}},
-			server.Decision{CallID: "c1"}, "✗ Denied", "the call was denied"},
+			server.Decision{CallID: "1.1.1"}, "✗ Denied", "the call was denied"},
 		{"an allow sends no reason", []step{{"fill": "deny-reason", "value": "typed, then allowed"}, {"click": "allow"}},
-			server.Decision{CallID: "c1", Allow: true}, "✓ Allowed", "2"},
+			server.Decision{CallID: "1.1.1", Allow: true}, "✓ Allowed", "2"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,7 +174,7 @@ func TestConsoleDenyReasonReachesTheModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			o.untilWaiting(t)
-			scenario, _ := json.Marshal(map[string]any{"owner": o.hs.URL, "token": "tok", "session": "s", "call": "c1", "steps": tc.steps})
+			scenario, _ := json.Marshal(map[string]any{"owner": o.hs.URL, "token": "tok", "session": "s", "call": "1.1.1", "steps": tc.steps})
 			sp := filepath.Join(t.TempDir(), "scenario.json")
 			if err := os.WriteFile(sp, scenario, 0o644); err != nil {
 				t.Fatal(err)
