@@ -148,6 +148,8 @@ func TestConsoleDenyReasonReachesTheModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	type step = map[string]string
+	// The console sends the digest of the call its card shows.
+	shown := engine.CallDigest("calc_add", json.RawMessage(`{"value":2}`))
 	cases := []struct {
 		name   string
 		steps  []step
@@ -156,15 +158,15 @@ func TestConsoleDenyReasonReachesTheModel(t *testing.T) {
 		result string // what the model reads as the call's result
 	}{
 		{"deny with a reason", []step{{"fill": "deny-reason", "value": "  not that file, use notes.txt  "}, {"click": "deny"}},
-			server.Decision{CallID: "1.1.1", Note: "not that file, use notes.txt"}, "✗ Denied: not that file, use notes.txt", "the call was denied: not that file, use notes.txt"},
+			server.Decision{CallID: "1.1.1", Digest: shown, Note: "not that file, use notes.txt"}, "✗ Denied: not that file, use notes.txt", "the call was denied: not that file, use notes.txt"},
 		{"Enter in the reason denies", []step{{"fill": "deny-reason", "value": "too risky"}, {"key": "Enter", "on": "deny-reason"}},
-			server.Decision{CallID: "1.1.1", Note: "too risky"}, "✗ Denied: too risky", "the call was denied: too risky"},
+			server.Decision{CallID: "1.1.1", Digest: shown, Note: "too risky"}, "✗ Denied: too risky", "the call was denied: too risky"},
 		{"deny without a reason", []step{{"click": "deny"}},
-			server.Decision{CallID: "1.1.1"}, "✗ Denied", "the call was denied"},
+			server.Decision{CallID: "1.1.1", Digest: shown}, "✗ Denied", "the call was denied"},
 		{"a blank reason is none", []step{{"fill": "deny-reason", "value": "   "}, {"click": "deny"}},
-			server.Decision{CallID: "1.1.1"}, "✗ Denied", "the call was denied"},
+			server.Decision{CallID: "1.1.1", Digest: shown}, "✗ Denied", "the call was denied"},
 		{"an allow sends no reason", []step{{"fill": "deny-reason", "value": "typed, then allowed"}, {"click": "allow"}},
-			server.Decision{CallID: "1.1.1", Allow: true}, "✓ Allowed", "2"},
+			server.Decision{CallID: "1.1.1", Digest: shown, Allow: true}, "✓ Allowed", "2"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -320,9 +320,9 @@
     reason.autocomplete = 'off';
     reason.placeholder = 'Why deny? (optional; the model reads it)';
     reason.setAttribute('aria-label', 'Why deny ' + (call.name || 'the call') + '? Optional; the model reads it');
-    const allow = button('allow', '✓ Allow', () => decide(card, out, session, call.id, true, false, ''));
-    const deny = button('deny', '✗ Deny', () => decide(card, out, session, call.id, false, false, reason.value.trim()));
-    const always = button('always', '✓✓ Always', () => decide(card, out, session, call.id, true, true, ''));
+    const allow = button('allow', '✓ Allow', () => decide(card, out, session, call, true, false, ''));
+    const deny = button('deny', '✗ Deny', () => decide(card, out, session, call, false, false, reason.value.trim()));
+    const always = button('always', '✓✓ Always', () => decide(card, out, session, call, true, true, ''));
     // Enter in the reason denies: typing a reason is choosing to deny.
     reason.addEventListener('keydown', (ev) => {
       if (ev.key === 'Enter' && !ev.isComposing) {
@@ -339,18 +339,21 @@
   }
 
   // decide sends one call's decision; a denial's reason goes as its note.
-  async function decide(card, out, session, callID, allow, always, reason) {
+  // decide sends the decision about the call the card shows: its key and
+  // the digest of the tool and arguments on the card, so the owner records
+  // it only for that call, still waiting as shown.
+  async function decide(card, out, session, call, allow, always, reason) {
     const controls = card.querySelectorAll('button, input');
     for (const b of controls) b.disabled = true;
     out.textContent = 'Sending…';
-    const d = { call_id: callID, allow, always };
+    const d = { call_id: call.id, digest: call.digest, allow, always };
     if (!allow && reason) d.note = reason;
     try {
       await api('POST', sessionPath(session, 'decisions'), { decisions: [d], who: WHO });
       out.textContent = allow ? (always ? '✓ Allowed, always' : '✓ Allowed') : '✗ Denied' + (d.note ? ': ' + d.note : '');
       card.classList.add('decided');
     } catch (e) {
-      const final = e.code === 'already_decided' || e.code === 'not_waiting';
+      const final = e.code === 'already_decided' || e.code === 'not_waiting' || e.code === 'changed';
       out.textContent = (final ? '' : '⚠ ') + e.message;
       if (final) card.classList.add('decided');
       else for (const b of controls) b.disabled = false;
