@@ -234,3 +234,49 @@ func TestSignalToTheOwnerRunLeavesTheOthersTurn(t *testing.T) {
 		t.Errorf("turn 2 ended %+v, want completed: the owner's leaving cancels no other client's turn", ends[2])
 	}
 }
+
+// A chat is a client too: a line it sends while another client's turn
+// runs waits for it, the chat shows only the turn its line opens, and
+// Ctrl-C withdraws the line, leaving the other turn to finish.
+func TestChatOnASessionAnotherClientRuns(t *testing.T) {
+	tc := newTwoClients(t)
+	env := chatEnv(t)
+	env["WAGENT_HOME"] = tc.env["WAGENT_HOME"]
+	s := startScreen(t, env, append([]string{"chat"}, tc.args[1:]...)...)
+	s.waitFor(0, "› ")
+
+	first := tc.firstHolds(t)
+	m := s.mark()
+	s.typeKeys("second\r")
+	tc.queued(t, "second")
+	s.typeKeys("\x03") // Ctrl-C
+	s.waitFor(m, "(withdrawn")
+	s.waitFor(m, "› ")
+	os.Remove(tc.hold)
+	if code, stderr := first.wait(t); code != exitOK || !strings.Contains(first.stdout(), "Answer one.") {
+		t.Fatalf("the run whose turn ran: exit %d\n%s\n%s", code, first.stdout(), stderr)
+	}
+	if ends := turnEnds(t, tc.env); len(ends) != 1 || ends[1].Reason != engine.ReasonCompleted {
+		t.Fatalf("turn ends %+v, want the run's turn completed and no other", ends)
+	}
+
+	// Again, and this time the line waits for its turn: the chat shows
+	// that turn's answer, not the run's.
+	os.WriteFile(tc.hold, []byte("wait"), 0o644)
+	next := tc.run(t, "first")
+	tc.waitLog(t, "the second run's tool call", func(e store.Event) bool { return e.Type == engine.EvToolCall && e.Turn == 2 })
+	m = s.mark()
+	s.typeKeys("second\r")
+	tc.queued(t, "second")
+	os.Remove(tc.hold)
+	s.waitFor(m, "Answer two.")
+	s.waitFor(m, "› ")
+	if shown := s.text()[m:]; strings.Contains(shown, "Answer one.") || strings.Contains(shown, "slow_read") {
+		t.Errorf("the chat shows the run's turn:\n%s", shown)
+	}
+	if code, _ := next.wait(t); code != exitOK || strings.Contains(next.stdout(), "Answer two.") {
+		t.Errorf("the second run: exit %d\n%s", code, next.stdout())
+	}
+	s.typeKeys("\x04") // Ctrl-D
+	s.exit()
+}

@@ -64,6 +64,26 @@ func (o *ownTurn) send(ctx context.Context, cl *server.Client, session, text str
 	}
 }
 
+// cancel asks the owner to cancel what the input started (o nil: the
+// session's running turn, as resume does); nothing is asked when the input
+// was never sent or nothing more of it is to come.
+func (o *ownTurn) cancel(ctx context.Context, cl *server.Client, session string, req server.CancelRequest) (*server.Canceled, error) {
+	if o != nil {
+		if !o.sent || o.done() {
+			return &server.Canceled{}, nil
+		}
+		req.Message = o.msg
+	}
+	return cl.Cancel(ctx, session, req)
+}
+
+// send is a chat's start callback for a line: the chat follows that input
+// as a run does, showing its turn and cancelling only that.
+func (ch *chatter) send(ctx context.Context, line string) func() error {
+	ch.own = newOwnTurn(inputID())
+	return ch.own.send(ctx, ch.cl, ch.id, line)
+}
+
 // outcome is the run's result once its input's turn has ended: a failure
 // when the turn ended in error or was cancelled (by another client, the
 // console, wagent cancel: the cause says who), or when the input was

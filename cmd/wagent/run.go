@@ -698,8 +698,7 @@ func (f *follower) interrupted(ctx context.Context, last uint64) error {
 	if own.done() {
 		return ended()
 	}
-	req.Message = own.msg
-	res, err := f.cl.Cancel(bg, id, req)
+	res, err := own.cancel(bg, f.cl, id, req)
 	switch {
 	case err != nil:
 		return stopped(fail(exitFailure, "%s; this run's input could not be cancelled: %v", why.cause.Reason, apiFail(err)))
@@ -736,6 +735,9 @@ func stream(ctx context.Context, cl *server.Client, id string, from uint64, out 
 // returning as soon as that has ended (or the input was discarded).
 func streamOwn(ctx context.Context, cl *server.Client, id string, from uint64, out *printer, start func() error, own *ownTurn) (status string, last uint64, err error) {
 	last = from - 1
+	if own != nil && own.done() {
+		return "", last, nil
+	}
 	var head uint64
 	var connected func() error
 	if start != nil {
