@@ -91,6 +91,9 @@ type InboxSpliced struct {
 	// Outcome says what became of removed items: claimed into the turn, or
 	// canceled.
 	Outcome string `json:"outcome,omitempty"`
+	// Cause, on a canceled removal of one client's own input (withdrawn
+	// before a turn took it), says who withdrew it.
+	Cause *Cause `json:"cause,omitempty"`
 }
 
 // TurnStart is the data of turn/start.
@@ -103,6 +106,9 @@ type Cause struct {
 	Kind   string `json:"kind"` // user, parent, hook, disposed
 	Hook   string `json:"hook,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// By names who cancelled, as they said (a command and its process,
+	// the console): of two clients on one session, the log tells which.
+	By string `json:"by,omitempty"`
 }
 
 // TurnEnd is the data of turn/end.

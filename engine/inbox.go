@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,12 +31,18 @@ type inboxLog struct {
 	idx inboxIndex
 }
 
-// inboxIndex is the inbox as of head: both lists and every id ever used.
+// inboxIndex is the inbox as of head: both lists and every id ever used,
+// and which input the open turn claimed (so that a client can cancel what
+// its own input started, and nothing else: Session.CancelInput).
 type inboxIndex struct {
 	head     uint64
 	nextTurn []hostabi.InputMessage
 	nextStep []hostabi.InputMessage
 	used     map[string]struct{}
+	// turn is the open turn (0: none); claimed the ids of the input it
+	// claimed.
+	turn    int
+	claimed []string
 }
 
 func (x *inboxIndex) list(name string) *[]hostabi.InputMessage {
@@ -66,8 +73,44 @@ func (x *inboxIndex) apply(d *InboxSpliced) {
 	}
 }
 
+// see folds one appended event into the index.
+func (x *inboxIndex) see(e *store.Event) {
+	switch e.Type {
+	case EvTurnStart:
+		var d TurnStart
+		if json.Unmarshal(e.Data, &d) == nil {
+			x.turn, x.claimed = d.Turn, nil
+		}
+	case EvTurnEnd:
+		x.turn, x.claimed = 0, nil
+	case EvInboxSpliced:
+		var d InboxSpliced
+		if json.Unmarshal(e.Data, &d) != nil {
+			return
+		}
+		if d.Removed > 0 && d.Outcome == OutcomeClaimed {
+			x.claimed = append(x.claimed, x.ids(d.List, d.Start, d.Removed)...)
+		}
+		x.apply(&d)
+	}
+	x.head = e.Seq
+}
+
+// find returns the list holding the queued input id and its index there
+// ("" and -1 when it is not queued).
+func (x *inboxIndex) find(id string) (string, int) {
+	for _, name := range []string{ListNextTurn, ListNextStep} {
+		for i, m := range *x.list(name) {
+			if m.ID == id {
+				return name, i
+			}
+		}
+	}
+	return "", -1
+}
+
 func (x inboxIndex) clone() inboxIndex {
-	return inboxIndex{head: x.head, nextTurn: x.nextTurn, nextStep: x.nextStep, used: x.used}
+	return inboxIndex{head: x.head, nextTurn: x.nextTurn, nextStep: x.nextStep, used: x.used, turn: x.turn, claimed: slices.Clip(x.claimed)}
 }
 
 func newInboxLog(log store.Log, session string, clock func() time.Time) *inboxLog {
@@ -81,6 +124,24 @@ func (l *inboxLog) init(st *State) {
 	for id := range st.ids {
 		l.idx.used[id] = struct{}{}
 	}
+	if st.TurnOpen {
+		l.idx.turn, l.idx.claimed = st.Turn, turnInput(st)
+	}
+}
+
+// turnInput returns the ids of the input the open turn claimed: admitted
+// (its user messages still in memory) or waiting for admission.
+func turnInput(st *State) []string {
+	var ids []string
+	for i := max(st.TurnFirstMessage, st.Stubbed); i < st.MessageCount(); i++ {
+		if m := st.Messages[i-st.Stubbed]; m.Role == "user" && m.ID != "" {
+			ids = append(ids, m.ID)
+		}
+	}
+	for _, c := range st.Claimed {
+		ids = append(ids, c.ID)
+	}
+	return ids
 }
 
 // Append is the machine's append: serialised with enqueue, and folded into
@@ -92,6 +153,12 @@ func (l *inboxLog) Append(ctx context.Context, session string, expectedHead uint
 }
 
 func (l *inboxLog) appendLocked(ctx context.Context, expectedHead uint64, events []store.Event) (uint64, error) {
+	// Checked under the lock: a cancellation that saw the index (which
+	// turn is open) knows that nothing the cancelled context would append
+	// comes after it (Session.CancelInput).
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	if expectedHead > l.idx.head {
 		// The machine folded appends this index never saw: another
 		// process's (a worker's, while a server records input). Fold them
@@ -106,12 +173,7 @@ func (l *inboxLog) appendLocked(ctx context.Context, expectedHead uint64, events
 	}
 	before := l.idx.clone()
 	for i := range events {
-		if events[i].Type == EvInboxSpliced {
-			var d InboxSpliced
-			if json.Unmarshal(events[i].Data, &d) == nil {
-				l.idx.apply(&d)
-			}
-		}
+		l.idx.see(&events[i]) // the store set their seqs
 	}
 	l.idx.head = head
 	if l.onAppend != nil {
@@ -172,19 +234,57 @@ func (l *inboxLog) enqueue(ctx context.Context, list string, msgs []hostabi.Inpu
 	}
 }
 
+// known reports, with l.mu held, whether id names input sent to the
+// session (an id wagent made names a seq up to the head).
+func (l *inboxLog) known(id string) bool {
+	if n, generated := GeneratedID(id); generated {
+		return n >= 1 && n <= l.idx.head
+	}
+	_, ok := l.idx.used[id]
+	return ok
+}
+
+// withdrawLocked removes queued input id from its list (a canceled
+// splice), with l.mu held, and reports whether it was queued. It unlocks
+// l.mu.
+func (l *inboxLog) withdrawLocked(ctx context.Context, id string, cause Cause, sync bool) (bool, error) {
+	defer l.mu.Unlock()
+	for tries := 0; ; tries++ {
+		list, i := l.idx.find(id)
+		if i < 0 {
+			return false, nil
+		}
+		data, _ := encode(InboxSpliced{List: list, Start: i, Removed: 1, Outcome: OutcomeCanceled, Cause: &cause})
+		evs := []store.Event{{Type: EvInboxSpliced, Time: l.clock(), Data: data}}
+		_, err := l.appendLocked(ctx, l.idx.head, evs)
+		if errors.Is(err, store.ErrConflict) && tries < 8 {
+			if err := l.catchUpLocked(ctx); err != nil {
+				return false, err
+			}
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("engine: withdraw input from session %s: %w", l.session, err)
+		}
+		if sync {
+			if err := l.Log.Sync(context.WithoutCancel(ctx)); err != nil {
+				return false, fmt.Errorf("engine: sync session %s: %w", l.session, err)
+			}
+		}
+		if l.live != nil {
+			l.live(Live{Kind: "event", Event: &evs[0]})
+		}
+		return true, nil
+	}
+}
+
 func (l *inboxLog) catchUpLocked(ctx context.Context) error {
 	evs, err := l.Log.Read(ctx, l.session, l.idx.head+1, 0)
 	if err != nil {
 		return err
 	}
-	for _, e := range evs {
-		if e.Type == EvInboxSpliced {
-			var d InboxSpliced
-			if json.Unmarshal(e.Data, &d) == nil {
-				l.idx.apply(&d)
-			}
-		}
-		l.idx.head = e.Seq
+	for i := range evs {
+		l.idx.see(&evs[i])
 	}
 	return nil
 }

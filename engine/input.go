@@ -250,23 +250,25 @@ func (m *Machine) abortIfAny(ctx context.Context, cause Cause, keepInbox bool) (
 	if keepInbox {
 		discard = 0
 	}
-	return m.abortN(ctx, cause, discard, discard)
+	return m.abortN(ctx, cause, discard, discard, "")
 }
 
 // abort is Abort discarding the first n items of each list (-1: all), so
-// that input sent after a cancellation is not discarded with it.
-func (m *Machine) abort(ctx context.Context, cause Cause, nTurn, nStep int) error {
-	_, err := m.abortN(ctx, cause, nTurn, nStep)
+// that input sent after a cancellation is not discarded with it. Claimed
+// input whose id is drop is not put back: it is what the cancellation
+// withdraws (Session.CancelInput).
+func (m *Machine) abort(ctx context.Context, cause Cause, nTurn, nStep int, drop string) error {
+	_, err := m.abortN(ctx, cause, nTurn, nStep, drop)
 	return err
 }
 
-func (m *Machine) abortN(ctx context.Context, cause Cause, nTurn, nStep int) (bool, error) {
+func (m *Machine) abortN(ctx context.Context, cause Cause, nTurn, nStep int, drop string) (bool, error) {
 	keepInbox := nTurn == 0 && nStep == 0
 	did := false
 	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
 		s := m.st
 		if s.TurnOpen {
-			m.closeTurn(mv, ReasonAborted, &cause, keepInbox, "")
+			m.closeTurn(mv, ReasonAborted, &cause, keepInbox, drop, "")
 		}
 		for _, l := range []struct {
 			name string
@@ -289,9 +291,55 @@ func (m *Machine) abortN(ctx context.Context, cause Cause, nTurn, nStep int) (bo
 	return did && err == nil, err
 }
 
+// InputCanceled says what a cancellation of one input did (CancelInput).
+type InputCanceled struct {
+	// Withdrawn: the input was still queued; it is removed from its list
+	// (a canceled splice) and no turn will claim it.
+	Withdrawn bool
+	// Turn is the open turn that claimed the input (0 when none is: the
+	// input's turn has ended). Recorded says the cancellation of that turn
+	// is this call's: false when another cause came first.
+	Turn     int
+	Recorded bool
+}
+
+// cancelInput cancels what input id started, on a machine no drain runs:
+// it withdraws the input while it is queued, or aborts the open turn that
+// claimed it (keeping the rest of the inbox, and all claimed input but
+// this one), or does nothing when neither holds.
+func (m *Machine) cancelInput(ctx context.Context, id string, cause Cause) (InputCanceled, error) {
+	var out InputCanceled
+	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
+		s := m.st
+		out = InputCanceled{}
+		for _, l := range []struct {
+			name  string
+			items []hostabi.InputMessage
+		}{{ListNextTurn, s.NextTurn}, {ListNextStep, s.NextStep}} {
+			if i := slices.IndexFunc(l.items, func(in hostabi.InputMessage) bool { return in.ID == id }); i >= 0 {
+				mv.add(EvInboxSpliced, InboxSpliced{List: l.name, Start: i, Removed: 1, Outcome: OutcomeCanceled, Cause: &cause})
+				mv.sync = true
+				out.Withdrawn = true
+				return nil, nil
+			}
+		}
+		if s.TurnOpen && slices.Contains(turnInput(s), id) {
+			m.closeTurn(mv, ReasonAborted, &cause, true, id, "")
+			mv.sync = true
+			out.Turn, out.Recorded = s.Turn, true
+		}
+		return nil, nil
+	})
+	if out.Recorded {
+		m.partial = nil
+	}
+	return out, err
+}
+
 // closeTurn appends what closes the open turn: the kept partial answer,
-// results for unanswered calls, requeued input, step/end and turn/end.
-func (m *Machine) closeTurn(mv *move, reason string, cause *Cause, requeue bool, message string) {
+// results for unanswered calls, requeued input (all claimed input but
+// drop's), step/end and turn/end.
+func (m *Machine) closeTurn(mv *move, reason string, cause *Cause, requeue bool, drop, message string) {
 	s := m.st
 	if s.StepOpen {
 		if s.Phase == PhaseNeedInference && m.partial != nil {
@@ -316,7 +364,7 @@ func (m *Machine) closeTurn(mv *move, reason string, cause *Cause, requeue bool,
 		for _, list := range []string{ListNextStep, ListNextTurn} {
 			var back []hostabi.InputMessage
 			for _, c := range s.Claimed {
-				if c.List == list {
+				if c.List == list && c.ID != drop {
 					back = append(back, c.InputMessage)
 				}
 			}

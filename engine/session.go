@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -87,6 +88,10 @@ type Session struct {
 	lastErr                  error
 	waiting                  []WaitingCall // calls parked for a person, as of the last drain
 	summary                  Summary       // as of the last time the driver was idle
+
+	// dropInput is the input a CancelInput withdraws with its turn: the
+	// abort does not put it back in the inbox.
+	dropInput string
 
 	// statusMu orders status changes with their notifications, so
 	// watchers see running and idle strictly alternate.
@@ -294,7 +299,7 @@ func (s *Session) Wake() {
 	}
 	s.phase = DriverRunning
 	s.wake = false
-	s.cause = nil
+	s.cause, s.dropInput = nil, ""
 	s.idle = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -315,12 +320,12 @@ func (s *Session) drain(ctx context.Context) {
 	for {
 		_, err := s.m.Run(ctx)
 		s.mu.Lock()
-		cause, nTurn, nStep := s.cause, s.discardTurn, s.discardStep
+		cause, nTurn, nStep, drop := s.cause, s.discardTurn, s.discardStep, s.dropInput
 		s.mu.Unlock()
 		if cause != nil {
 			// Cancelled: record the abort (with a fresh context: the
 			// cancellation is what we record).
-			if aerr := s.m.abort(context.Background(), *cause, nTurn, nStep); aerr != nil {
+			if aerr := s.m.abort(context.Background(), *cause, nTurn, nStep, drop); aerr != nil {
 				s.fail(aerr)
 			}
 			err = nil
@@ -347,7 +352,7 @@ func (s *Session) drain(ctx context.Context) {
 		}
 		wake := s.wake && !s.closed
 		s.wake = false
-		s.cause = nil
+		s.cause, s.dropInput = nil, ""
 		idle := s.idle
 		s.mu.Unlock()
 		s.notify(Notification{Kind: NoteStatus, Status: string(DriverIdle)})
@@ -416,7 +421,7 @@ func (s *Session) Cancel(ctx context.Context, cause Cause, keepInbox bool) (bool
 			return false, nil
 		}
 		c := cause
-		s.cause, s.discardTurn, s.discardStep = &c, 0, 0
+		s.cause, s.discardTurn, s.discardStep, s.dropInput = &c, 0, 0, ""
 		if !keepInbox {
 			nt, ns := s.lg.snapshot()
 			s.discardTurn, s.discardStep = len(nt), len(ns)
@@ -443,6 +448,79 @@ func (s *Session) Cancel(ctx context.Context, cause Cause, keepInbox bool) (bool
 		return err
 	})
 	return did && err == nil, err
+}
+
+// CancelInput cancels what one input started, and nothing else: a client
+// that sent input may stop its own turn, never one another client's input
+// opened. While the input is queued it is withdrawn (removed with a
+// canceled splice; no turn will claim it). While the turn that claimed it
+// is open, that turn ends "aborted" with the cause (the first cause wins,
+// as with Cancel); the rest of the inbox is kept, and claimed input other
+// than this one goes back to it. Otherwise (the input's turn has ended)
+// nothing is done. An id no input of the session has is refused.
+//
+// The check and the cancellation are one step: no append of the session
+// comes between seeing which turn is open and cancelling it, so the turn
+// cancelled is the input's even when it was about to end and the next
+// one to start.
+func (s *Session) CancelInput(ctx context.Context, id string, cause Cause) (InputCanceled, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return InputCanceled{}, ErrClosed
+		}
+		if s.phase == DriverRunning {
+			// Lock order: s.mu, then the log's (as Cancel's snapshot).
+			s.lg.mu.Lock()
+			if !s.lg.known(id) {
+				s.lg.mu.Unlock()
+				s.mu.Unlock()
+				return InputCanceled{}, fmt.Errorf("%w: no input %q was sent to session %s", ErrRefused, id, s.id)
+			}
+			if _, i := s.lg.idx.find(id); i >= 0 {
+				s.mu.Unlock()
+				ok, err := s.lg.withdrawLocked(ctx, id, cause, s.m.cfg.Durability != SyncNever)
+				return InputCanceled{Withdrawn: ok}, err
+			}
+			out := InputCanceled{}
+			if s.lg.idx.turn != 0 && slices.Contains(s.lg.idx.claimed, id) {
+				out.Turn = s.lg.idx.turn
+				if s.cause == nil {
+					c := cause
+					s.cause, s.discardTurn, s.discardStep, s.dropInput = &c, 0, 0, id
+					s.cancel()
+					out.Recorded = true
+				}
+			}
+			s.lg.mu.Unlock()
+			s.mu.Unlock()
+			return out, nil
+		}
+		s.mu.Unlock()
+		s.lg.mu.Lock()
+		known := s.lg.known(id)
+		s.lg.mu.Unlock()
+		if !known {
+			return InputCanceled{}, fmt.Errorf("%w: no input %q was sent to session %s", ErrRefused, id, s.id)
+		}
+		// Idle (a turn may be parked for a person): with the machine to
+		// ourselves (after a chore that has it now).
+		var out InputCanceled
+		err := s.exclusive(func() error {
+			var err error
+			out, err = s.m.cancelInput(ctx, id, cause)
+			s.mu.Lock()
+			s.waiting = WaitingCalls(s.m.st)
+			s.summary = Summarize(s.m.st)
+			s.mu.Unlock()
+			return err
+		})
+		if errors.Is(err, ErrBusy) {
+			continue // a drain started meanwhile: look again
+		}
+		return out, err
+	}
 }
 
 // RunMaintenance runs job while the session is idle (compaction and similar
@@ -490,7 +568,7 @@ func (s *Session) Close(ctx context.Context) error {
 	if s.phase == DriverRunning && s.cause == nil {
 		// A parked or idle session is left as it is: closing a process is
 		// not cancelling its sessions' turns.
-		s.cause, s.discardTurn, s.discardStep = &Cause{Kind: CauseDisposed}, 0, 0
+		s.cause, s.discardTurn, s.discardStep, s.dropInput = &Cause{Kind: CauseDisposed}, 0, 0, ""
 		s.cancel()
 	}
 	s.mu.Unlock()

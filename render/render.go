@@ -242,7 +242,7 @@ func (p *printer) event(id string, e *store.Event) {
 		var d engine.InboxSpliced
 		json.Unmarshal(e.Data, &d)
 		if d.Outcome == engine.OutcomeCanceled && d.Removed > 0 {
-			p.printf("%s%sdiscarded %d queued message(s)%s\n", ind, c.dim, d.Removed, c.reset)
+			p.printf("%s%sdiscarded %d queued message(s)%s%s\n", ind, c.dim, d.Removed, CauseText(d.Cause), c.reset)
 		}
 	}
 }
@@ -325,13 +325,25 @@ func TurnDetail(d engine.TurnEnd) string {
 	case d.Message != "":
 		return ": " + OneLine(d.Message, 200)
 	case d.Cause != nil:
-		s := ", cause " + d.Cause.Kind
-		if d.Cause.Reason != "" {
-			s += ": " + d.Cause.Reason
-		}
-		return s
+		return CauseText(d.Cause)
 	}
 	return ""
+}
+
+// CauseText is a cause when a person reads it, after what it caused:
+// ", cause KIND: REASON, by WHO" ("" for none).
+func CauseText(c *engine.Cause) string {
+	if c == nil {
+		return ""
+	}
+	s := ", cause " + c.Kind
+	if c.Reason != "" {
+		s += ": " + c.Reason
+	}
+	if c.By != "" {
+		s += ", by " + c.By
+	}
+	return s
 }
 
 // Failure is a failed model request on one line: its code, HTTP status

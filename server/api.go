@@ -126,13 +126,27 @@ type CancelRequest struct {
 	// Cause is who cancels: "user" (the default) or "parent" (a supervisor,
 	// a hung-up terminal, a closed output).
 	Cause string `json:"cause,omitempty"`
+	// By names the canceller (a command and its process, the console); it
+	// is recorded with the cause.
+	By string `json:"by,omitempty"`
+	// Message, if set, cancels only what the input of that id started
+	// (engine.Session.CancelInput): it is withdrawn while queued, or the
+	// turn that claimed it is cancelled while open; nothing else, and the
+	// rest of the inbox is kept (KeepInbox is not used). A client cancels
+	// its own turn this way, never one another client's input opened.
+	Message string `json:"message,omitempty"`
 }
 
 // Canceled is the answer to a cancel.
 type Canceled struct {
-	// Recorded is false when another cause was recorded first.
+	// Recorded is false when another cause was recorded first (or, with
+	// a message, when its turn was not open).
 	Recorded bool   `json:"recorded"`
 	Head     uint64 `json:"head"`
+	// With a message: Withdrawn says it was still queued and is removed;
+	// Turn is the open turn that had claimed it (0: none).
+	Withdrawn bool `json:"withdrawn,omitempty"`
+	Turn      int  `json:"turn,omitempty"`
 }
 
 // Decision is one call's decision in a DecideRequest.

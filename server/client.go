@@ -149,8 +149,14 @@ func (c *Client) Session(ctx context.Context, id string) (*Session, error) {
 
 // Input queues text with a verb: send, followup, steer or inject.
 func (c *Client) Input(ctx context.Context, id, verb, text string) (*Queued, error) {
+	return c.Enqueue(ctx, id, verb, Input{Text: text})
+}
+
+// Enqueue is Input with the whole body: a client that names its message
+// (in.ID) knows it before the answer, to find it in a stream it follows.
+func (c *Client) Enqueue(ctx context.Context, id, verb string, in Input) (*Queued, error) {
 	var q Queued
-	if err := c.do(ctx, http.MethodPost, sessionPath(id, verb), Input{Text: text}, &q); err != nil {
+	if err := c.do(ctx, http.MethodPost, sessionPath(id, verb), in, &q); err != nil {
 		return nil, err
 	}
 	return &q, nil

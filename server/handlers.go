@@ -257,12 +257,24 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("cause %q is neither user nor parent", req.Cause))
 		return
 	}
-	rec, err := sess.Cancel(r.Context(), engine.Cause{Kind: kind, Reason: req.Reason}, req.KeepInbox)
-	if err != nil {
-		fail(w, err)
-		return
+	cause := engine.Cause{Kind: kind, Reason: req.Reason, By: req.By}
+	var out Canceled
+	if req.Message != "" {
+		did, err := sess.CancelInput(r.Context(), req.Message, cause)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		out = Canceled{Recorded: did.Recorded, Withdrawn: did.Withdrawn, Turn: did.Turn}
+	} else {
+		rec, err := sess.Cancel(r.Context(), cause, req.KeepInbox)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		out.Recorded = rec
 	}
-	if s.remote() && s.o.Interrupt != nil {
+	if s.remote() && s.o.Interrupt != nil && (req.Message == "" || out.Recorded) {
 		// Best effort: a worker that misses it sees the cancellation at
 		// its next append.
 		s.o.Interrupt(context.WithoutCancel(r.Context()), sess.ID())
@@ -271,8 +283,8 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 		wakeFailed(w, sess.ID(), err)
 		return
 	}
-	head, _ := s.o.Log.Head(r.Context(), sess.ID())
-	writeJSON(w, http.StatusOK, Canceled{Recorded: rec, Head: head})
+	out.Head, _ = s.o.Log.Head(r.Context(), sess.ID())
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) resume(w http.ResponseWriter, r *http.Request) {

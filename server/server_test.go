@@ -415,3 +415,50 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		t.Fatalf("openapi.yaml documents\n%v\nthe server routes\n%v", documented, routes)
 	}
 }
+
+// A cancel that names a message cancels only what that input started
+// (issue 28, defect 7): input queued behind another client's parked turn
+// is withdrawn and that turn stays; the parked turn's own input cancels
+// it, and the cause records who.
+func TestCancelOfOneInput(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	s, err := f.client.Create(ctx, &server.CreateRequest{ID: "s", Prompt: "add two"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, status := untilIdle(t, f.client, "s", 1); status != "waiting" {
+		t.Fatalf("status %q, want waiting", status)
+	}
+	if _, err := f.client.Enqueue(ctx, "s", "send", server.Input{Text: "later", ID: "mine"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.client.Cancel(ctx, "s", server.CancelRequest{Message: "mine", Cause: "parent", Reason: "terminated", By: "client b"})
+	if err != nil || !got.Withdrawn || got.Recorded || got.Turn != 0 {
+		t.Fatalf("cancel of the queued input: %+v %v, want it withdrawn and nothing else", got, err)
+	}
+	if info, err := f.client.Session(ctx, "s"); err != nil || info.Queued != 0 || len(info.Waiting) != 1 {
+		t.Fatalf("after the withdrawal: %+v %v, want nothing queued and the parked call still waiting", info, err)
+	}
+	if _, err := f.client.Cancel(ctx, "s", server.CancelRequest{Message: "nobody's"}); !server.IsCode(err, server.CodeBadRequest) {
+		t.Fatalf("cancel of an unknown message: %v, want bad_request", err)
+	}
+	got, err = f.client.Cancel(ctx, "s", server.CancelRequest{Message: s.MessageID, Reason: "changed my mind", By: "client a"})
+	if err != nil || got.Withdrawn || !got.Recorded || got.Turn != 1 {
+		t.Fatalf("cancel of the parked turn's input: %+v %v", got, err)
+	}
+	evs, err := f.client.Events(ctx, "s", 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var end engine.TurnEnd
+	for _, e := range evs.Events {
+		if e.Type == engine.EvTurnEnd {
+			json.Unmarshal(e.Data, &end)
+		}
+	}
+	want := engine.Cause{Kind: engine.CauseUser, Reason: "changed my mind", By: "client a"}
+	if end.Reason != engine.ReasonAborted || end.Cause == nil || *end.Cause != want {
+		t.Fatalf("turn end %+v (cause %+v), want aborted with %+v", end, end.Cause, want)
+	}
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 type follower struct {
 	live    chan StreamEvent
 	dropped atomic.Bool
+	// sent is the last seq the stream has written and flushed.
+	sent atomic.Uint64
 }
 
 // dispatch hands a notification to the followers of its session: never
@@ -59,6 +62,44 @@ func (s *Server) dispatch(n engine.Notification) {
 		}
 	}
 	s.subsMu.Unlock()
+}
+
+// StreamsSent waits until every open stream has sent its session's
+// durable events up to the head, or ctx ends (it then reports false). An
+// owner about to exit calls it once its sessions are idle: a client that
+// follows a turn the owner ran gets the turn's end before the connection
+// goes, rather than an error.
+func (s *Server) StreamsSent(ctx context.Context) bool {
+	for {
+		s.subsMu.Lock()
+		open := map[string][]*follower{}
+		for id, fs := range s.subs {
+			for f := range fs {
+				open[id] = append(open[id], f)
+			}
+		}
+		s.subsMu.Unlock()
+		behind := false
+		for id, fs := range open {
+			head, err := s.o.Log.Head(ctx, id)
+			if err != nil {
+				continue
+			}
+			for _, f := range fs {
+				if !f.dropped.Load() && f.sent.Load() < head {
+					behind = true
+				}
+			}
+		}
+		if !behind {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 func (s *Server) subscribe(id string, size int) (*follower, func()) {
@@ -145,6 +186,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	next := max(from, 1)
+	sub.sent.Store(next - 1)
+	flush := func() {
+		flusher.Flush()
+		sub.sent.Store(next - 1)
+	}
 	write := func(id string, ev StreamEvent) bool {
 		stall()
 		b, _ := json.Marshal(ev)
@@ -206,7 +252,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		sum := sess.Summary()
 		write("", StreamEvent{Kind: "status", Status: sum.Status, Head: sum.Head, Initial: true})
 	}
-	flusher.Flush()
+	flush()
 	ping := time.NewTicker(15 * time.Second)
 	defer ping.Stop()
 	// A head from the store's watch is a hint: when this process drives
@@ -234,7 +280,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	for {
 		if sub.dropped.Load() {
 			write("", StreamEvent{Kind: "dropped", Text: fmt.Sprintf("this client fell more than %d live events behind; reconnect with Last-Event-ID: %d", s.o.StreamBuffer, next-1)})
-			flusher.Flush()
+			flush()
 			return
 		}
 		select {
@@ -250,7 +296,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 					if !catchUp() {
 						return
 					}
-					flusher.Flush()
+					flush()
 					continue
 				}
 				behind = max(behind, head)
@@ -261,7 +307,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 				if !catchUp() {
 					return
 				}
-				flusher.Flush()
+				flush()
 			}
 		case ev := <-sub.live:
 			if !handle(ev) {
@@ -278,13 +324,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 					more = false
 				}
 			}
-			flusher.Flush()
+			flush()
 		case <-ping.C:
 			stall()
 			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
 				return
 			}
-			flusher.Flush()
+			flush()
 		}
 	}
 }

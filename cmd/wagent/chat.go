@@ -102,6 +102,9 @@ type chatter struct {
 	lastInt    time.Time
 	// quit: leave once the running turn is settled.
 	quit bool
+	// own follows the input of the line last sent (own.go): its turn is
+	// what the chat shows and what Ctrl-C cancels.
+	own *ownTurn
 }
 
 func chat(c *cli.Context, env *cliEnv, id string) error {
@@ -205,7 +208,7 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 			continue
 		}
 		line = strings.TrimPrefix(line, "/") // "//text" sends "/text"
-		if err := ch.turn(ctx, startInput(ctx, ch.cl, ch.id, line)); err != nil {
+		if err := ch.turn(ctx, ch.send(ctx, line)); err != nil {
 			return err
 		}
 	}
@@ -297,7 +300,7 @@ func (ch *chatter) turn(parent context.Context, start func() error) error {
 			cancel(nil)
 			return nil
 		}
-		status, last, err := stream(ctx, ch.cl, ch.id, ch.from, ch.out, start)
+		status, last, err := streamOwn(ctx, ch.cl, ch.id, ch.from, ch.out, start, ch.own)
 		ch.mu.Lock()
 		ch.cancelTurn = nil
 		ch.mu.Unlock()
@@ -340,8 +343,11 @@ func (ch *chatter) turn(parent context.Context, start func() error) error {
 // abort records the cancellation of the open turn and shows its end.
 func (ch *chatter) abort(cause engine.Cause) {
 	bg := context.Background()
-	ch.cl.Cancel(bg, ch.id, server.CancelRequest{Reason: cause.Reason, KeepInbox: true, Cause: cause.Kind})
-	_, last, _ := stream(bg, ch.cl, ch.id, ch.from, ch.out, nil)
+	res, err := ch.own.cancel(bg, ch.cl, ch.id, server.CancelRequest{Reason: cause.Reason, KeepInbox: true, Cause: cause.Kind, By: fmt.Sprintf("wagent chat (pid %d)", os.Getpid())})
+	if err == nil && res.Withdrawn {
+		tprintf(ch.env.stdout, "%s(withdrawn: another turn was running and had not taken it)%s\n", ch.out.c.dim, ch.out.c.reset)
+	}
+	_, last, _ := streamOwn(bg, ch.cl, ch.id, ch.from, ch.out, nil, ch.own)
 	ch.from = last + 1
 	ch.out.finish()
 }
@@ -575,7 +581,7 @@ func (ch *chatter) command(ctx context.Context, line string) (done bool, err err
 		ch.usage(evs.Events)
 	default:
 		if _, ok := ch.commands[name]; ok || name == "compact" {
-			return false, ch.turn(ctx, startInput(ctx, ch.cl, ch.id, line))
+			return false, ch.turn(ctx, ch.send(ctx, line))
 		}
 		tprintf(out, "no command /%s; /help lists them (start a line with // to send one that begins with /)\n", name)
 	}

@@ -312,7 +312,7 @@ func TestChatCtrlCCancelsTheTurn(t *testing.T) {
 	s.waitFor(m, "Once upon")
 	s.typeKeys("\x03") // Ctrl-C
 	s.waitFor(m, "(interrupted)")
-	s.waitFor(m, "(turn 1 ended: aborted, cause user: interrupted at the terminal)")
+	s.waitFor(m, fmt.Sprintf("(turn 1 ended: aborted, cause user: interrupted at the terminal, by wagent chat (pid %d))", s.cmd.Process.Pid))
 	s.waitFor(m, "› ")
 	te := lastTurnEnd(t, env, "cc")
 	if te.Reason != engine.ReasonAborted || te.Cause == nil || te.Cause.Kind != engine.CauseUser {

@@ -212,7 +212,7 @@ Example:
 			if err != nil {
 				return apiFail(err)
 			}
-			if _, err := cn.client.Cancel(ctx, id, server.CancelRequest{Reason: c.String("reason"), KeepInbox: c.Bool("keep-inbox")}); err != nil {
+			if _, err := cn.client.Cancel(ctx, id, server.CancelRequest{Reason: c.String("reason"), KeepInbox: c.Bool("keep-inbox"), By: fmt.Sprintf("wagent cancel (pid %d)", os.Getpid())}); err != nil {
 				return apiFail(err)
 			}
 			switch {

@@ -208,28 +208,45 @@ func (o *owner) closeRuntime() {
 	}
 }
 
-// shutdown waits until no session of other clients runs, then stops
-// serving and releases the store.
+// shutdown waits until no session of other clients runs, then until the
+// clients that follow them have been sent every event, then stops serving
+// and releases the store.
+//
+// Leaving never cancels another client's turn (clients are not owners,
+// and neither is this command's own input owner of the others'): the
+// process stays until those turns end, even after a signal (which ended
+// only this command's own turn). wagent cancel SESSION, or the client
+// that started a turn, stops it.
 func (o *owner) shutdown() {
 	ctx := context.Background()
 	if o.mode == modeDrive {
 		said := false
+		// A drain that is ending (this command's own turn has just ended)
+		// is not worth a line: only sessions still running after a moment.
+		quiet := time.Now().Add(500 * time.Millisecond)
 		for {
-			running := 0
+			var running []string
 			for _, id := range o.srv.Host().Sessions() {
 				if s, ok := o.srv.Host().Get(id); ok && s.Status() == string(engine.DriverRunning) {
-					running++
+					running = append(running, id)
 				}
 			}
-			if running == 0 {
+			if len(running) == 0 {
 				break
 			}
-			if !said {
-				fmt.Fprintf(o.env.stderr, "wagent: %d session(s) of other clients still run in this process; waiting for them (Ctrl-C stops them)\n", running)
+			if !said && time.Now().After(quiet) {
+				fmt.Fprintf(o.env.stderr, "wagent: other clients' turns run in this process (session %s); it leaves when they end (wagent cancel SESSION stops one)\n", strings.Join(running, ", "))
 				said = true
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+	}
+	if o.unlist != nil {
+		// A client following a turn this process ran gets its end before
+		// the connection goes (a few seconds at most for a slow reader).
+		wait, cancel := context.WithTimeout(ctx, 5*time.Second)
+		o.srv.StreamsSent(wait)
+		cancel()
 	}
 	o.srv.Close(ctx)
 	if o.unlist != nil {

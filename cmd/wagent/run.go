@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -422,9 +423,17 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 		out.cost = cfg.cost
 	}
 	out.start(isNew)
+	f := &follower{env: env, cl: cl, id: id, out: out, by: fmt.Sprintf("wagent %s (pid %d)", c.Command.Name, os.Getpid())}
+	start := startInput(ctx, cl, id, prompt)
+	if prompt != "" {
+		// The run shows the turn its input opens, and on a signal cancels
+		// only that (own.go).
+		f.own = newOwnTurn(inputID())
+		start = f.own.send(ctx, cl, id, prompt)
+	}
 	// The input goes once the stream is open, so that no live event of
 	// its turn (a streamed word, an op's log line) is missed.
-	return follow(ctx, env, cl, id, from, out, startInput(ctx, cl, id, prompt))
+	return f.follow(ctx, from, start)
 }
 
 // openSession finds the session id or, when create is set, creates it
@@ -556,13 +565,30 @@ func apiFail(err error) error {
 	return fail(exitFailure, "the store's owner: %v", err)
 }
 
+// follower shows a session to a command that drives it (run, resume).
+type follower struct {
+	env *cliEnv
+	cl  *server.Client
+	id  string
+	out *printer
+	// by names this command and process in the causes it records.
+	by string
+	// own, for a run with input, follows that input: only its turn is
+	// shown, and only what it started is cancelled on a signal. Without
+	// it (resume) the session is shown until it is idle.
+	own *ownTurn
+}
+
 // follow prints a session's events from seq from until it is idle or
-// waits for a person; at a terminal it asks about waiting calls and goes
-// on. A signal or a closed stdout cancels the running turn, as Ctrl-C.
-func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from uint64, out *printer, start func() error) error {
+// waits for a person (with own: until the input's turn has ended); at a
+// terminal it asks about waiting calls and goes on. A signal or a closed
+// stdout cancels the running turn (with own: only the input's), as Ctrl-C.
+func (f *follower) follow(ctx context.Context, from uint64, start func() error) error {
+	env, cl, id, out, own := f.env, f.cl, f.id, f.out, f.own
 	in := newLineReader(env.stdin)
+	var woke uint64 // from, when the session was last woken for the input
 	for {
-		status, last, err := stream(ctx, cl, id, from, out, start)
+		status, last, err := streamOwn(ctx, cl, id, from, out, start, own)
 		var se startError
 		if errors.As(err, &se) {
 			out.finish()
@@ -570,22 +596,34 @@ func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from
 		}
 		start = nil
 		if err != nil && ctx.Err() != nil {
-			why := stopCause(ctx)
-			bg := context.Background()
-			cl.Cancel(bg, id, server.CancelRequest{Reason: why.cause.Reason, KeepInbox: true, Cause: why.cause.Kind})
-			// The cancellation is recorded; show how the turn ended.
-			stream(bg, cl, id, last+1, out, nil)
-			out.finish()
-			if why.quiet {
-				return &exitError{code: exitFailure}
-			}
-			return fail(exitFailure, "%s; the turn was recorded as aborted (wagent log %s)", why.cause.Reason, id)
+			return f.interrupted(ctx, last)
 		}
 		if err != nil {
 			out.finish()
 			return apiFail(err)
 		}
 		from = last + 1
+		if own != nil && own.done() {
+			out.finish()
+			return own.outcome(id)
+		}
+		if status == string(engine.DriverIdle) && own != nil {
+			// Idle with the input not answered: a cancellation's drive
+			// ended before the next took it, or the drive failed. Wake the
+			// session once for each time it stops.
+			if woke == from {
+				out.finish()
+				return fail(exitFailure, "session %s stopped before this run's input was answered (wagent log %s shows why; wagent resume %s goes on)", id, id, id)
+			}
+			woke = from
+			if _, err := cl.Resume(ctx, id); err != nil {
+				if ctx.Err() != nil {
+					return f.interrupted(ctx, last)
+				}
+				return apiFail(err)
+			}
+			continue
+		}
 		if status != "waiting" {
 			out.finish()
 			return lastTurnError(ctx, cl, id)
@@ -593,6 +631,9 @@ func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from
 		info, err := cl.Session(ctx, id)
 		if err != nil {
 			return apiFail(err)
+		}
+		if own != nil && !own.running() {
+			tprintf(env.stderr, "wagent: this run's input waits behind turn %d of session %s, which waits for a decision\n", info.Turns, id)
 		}
 		if !env.interactive || out.json {
 			out.waiting(info.Waiting)
@@ -616,6 +657,65 @@ func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from
 	}
 }
 
+// interrupted records why the command stops (a signal, a closed standard
+// output) and shows how that ended what it cancelled: the session's
+// running turn, or with own only what the input started. last is the last
+// seq shown.
+func (f *follower) interrupted(ctx context.Context, last uint64) error {
+	why := stopCause(ctx)
+	bg := context.Background()
+	id, out, own := f.id, f.out, f.own
+	req := server.CancelRequest{Reason: why.cause.Reason, KeepInbox: true, Cause: why.cause.Kind, By: f.by}
+	stopped := func(err error) error {
+		out.finish()
+		if why.quiet {
+			return &exitError{code: exitFailure}
+		}
+		return err
+	}
+	if own == nil {
+		f.cl.Cancel(bg, id, req)
+		// The cancellation is recorded; show how the turn ended.
+		stream(bg, f.cl, id, last+1, out, nil)
+		return stopped(fail(exitFailure, "%s; the turn was recorded as aborted (wagent log %s)", why.cause.Reason, id))
+	}
+	if !own.sent {
+		return stopped(fail(exitFailure, "%s before the input was sent; nothing was queued", why.cause.Reason))
+	}
+	ended := func() error {
+		switch {
+		case own.discarded:
+			return stopped(fail(exitFailure, "%s; this run's input had been discarded before a turn took it", why.cause.Reason))
+		case own.end != nil:
+			return stopped(fail(exitFailure, "%s; turn %d had ended (%s%s)", why.cause.Reason, own.end.Turn, own.end.Reason, render.TurnDetail(*own.end)))
+		}
+		return stopped(fail(exitFailure, "%s; this run's input is neither queued nor in an open turn (wagent log %s)", why.cause.Reason, id))
+	}
+	if own.done() {
+		return ended()
+	}
+	res, err := own.cancel(bg, f.cl, id, req)
+	switch {
+	case err != nil:
+		return stopped(fail(exitFailure, "%s; this run's input could not be cancelled: %v", why.cause.Reason, apiFail(err)))
+	case res.Withdrawn:
+		// It waited behind another turn, which goes on.
+		return stopped(fail(exitFailure, "%s; this run's input was withdrawn before a turn took it", why.cause.Reason))
+	}
+	// Show the input's turn to its end: aborted now, or ended already.
+	for !own.done() {
+		status, l, err := streamOwn(bg, f.cl, id, last+1, out, nil, own)
+		if err != nil || (status != "" && l == last) {
+			break
+		}
+		last = l
+	}
+	if !res.Recorded {
+		return ended()
+	}
+	return stopped(fail(exitFailure, "%s; turn %d was recorded as aborted (wagent log %s)", why.cause.Reason, res.Turn, id))
+}
+
 // stream prints the session's stream from seq from until the session is
 // idle or waiting with every event up to then printed, and returns that
 // status and the last seq printed.
@@ -624,7 +724,16 @@ func follow(ctx context.Context, env *cliEnv, cl *server.Client, id string, from
 // back as a startError); the status the stream opened with then predates
 // what start did, and is not one to stop at.
 func stream(ctx context.Context, cl *server.Client, id string, from uint64, out *printer, start func() error) (status string, last uint64, err error) {
+	return streamOwn(ctx, cl, id, from, out, start, nil)
+}
+
+// streamOwn is stream showing, with own, only the turn of own's input, and
+// returning as soon as that has ended (or the input was discarded).
+func streamOwn(ctx context.Context, cl *server.Client, id string, from uint64, out *printer, start func() error, own *ownTurn) (status string, last uint64, err error) {
 	last = from - 1
+	if own != nil && own.done() {
+		return "", last, nil
+	}
 	var head uint64
 	var connected func() error
 	if start != nil {
@@ -647,7 +756,16 @@ func stream(ctx context.Context, cl *server.Client, id string, from uint64, out 
 		switch ev.Kind {
 		case "event":
 			last = ev.Event.Seq
-			out.live(engine.Live{Kind: "event", Session: id, Event: ev.Event})
+			if own == nil {
+				out.live(engine.Live{Kind: "event", Session: id, Event: ev.Event})
+				break
+			}
+			for _, e := range own.see(ev.Event) {
+				out.live(engine.Live{Kind: "event", Session: id, Event: e})
+			}
+			if own.done() {
+				return server.ErrStop
+			}
 		case "status":
 			if ev.Status == string(engine.DriverRunning) {
 				status = ""
@@ -655,7 +773,9 @@ func stream(ctx context.Context, cl *server.Client, id string, from uint64, out 
 				status, head = ev.Status, ev.Head
 			}
 		case "delta", "log", "error":
-			out.live(engine.Live{Kind: ev.Kind, Session: id, Op: ev.Op, Text: ev.Text})
+			if own == nil || own.running() {
+				out.live(engine.Live{Kind: ev.Kind, Session: id, Op: ev.Op, Text: ev.Text})
+			}
 		}
 		if status != "" && last >= head {
 			return server.ErrStop

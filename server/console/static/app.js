@@ -811,7 +811,7 @@
     if (!id) return;
     $('s-cancel').disabled = true;
     try {
-      await api('POST', sessionPath(id, 'cancel'), { reason: 'stopped from the console' });
+      await api('POST', sessionPath(id, 'cancel'), { reason: 'stopped from the console', by: 'the web console' });
       $('composer-status').textContent = '■ Stop requested';
     } catch (e) {
       $('composer-status').textContent = '⚠ ' + e.message;
