@@ -78,11 +78,11 @@ func (m *Machine) Decide(ctx context.Context, ds ...Decision) error {
 		}
 		for _, d := range ds {
 			c := s.Call(d.CallID)
-			if c != nil && d.Digest != "" && d.Digest != CallDigest(c.Name, c.Arguments) {
-				return nil, fmt.Errorf("%w: call %s is %s %s, not the call that was shown; nothing was recorded", ErrChanged, d.CallID, c.Name, clip(string(c.Arguments), 120))
-			}
 			if c != nil && c.DecidedBy != "" && !c.Requested {
 				return nil, fmt.Errorf("%w: call %s was already decided: %s by %s", ErrDecided, d.CallID, verb(c.Decision), c.DecidedBy)
+			}
+			if c != nil && d.Digest != "" && d.Digest != CallDigest(c.Name, c.Arguments) {
+				return nil, fmt.Errorf("%w: call %s is %s %s, not the call that was shown; nothing was recorded", ErrChanged, d.CallID, c.Name, clip(string(c.Arguments), 120))
 			}
 			if c == nil || c.Done || !c.Requested || seen[d.CallID] {
 				why := "is not waiting for a decision"
