@@ -186,6 +186,8 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 	for !ch.quitting() {
 		line, err := rl.ReadLine()
 		switch {
+		case errors.Is(err, readline.ErrInterrupt) && ch.in.injected():
+			continue // ours, for an approval prompt already answered
 		case errors.Is(err, readline.ErrInterrupt):
 			if ch.interrupted() {
 				return nil
