@@ -186,6 +186,11 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 	for !ch.quitting() {
 		line, err := rl.ReadLine()
 		switch {
+		case errors.Is(err, readline.ErrInterrupt) && ch.in.injected():
+			// A decision from elsewhere came for a prompt as its answer was
+			// typed: the interrupt that was to end that prompt is read
+			// here, after it. It is not the person's Ctrl-C.
+			continue
 		case errors.Is(err, readline.ErrInterrupt):
 			if ch.interrupted() {
 				return nil
