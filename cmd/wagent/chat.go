@@ -187,7 +187,10 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 		line, err := rl.ReadLine()
 		switch {
 		case errors.Is(err, readline.ErrInterrupt) && ch.in.injected():
-			continue // ours, for an approval prompt already answered
+			// A decision from elsewhere came for a prompt as its answer was
+			// typed: the interrupt that was to end that prompt is read
+			// here, after it. It is not the person's Ctrl-C.
+			continue
 		case errors.Is(err, readline.ErrInterrupt):
 			if ch.interrupted() {
 				return nil
