@@ -469,7 +469,7 @@ func TestBrowserAllow(t *testing.T) {
 	b.until("the session in the list", `document.querySelector('#session-list a[data-session="allow"]')`)
 	b.do(chromedp.Click(q(`#session-list a[data-session="allow"]`)))
 	b.until("the prompt in the conversation", textOf("#conversation .msg.user")+`.includes('please add two')`)
-	card := `#s-approvals .approval[data-call="add-1"]`
+	card := `#s-approvals .approval[data-call="1.1.1"]`
 	b.until("the approval in the session", `document.querySelector('`+card+`')`)
 	if got := eval[string](b, textOf(card+" pre.args")); got != "{\n  \"value\": 2\n}" {
 		t.Errorf("the arguments read %q, want them pretty-printed", got)
@@ -479,15 +479,15 @@ func TestBrowserAllow(t *testing.T) {
 	}
 	b.until("the waiting status in words", textOf("#s-status")+` === '⚑ waiting for 1 approval'`)
 	b.until("the approval in the side list", `document.querySelector('#approval-list .approval[data-session="allow"]')`)
-	b.until("the waiting line on the call", textOf(`#conversation .tool[data-call="add-1"]`)+`.includes('Waiting for a person. Asked by approval: needs a person')`)
+	b.until("the waiting line on the call", textOf(`#conversation .tool[data-call="1.1.1"]`)+`.includes('Waiting for a person. Asked by approval: needs a person')`)
 	b.shot("allow-1-waiting-desktop")
 
 	b.do(chromedp.Click(q(card + " button.allow")))
-	b.until("the allowed call's result", textOf(`#conversation .tool[data-call="add-1"]`)+`.includes('→ Result:2')`)
+	b.until("the allowed call's result", textOf(`#conversation .tool[data-call="1.1.1"]`)+`.includes('→ Result:2')`)
 	b.until("the answer", textOf("#conversation")+`.includes('the total is 2')`)
 	b.until("the idle status", textOf("#s-status")+` === '○ idle'`)
 	b.until("no approval left", `!document.querySelector('#s-approvals .approval') && !document.querySelector('#approval-list .approval')`)
-	if got := eval[string](b, textOf(`#conversation .tool[data-call="add-1"]`)); !strings.Contains(got, "✓ Allowed by console") {
+	if got := eval[string](b, textOf(`#conversation .tool[data-call="1.1.1"]`)); !strings.Contains(got, "✓ Allowed by console") {
 		t.Errorf("the call does not say who allowed it: %q", got)
 	}
 	b.shot("allow-2-done-desktop")
@@ -514,13 +514,13 @@ func TestBrowserAllow(t *testing.T) {
 
 	// Always: the next calc_add runs without asking.
 	o.client.Input(ctx, "allow", "send", "add more")
-	card = `#s-approvals .approval[data-call="add-5"]`
+	card = `#s-approvals .approval[data-call="2.1.1"]`
 	b.until("the second approval", `document.querySelector('`+card+`')`)
 	b.do(chromedp.Click(q(card + " button.always")))
 	b.until("the second result", textOf("#conversation")+`.includes('the total is 4')`)
 	o.client.Input(ctx, "allow", "send", "add once more")
 	b.until("the third result, not asked", textOf("#conversation")+`.includes('the total is 6')`)
-	if got := eval[string](b, textOf(`#conversation .tool[data-call="add-9"]`)); !strings.Contains(got, "✓ Allowed by op:approval: allowed always in this session") {
+	if got := eval[string](b, textOf(`#conversation .tool[data-call="3.1.1"]`)); !strings.Contains(got, "✓ Allowed by op:approval: allowed always in this session") {
 		t.Errorf("the third call does not say it was allowed always: %q", got)
 	}
 	if n := eval[int](b, `document.querySelectorAll('#conversation .call-lines .wait').length`); n != 2 {
@@ -591,7 +591,7 @@ func TestBrowserHostileTextIsText(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.do(chromedp.Navigate(o.url + "/#/s/hostile"))
-	card := `#s-approvals .approval[data-call="h1"]`
+	card := `#s-approvals .approval[data-call="1.1.1"]`
 	b.until("the hostile approval", `document.querySelector('`+card+`')`)
 	b.until("the hostile title in the list", textOf(`#session-list a[data-session="hostile"] .s-title`)+`.includes('<script>')`)
 	if got := eval[bool](b, `JSON.parse(`+textOf(card+" pre.args")+`).html === `+js(hostile)); !got {
