@@ -625,7 +625,8 @@ func checkRecorded(t *testing.T, key string, evs []store.Event, rec *recorder, u
 			*reruns++
 		}
 	}
-	for call, tool := range map[string]string{"rec-" + key: "record", "look-" + key: "lookup"} {
+	// The calls rec-KEY and look-KEY, by their keys.
+	for call, tool := range map[string]string{"1.1.1": "record", "1.1.2": "lookup"} {
 		rs := results[call]
 		if len(rs) != 1 {
 			t.Errorf("%s: call %s has %d results, want 1", key, call, len(rs))
