@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/server"
+)
+
+// gatedOutput is a terminal whose write of a line containing hold waits
+// until release is closed (entered is closed when it starts waiting): the
+// test decides what the person has typed by the time a prompt shows.
+type gatedOutput struct {
+	lockedBuffer
+	hold    string
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedOutput) Write(p []byte) (int, error) {
+	if g.hold != "" && strings.Contains(string(p), g.hold) {
+		g.hold = ""
+		close(g.entered)
+		<-g.release
+	}
+	return g.lockedBuffer.Write(p)
+}
+
+// A decision names what was shown (DESIGN.md §12): a line the person typed
+// before a prompt was on the screen is not that prompt's answer. Attack:
+// the person types y for call 3.1.1 as its prompt shows, at the instant
+// the console decides it; wagent run's prompt loop then had both the line
+// and the decision ready, chose either at random, and when it chose the
+// decision it took the y, typed for 3.1.1, as the answer to the next
+// prompt, 3.1.2's, which the person had never seen: an rm allowed by a
+// keystroke meant for an echo. (Here the y arrives while 3.1.1's prompt is
+// still being written, so it answers neither.)
+func TestAskDecisionsLineTypedBeforeThePromptIsNotItsAnswer(t *testing.T) {
+	calls := []engine.WaitingCall{
+		{ID: "3.1.1", Name: "echo", Arguments: json.RawMessage(`{"text":"hi"}`)},
+		{ID: "3.1.2", Name: "shell", Arguments: json.RawMessage(`{"command":"rm -rf ~"}`)},
+	}
+	for i := range 40 {
+		out := &gatedOutput{hold: "allow echo", entered: make(chan struct{}), release: make(chan struct{})}
+		env := &cliEnv{stdout: out}
+		pr, pw := io.Pipe()
+		in := newLineReader(pr)
+		feed := make(chan engine.ApprovalDecision, 4)
+		var ds []server.Decision
+		done := make(chan error, 1)
+		go func() {
+			done <- askDecisions(context.Background(), env, in, calls, feed, func(d server.Decision) (*server.Decided, error) {
+				ds = append(ds, d)
+				if d.CallID == "3.1.1" {
+					return nil, &server.APIError{Status: 409, ErrorBody: server.ErrorBody{Code: server.CodeAlreadyDecided, Message: "call 3.1.1 was already decided: allowed by console"}}
+				}
+				return &server.Decided{}, nil
+			})
+		}()
+		// The prompt for 3.1.1 is on its way to the screen; the person
+		// answers it, and the console decides it, at once.
+		<-out.entered
+		feed <- engine.ApprovalDecision{CallID: "3.1.1", Allow: true, Who: "console"}
+		io.WriteString(pw, "y\n")
+		for len(in.lines) == 0 {
+			runtime.Gosched() // until the line is read, as a terminal's would be at once
+		}
+		close(out.release)
+		// The next prompt shows; the person, reading it, denies.
+		waitOutput(t, &out.lockedBuffer, "allow shell")
+		io.WriteString(pw, "n\n")
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		pw.Close()
+		if len(ds) != 1 || ds[0].CallID != "3.1.2" || ds[0].Allow {
+			t.Fatalf("round %d: decisions %+v, want only 3.1.2 denied (a y typed before any prompt showed answers none):\n%s", i, ds, out.String())
+		}
+		if !strings.Contains(out.String(), "y was typed before this prompt showed; not taken as its answer") {
+			t.Fatalf("round %d: the line not taken is not said:\n%s", i, out.String())
+		}
+	}
+}
