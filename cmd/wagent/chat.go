@@ -184,7 +184,7 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 	ch.loadCommands(ctx)
 	defer ch.goodbye()
 	for !ch.quitting() {
-		line, err := rl.ReadLine()
+		line, err := ch.readInput()
 		switch {
 		case errors.Is(err, readline.ErrInterrupt):
 			if ch.interrupted() {
@@ -213,6 +213,20 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 		}
 	}
 	return nil
+}
+
+// readInput reads a line at the chat's prompt. An interrupt the program
+// injected to end an approval prompt (its call decided elsewhere) can
+// arrive here instead, when the person answered that prompt at the same
+// instant: it is not the person's Ctrl-C, and is counted as read.
+func (ch *chatter) readInput() (string, error) {
+	for {
+		line, err := ch.rl.ReadLine()
+		if errors.Is(err, readline.ErrInterrupt) && ch.in.injected() {
+			continue
+		}
+		return line, err
+	}
 }
 
 func (ch *chatter) prompt() string {
