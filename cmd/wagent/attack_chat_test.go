@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 
 	"github.com/ergochat/readline"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/internal/fakeopenai"
 )
 
 // An interrupt the chat injects to end an approval prompt whose call was
@@ -49,5 +53,90 @@ func TestChatPromptIgnoresAnInterruptInjectedForAnAnsweredPrompt(t *testing.T) {
 	go io.WriteString(pw, "\x03")
 	if _, err := ch.readInput(); !errors.Is(err, readline.ErrInterrupt) {
 		t.Fatalf("a Ctrl-C typed at the prompt: %v, want an interrupt", err)
+	}
+}
+
+// A decision names what was shown (DESIGN.md §12): in the chat too, keys
+// that came before an approval prompt showed are not its answer. Attack:
+// the person pastes two lines, "please add 2" and "y" (or types y ahead,
+// to answer a question the model's text asks, while the answer streams);
+// the first is sent, the model calls calc_add, and the approval prompt
+// took the y waiting in the line editor's buffer: a call allowed that
+// nobody had seen.
+func TestChatApprovalPromptTakesNoTypeAhead(t *testing.T) {
+	srv := fakeopenai.New(t,
+		fakeopenai.Rule{Role: "user", Contains: "add", Reply: fakeopenai.Reply{Text: "Adding.", ToolCalls: []fakeopenai.ToolCall{{ID: "call_1", Name: "calc_add", Arguments: `{"value":2}`}}}},
+		fakeopenai.Rule{Role: "tool", Reply: fakeopenai.Reply{Text: "Done."}},
+	)
+	pipe := writeFile(t, t.TempDir(), "p.yaml", fmt.Sprintf("ops:\n  - use: builtin:approval\n    config: {mode: ask}\n  - use: %s\n", exampleOp("calculator")))
+	env := chatEnv(t)
+	s := startScreen(t, env, "chat", "--session", "paste", "--pipeline", pipe, "--base-url", srv.URL, "--model", "m")
+	s.waitFor(0, "› ")
+	m := s.mark()
+	s.typeKeys("please add 2\ry\r")
+	s.waitFor(m, `allow calc_add {"value":2}? [y]es [n]o [a]lways [e]xplain:`)
+	s.waitFor(m, "y was typed before this prompt showed; not taken as its answer")
+	m = s.mark()
+	s.typeKeys("n not now\r")
+	s.waitFor(m, "✗ 1.1.1 denied by terminal")
+	s.waitFor(m, "› ")
+	s.typeKeys("\x04")
+	if code := s.exit(); code != 0 {
+		t.Fatalf("exit %d after Ctrl-D\n%s", code, s.text())
+	}
+	ds := dataOf[engine.ApprovalDecision](t, logEvents(t, env, "paste"), engine.EvApprovalDecision)
+	if len(ds) != 1 || ds[0].Allow || ds[0].Note != "not now" {
+		t.Fatalf("decisions %+v, want 1.1.1 denied at the prompt, after it showed", ds)
+	}
+}
+
+// cprTerminal is a line editor's terminal for a test: it answers each
+// cursor-position query when told to (answer), as a terminal does a
+// moment after the query.
+type cprTerminal struct {
+	out     lockedBuffer
+	queries chan struct{}
+}
+
+func (c *cprTerminal) Write(b []byte) (int, error) {
+	if bytes.Contains(b, cursorQuery) {
+		c.queries <- struct{}{}
+	}
+	return c.out.Write(b)
+}
+
+// Keys typed ahead never wait in the line editor, where no approval prompt
+// could drop them: the editor asks where the cursor is before each prompt
+// and keeps whatever else it reads until the answer comes. Attack: the
+// person types "hello" and "y" while a turn runs; at the chat's prompt the
+// editor asked its question, read both lines while waiting for the answer,
+// returned hello (sent to the model, which calls a tool) and kept the y,
+// which the approval prompt then read: a call allowed that nobody had
+// seen, through the editor's buffer, past what fresh drops.
+func TestTypeAheadStaysWhereAnApprovalPromptDropsIt(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	in := newPromptInput(pr)
+	term := &cprTerminal{queries: make(chan struct{}, 4)}
+	rl, err := readline.NewFromConfig(&readline.Config{Stdin: in, Stdout: in.output(term), Stderr: &term.out,
+		FuncIsTerminal: func() bool { return true }, FuncMakeRaw: func() error { return nil }, FuncExitRaw: func() error { return nil },
+		FuncGetSize: func() (int, int) { return 80, 24 }, FuncOnWidthChanged: func(func()) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Close()
+	io.WriteString(pw, "hello\ry\r") // typed while the turn ran
+	got := make(chan string, 1)
+	go func() {
+		line, _ := rl.ReadLine()
+		got <- line
+	}()
+	<-term.queries
+	io.WriteString(pw, "\x1b[1;1R") // the terminal's answer
+	if line := <-got; line != "hello" {
+		t.Fatalf("the chat's prompt read %q, want hello", line)
+	}
+	if typed := in.fresh(); typed != "y\r" {
+		t.Fatalf("an approval prompt dropped %q of what was typed ahead, want the y (the rest is in the editor, which will answer the prompt with it)", typed)
 	}
 }

@@ -162,7 +162,7 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 		InterruptPrompt:   "^C",
 		EOFPrompt:         "\n",
 		Stdin:             ch.in,
-		Stdout:            env.stdout,
+		Stdout:            ch.in.output(env.stdout),
 		Stderr:            env.stderr,
 	})
 	if err != nil {
@@ -466,6 +466,11 @@ func (ch *chatter) ask(ctx context.Context, waiting []engine.WaitingCall) (ok bo
 	for _, w := range waiting {
 		if decidedElse(w) {
 			continue
+		}
+		// What came before this call showed (typed ahead, pasted with a
+		// message) is not its answer.
+		if typed := strings.TrimSpace(ch.in.fresh()); typed != "" {
+			tprintf(ch.env.stdout, "%s  (%s was typed before this prompt showed; not taken as its answer)%s\n", c.dim, render.Compact(typed, 40), c.reset)
 		}
 		ch.rl.SetPrompt(render.Safe(fmt.Sprintf("allow %s %s? [y]es [n]o [a]lways [e]xplain: ", callTitle(w), render.Compact(string(w.Arguments), 100))))
 	answer:
