@@ -240,22 +240,22 @@ func TestE2ENobodyIsAskedAboutACommandNotGranted(t *testing.T) {
 		return exeIn(t, project, 2*time.Minute, env, args...)
 	}
 	r := run("run", "--session", id, "--provider", "script", "--script", script, "--pipeline", "agent.yaml", "clean up")
-	if r.code != exitWaiting || !strings.Contains(r.stdout, "wagent approve "+id+" echo1") || strings.Contains(r.stdout, "approve "+id+" rm1") {
+	if r.code != exitWaiting || !strings.Contains(r.stdout, "wagent approve "+id+" 1.1.2") || strings.Contains(r.stdout, "approve "+id+" 1.1.1") {
 		t.Fatalf("run: exit %d, want 3 waiting for echo1 alone\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	evs := logEvents(t, env, id)
 	for _, a := range dataOf[engine.ApprovalRequest](t, evs, engine.EvApprovalRequest) {
-		if len(a.CallIDs) != 1 || a.CallIDs[0] != "echo1" {
+		if len(a.CallIDs) != 1 || a.CallIDs[0] != "1.1.2" {
 			t.Errorf("a person was asked about %v; want only echo1", a.CallIDs)
 		}
 	}
 	res := dataOf[engine.ToolResult](t, evs, engine.EvToolResult)
-	if len(res) != 1 || res[0].CallID != "rm1" || !res[0].IsError || res[0].Code != hostabi.CodeNotGranted || res[0].Op != engine.HostOp ||
+	if len(res) != 1 || res[0].CallID != "1.1.1" || !res[0].IsError || res[0].Code != hostabi.CodeNotGranted || res[0].Op != engine.HostOp ||
 		!strings.Contains(res[0].Content, "rm -rf . matches no exec grant of op shell (granted: echo **)") {
 		t.Fatalf("results before the decision %+v; want rm1 answered by the host with TOOL_NOT_GRANTED", res)
 	}
 
-	if a := run("approve", id, "echo1"); a.code != exitOK {
+	if a := run("approve", id, "1.1.2"); a.code != exitOK {
 		t.Fatalf("approve: exit %d\n%s%s", a.code, a.stdout, a.stderr)
 	}
 	r = run("resume", id)
@@ -267,11 +267,11 @@ func TestE2ENobodyIsAskedAboutACommandNotGranted(t *testing.T) {
 		t.Fatalf("fold refuses the log: %v", err)
 	}
 	calls := dataOf[engine.ToolCallEvent](t, evs, engine.EvToolCall)
-	if len(calls) != 1 || calls[0].CallID != "echo1" {
+	if len(calls) != 1 || calls[0].CallID != "1.1.2" {
 		t.Errorf("calls run %+v; want only echo1", calls)
 	}
 	for _, x := range dataOf[engine.ToolResult](t, evs, engine.EvToolResult) {
-		if x.CallID == "echo1" && (x.IsError || x.Op != "shell" || !strings.Contains(x.Content, "--- stdout ---\ncleaned\n")) {
+		if x.CallID == "1.1.2" && (x.IsError || x.Op != "shell" || !strings.Contains(x.Content, "--- stdout ---\ncleaned\n")) {
 			t.Errorf("echo1 answered %+v", x)
 		}
 	}
