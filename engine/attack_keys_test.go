@@ -87,3 +87,27 @@ func TestImportRefusesAKeyReusedByAnUnkeyedAnswer(t *testing.T) {
 		t.Fatalf("a log without keys: %v", err)
 	}
 }
+
+// The engine keeps op:NAME and host for the ops' and the host's own
+// decisions, whatever surface passes a person's (the server checks names
+// too; an embedder's surface may not).
+func TestDecideRefusesAnOpsOrTheHostsName(t *testing.T) {
+	p := &et.Replay{Replies: []et.Reply{{Calls: []hostabi.ToolCall{et.Call("c", "calc_add", `{"value":1}`)}}, {Text: "1"}}}
+	env := &et.Env{Log: store.NewMemory(), Session: "s", Provider: p,
+		Ops: func() []engine.Operation { return []engine.Operation{et.Approver(nil, nil), et.Calculator()} }}
+	env.Create(t)
+	env.Send(t, "one")
+	if o := env.RunContinuous(t); o != engine.Waiting {
+		t.Fatalf("outcome %v, want waiting", o)
+	}
+	head := len(env.Events(t))
+	for _, who := range []string{"op:approval", "op:calc", "host"} {
+		err := env.Open(t).Decide(context.Background(), engine.Decision{CallID: "1.1.1", Allow: true, Who: who})
+		if !errors.Is(err, engine.ErrRefused) || !strings.Contains(err.Error(), who) {
+			t.Errorf("who %q: %v, want refused", who, err)
+		}
+	}
+	if n := len(env.Events(t)); n != head {
+		t.Fatalf("%d events after the refusals, want %d", n, head)
+	}
+}
