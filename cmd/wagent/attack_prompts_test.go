@@ -86,3 +86,34 @@ func TestAskDecisionsLineTypedBeforeThePromptIsNotItsAnswer(t *testing.T) {
 		}
 	}
 }
+
+// The prompt shows every argument of the call it asks about: what is cut
+// is a long value, never a key. Attack: the model writes a file with its
+// content first, 300 characters of it, and the path after: the prompt,
+// the call cut at 200 characters, showed the content alone, and the
+// person allowed a write to ~/.bashrc they could not see (the digest
+// covered it; the screen did not).
+func TestAskDecisionsShowsEveryArgument(t *testing.T) {
+	var out lockedBuffer
+	env := &cliEnv{stdout: &out}
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	in := newLineReader(pr)
+	args := `{"content":"` + strings.Repeat("harmless text ", 25) + `","path":"/home/u/.bashrc","mode":"append"}`
+	calls := []engine.WaitingCall{{ID: "1.1.1", Name: "write_file", Arguments: json.RawMessage(args)}}
+	done := make(chan error, 1)
+	go func() {
+		done <- askDecisions(context.Background(), env, in, calls, nil, func(d server.Decision) (*server.Decided, error) { return &server.Decided{}, nil })
+	}()
+	waitOutput(t, &out, "[y]es, [n]o, [a]lways: ")
+	io.WriteString(pw, "n\n")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	prompt := out.String()
+	for _, want := range []string{`"path":"/home/u/.bashrc"`, `"mode":"append"`, `"content":"harmless text`} {
+		if !strings.Contains(prompt, want) {
+			t.Errorf("the prompt does not show %s:\n%s", want, prompt)
+		}
+	}
+}

@@ -472,7 +472,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []engine.WaitingCall) (ok bo
 		if typed := strings.TrimSpace(ch.in.fresh()); typed != "" {
 			tprintf(ch.env.stdout, "%s  (%s was typed before this prompt showed; not taken as its answer)%s\n", c.dim, render.Compact(typed, 40), c.reset)
 		}
-		ch.rl.SetPrompt(render.Safe(fmt.Sprintf("allow %s %s? [y]es [n]o [a]lways [e]xplain: ", callTitle(w), render.Compact(string(w.Arguments), 100))))
+		ch.rl.SetPrompt(render.Safe(fmt.Sprintf("allow %s %s? [y]es [n]o [a]lways [e]xplain: ", callTitle(w), render.Arguments(w.Arguments, 100))))
 	answer:
 		for {
 			line, gone, err := readLine(w)

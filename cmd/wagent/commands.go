@@ -82,7 +82,7 @@ Examples:
 			}
 			past := map[bool]string{true: "allowed", false: "denied"}[allow]
 			for _, w := range calls {
-				tprintf(env.stdout, "%s %s %s %s\n", past, w.ID, callTitle(w), render.Compact(string(w.Arguments), 120))
+				tprintf(env.stdout, "%s %s %s %s\n", past, w.ID, callTitle(w), render.Arguments(w.Arguments, 120))
 			}
 			switch {
 			case len(res.Waiting) > 0:

@@ -66,7 +66,7 @@ func decidedElsewhere(w engine.WaitingCall, d engine.ApprovalDecision) string {
 	if d.Allow {
 		verb = "allowed"
 	}
-	s := fmt.Sprintf("%s %s %s was %s by %s", w.ID, callTitle(w), render.Compact(string(w.Arguments), 60), verb, d.Who)
+	s := fmt.Sprintf("%s %s %s was %s by %s", w.ID, callTitle(w), render.Arguments(w.Arguments, 60), verb, d.Who)
 	if d.Note != "" {
 		s += " (" + render.Compact(d.Note, 80) + ")"
 	}

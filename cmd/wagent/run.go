@@ -915,7 +915,7 @@ func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []en
 		}
 	ask:
 		for {
-			tprintf(env.stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", callTitle(w), render.Compact(string(w.Arguments), 200))
+			tprintf(env.stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", callTitle(w), render.Arguments(w.Arguments, 200))
 			shown := in.prompted()
 			var line string
 			var err error
