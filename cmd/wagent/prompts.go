@@ -115,10 +115,11 @@ type inputChunk struct {
 }
 
 // cursorQuery is the editor's question, cursorReport the terminal's
-// answer (ESC [ row ; column R).
+// answer (ESC [ row ; column R), as loosely as the editor reads it: an
+// answer it takes that this did not would leave it waiting.
 var (
 	cursorQuery  = []byte("\x1b[6n")
-	cursorReport = regexp.MustCompile(`\x1b\[\??[0-9]*;[0-9]*R`)
+	cursorReport = regexp.MustCompile(`\x1b\[[0-9;]*R`)
 )
 
 func newPromptInput(r io.Reader) *promptInput {
