@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/server"
@@ -50,7 +51,7 @@ func TestAskDecisionsLineTypedBeforeThePromptIsNotItsAnswer(t *testing.T) {
 		env := &cliEnv{stdout: out}
 		pr, pw := io.Pipe()
 		in := newLineReader(pr)
-		feed := make(chan engine.ApprovalDecision, 4)
+		feed := make(chan callNews, 4)
 		var ds []server.Decision
 		done := make(chan error, 1)
 		go func() {
@@ -65,7 +66,7 @@ func TestAskDecisionsLineTypedBeforeThePromptIsNotItsAnswer(t *testing.T) {
 		// The prompt for 3.1.1 is on its way to the screen; the person
 		// answers it, and the console decides it, at once.
 		<-out.entered
-		feed <- engine.ApprovalDecision{CallID: "3.1.1", Allow: true, Who: "console"}
+		feed <- decided(engine.ApprovalDecision{CallID: "3.1.1", Allow: true, Who: "console"})
 		io.WriteString(pw, "y\n")
 		for len(in.lines) == 0 {
 			runtime.Gosched() // until the line is read, as a terminal's would be at once
@@ -115,5 +116,46 @@ func TestAskDecisionsShowsEveryArgument(t *testing.T) {
 		if !strings.Contains(prompt, want) {
 			t.Errorf("the prompt does not show %s:\n%s", want, prompt)
 		}
+	}
+}
+
+// A prompt never waits for a decision that will not come. Attack: the
+// person answers 4.1.1 at the instant another client cancels the turn
+// (wagent cancel, the console): the owner records the answer, then the
+// cancellation answers 4.1.2 with a result and no decision, and says
+// nothing waits. The prompt loop, sure that 4.1.2 had been decided along
+// with 4.1.1 (an always does that), waited for its decision to arrive,
+// for ever: the terminal hung with no prompt until a second Ctrl-C.
+func TestAskDecisionsDoNotWaitForACallAnsweredWithoutADecision(t *testing.T) {
+	var out lockedBuffer
+	env := &cliEnv{stdout: &out}
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	in := newLineReader(pr)
+	calls := []engine.WaitingCall{
+		{ID: "4.1.1", Name: "calc_add", Arguments: json.RawMessage(`{"value":1}`)},
+		{ID: "4.1.2", Name: "calc_add", Arguments: json.RawMessage(`{"value":2}`)},
+	}
+	feed := make(chan callNews, 4)
+	// The guard against a hang, not a synchronisation: the test fails
+	// if it is ever reached.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- askDecisions(ctx, env, in, calls, feed, func(d server.Decision) (*server.Decided, error) {
+			// The cancellation came right after: its result for 4.1.2
+			// is in the log, and nothing waits.
+			feed <- callNews{CallID: "4.1.2", Answered: &engine.ToolResult{CallID: "4.1.2", Content: "the turn was aborted before the call started", IsError: true}}
+			return &server.Decided{Decided: []string{"4.1.1"}}, nil
+		})
+	}()
+	waitOutput(t, &out, `allow calc_add {"value":1}`)
+	io.WriteString(pw, "y\n")
+	if err := <-done; err != nil {
+		t.Fatalf("the prompt loop: %v (it waited for a decision that never comes)", err)
+	}
+	if got := out.String(); strings.Contains(got, `allow calc_add {"value":2}`) || !strings.Contains(got, "4.1.2 calc_add {\"value\":2} was answered without a decision: the turn was aborted before the call started") {
+		t.Errorf("output:\n%s", got)
 	}
 }

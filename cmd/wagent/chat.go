@@ -383,7 +383,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []engine.WaitingCall) (ok bo
 		close(feed.C) // nothing sends any more
 	}()
 	var mu sync.Mutex
-	elsewhere := map[string]engine.ApprovalDecision{}
+	elsewhere := map[string]callNews{}
 	mine := map[string]bool{}
 	asking := ""
 	arrived := make(chan struct{}) // closed and replaced at each decision from elsewhere

@@ -361,7 +361,7 @@ func TestAskDecisionsDecidedElsewhere(t *testing.T) {
 		{ID: "2.1.2", Name: "calc_multiply", Arguments: json.RawMessage(`{"value":3}`)},
 		{ID: "2.1.3", Name: "calc_total", Arguments: json.RawMessage(`{}`)},
 	}
-	feed := make(chan engine.ApprovalDecision, 4)
+	feed := make(chan callNews, 4)
 	var ds []server.Decision
 	done := make(chan error, 1)
 	go func() {
@@ -373,8 +373,8 @@ func TestAskDecisionsDecidedElsewhere(t *testing.T) {
 	// The prompt for 2.1.1 is open (nothing typed); the console allows
 	// it, and wagent approve denies 2.1.2.
 	waitOutput(t, &out, "allow calc_add")
-	feed <- engine.ApprovalDecision{CallID: "2.1.2", Allow: false, Who: "cli", Note: "no"}
-	feed <- engine.ApprovalDecision{CallID: "2.1.1", Allow: true, Who: "console"}
+	feed <- decided(engine.ApprovalDecision{CallID: "2.1.2", Allow: false, Who: "cli", Note: "no"})
+	feed <- decided(engine.ApprovalDecision{CallID: "2.1.1", Allow: true, Who: "console"})
 	waitOutput(t, &out, "allow calc_total")
 	io.WriteString(pw, "y\n")
 	if err := <-done; err != nil {

@@ -18,32 +18,59 @@ import (
 
 // decisionFeed follows a session while a terminal asks about its waiting
 // calls and reports every decision recorded for them, from anywhere (the
-// console, another chat, wagent approve, an op): a prompt whose call was
-// decided elsewhere goes away at once instead of asking about a call that
-// is no longer waiting.
+// console, another chat, wagent approve, an op), and every result that
+// answered one without a decision (a cancellation of its turn): a prompt
+// whose call was decided or answered elsewhere goes away at once instead
+// of asking about a call that is no longer waiting, and no prompt waits
+// for a decision that will not come.
 type decisionFeed struct {
-	C    chan engine.ApprovalDecision
+	C    chan callNews
 	stop context.CancelFunc
 	done chan struct{}
 }
 
+// callNews is what the log says of a call: a decision recorded for it,
+// or a result (Answered).
+type callNews struct {
+	CallID   string
+	Decision *engine.ApprovalDecision
+	Answered *engine.ToolResult
+}
+
+// decided is the news of a decision.
+func decided(d engine.ApprovalDecision) callNews { return callNews{CallID: d.CallID, Decision: &d} }
+
 // watchDecisions streams session id from seq from and sends each
-// approval/decision it reads on the feed's channel until Stop.
+// approval/decision and tool/result it reads on the feed's channel until
+// Stop.
 func watchDecisions(ctx context.Context, cl *server.Client, id string, from uint64) *decisionFeed {
 	ctx, cancel := context.WithCancel(ctx)
-	f := &decisionFeed{C: make(chan engine.ApprovalDecision, 64), stop: cancel, done: make(chan struct{})}
+	f := &decisionFeed{C: make(chan callNews, 64), stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(f.done)
 		cl.StreamFrom(ctx, id, from, nil, func(ev server.StreamEvent) error {
-			if ev.Kind != "event" || ev.Event.Type != engine.EvApprovalDecision {
+			if ev.Kind != "event" {
 				return nil
 			}
-			var d engine.ApprovalDecision
-			if json.Unmarshal(ev.Event.Data, &d) != nil {
+			var n callNews
+			switch ev.Event.Type {
+			case engine.EvApprovalDecision:
+				var d engine.ApprovalDecision
+				if json.Unmarshal(ev.Event.Data, &d) != nil {
+					return nil
+				}
+				n = decided(d)
+			case engine.EvToolResult:
+				var r engine.ToolResult
+				if json.Unmarshal(ev.Event.Data, &r) != nil {
+					return nil
+				}
+				n = callNews{CallID: r.CallID, Answered: &r}
+			default:
 				return nil
 			}
 			select {
-			case f.C <- d:
+			case f.C <- n:
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()
@@ -59,18 +86,22 @@ func (f *decisionFeed) Stop() {
 	<-f.done
 }
 
-// decidedElsewhere says how a call was decided by someone else, for the
-// line that replaces its prompt.
-func decidedElsewhere(w engine.WaitingCall, d engine.ApprovalDecision) string {
-	verb := "denied"
-	if d.Allow {
-		verb = "allowed"
+// decidedElsewhere says how a call was decided (or answered) by someone
+// else, for the line that replaces its prompt.
+func decidedElsewhere(w engine.WaitingCall, n callNews) string {
+	head := fmt.Sprintf("%s %s %s", w.ID, callTitle(w), render.Arguments(w.Arguments, 60))
+	if d := n.Decision; d != nil {
+		verb := "denied"
+		if d.Allow {
+			verb = "allowed"
+		}
+		s := fmt.Sprintf("%s was %s by %s", head, verb, d.Who)
+		if d.Note != "" {
+			s += " (" + render.Compact(d.Note, 80) + ")"
+		}
+		return s
 	}
-	s := fmt.Sprintf("%s %s %s was %s by %s", w.ID, callTitle(w), render.Arguments(w.Arguments, 60), verb, d.Who)
-	if d.Note != "" {
-		s += " (" + render.Compact(d.Note, 80) + ")"
-	}
-	return s
+	return fmt.Sprintf("%s was answered without a decision: %s", head, render.Compact(n.Answered.Content, 80))
 }
 
 // refusedDecision reports whether err is the owner's refusal of a decision

@@ -880,10 +880,10 @@ func (lr *lineReader) next(ctx context.Context) (string, error) {
 // prompt is open ends that prompt with a line saying who decided it. An
 // answer the owner refuses because the call was decided elsewhere or
 // changed is shown and the next call asked.
-func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []engine.WaitingCall, feed <-chan engine.ApprovalDecision, decide func(server.Decision) (*server.Decided, error)) error {
-	elsewhere := map[string]engine.ApprovalDecision{}
+func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []engine.WaitingCall, feed <-chan callNews, decide func(server.Decision) (*server.Decided, error)) error {
+	elsewhere := map[string]callNews{}
 	mine := map[string]bool{}
-	note := func(d engine.ApprovalDecision) {
+	note := func(d callNews) {
 		if _, seen := elsewhere[d.CallID]; !seen && !mine[d.CallID] {
 			elsewhere[d.CallID] = d
 		}
