@@ -159,3 +159,25 @@ func TestAskDecisionsDoNotWaitForACallAnsweredWithoutADecision(t *testing.T) {
 		t.Errorf("output:\n%s", got)
 	}
 }
+
+// A name that has the form of a key names a key, never the model's id of
+// another call. Attack: the model gives its call, keyed 2.1.1, the id
+// "1.1.1", the key of a call the person allowed in turn 1; the person's
+// wagent approve S 1.1.1 (from the shell's history, a script, a note)
+// found no waiting 1.1.1 and took the model's id instead: it allowed the
+// new call, which nobody had been shown. The model's id still names the
+// one waiting call that has it when it is not key-shaped.
+func TestPickCallsKeyShapedNamesAreKeys(t *testing.T) {
+	waiting := []engine.WaitingCall{
+		{ID: "2.1.1", ModelID: "1.1.1", Name: "shell", Arguments: json.RawMessage(`{"command":"rm -rf ~"}`)},
+		{ID: "2.1.2", ModelID: "call_7", Name: "echo", Arguments: json.RawMessage(`{}`)},
+	}
+	got, err := pickCalls("s", waiting, []string{"1.1.1"}, false)
+	if err != nil || len(got) != 1 || got[0].ID != "1.1.1" || got[0].Name != "" {
+		t.Fatalf("pickCalls(1.1.1) = %+v, %v; want the key 1.1.1 itself, for the owner to refuse (it is not waiting)", got, err)
+	}
+	got, err = pickCalls("s", waiting, []string{"call_7"}, false)
+	if err != nil || len(got) != 1 || got[0].ID != "2.1.2" {
+		t.Fatalf("pickCalls(call_7) = %+v, %v; want 2.1.2, the one waiting call the model called call_7", got, err)
+	}
+}
