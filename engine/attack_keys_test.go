@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/wagent/wagent/engine"
@@ -161,5 +163,99 @@ func TestArgumentsThatSayTwoThingsAreNotPutToAnyone(t *testing.T) {
 		if !r.IsError || r.Code != hostabi.CodeBadArguments || r.Op != engine.HostOp || !strings.Contains(r.Content, why) {
 			t.Errorf("%s answered %+v; want the host's TOOL_BAD_ARGUMENTS: %s", id, r, why)
 		}
+	}
+}
+
+// meetingLog holds the first append of each of n writers until all n are
+// at it: their moves were built on the same head, at the same instant.
+type meetingLog struct {
+	store.Log
+	mu   sync.Mutex
+	n    int
+	at   int
+	all  chan struct{}
+	once map[uint64]bool // heads whose first append has met
+}
+
+func (l *meetingLog) Append(ctx context.Context, session string, head uint64, evs ...store.Event) (uint64, error) {
+	l.mu.Lock()
+	if !l.once[head] {
+		l.at++
+		if l.at == l.n {
+			l.once[head] = true
+			close(l.all)
+		}
+		all := l.all
+		l.mu.Unlock()
+		<-all
+	} else {
+		l.mu.Unlock()
+	}
+	return l.Log.Append(ctx, session, head, evs...)
+}
+
+// Two processes decide calls of one session at the same instant (the
+// store is all they share: two servers over one JetStream store, each
+// with its own decide lock): of two decisions of one call one is recorded
+// and the other refused as already decided; an always races the call it
+// would cover, and whichever comes first, no call is decided twice.
+func TestTwoProcessesDecideAtTheSameInstant(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		a, b     engine.Decision
+		recorded []int // how many may be recorded
+		counts   map[string]int
+	}{
+		{"the same call", engine.Decision{CallID: "1.1.1", Allow: true, Who: "ann"}, engine.Decision{CallID: "1.1.1", Allow: false, Who: "bob"},
+			[]int{1}, map[string]int{"1.1.1": 1}},
+		{"an always and the call it covers", engine.Decision{CallID: "1.1.1", Allow: true, Scope: hostabi.ScopeAlways, Who: "ann"}, engine.Decision{CallID: "1.1.2", Allow: false, Who: "bob"},
+			[]int{1, 2}, map[string]int{"1.1.1": 1, "1.1.2": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &et.Replay{Replies: []et.Reply{{Calls: []hostabi.ToolCall{et.Call("c", "calc_add", `{"value":1}`), et.Call("c", "calc_add", `{"value":2}`)}}}}
+			env := &et.Env{Log: store.NewMemory(), Session: "s", Provider: p,
+				Ops: func() []engine.Operation { return []engine.Operation{et.Approver(nil, nil), et.Calculator()} }}
+			env.Create(t)
+			env.Send(t, "go")
+			if o := env.RunContinuous(t); o != engine.Waiting {
+				t.Fatalf("outcome %v, want waiting", o)
+			}
+			meet := &meetingLog{Log: env.Log, n: 2, all: make(chan struct{}), once: map[uint64]bool{}}
+			env.Log = meet
+			ma, mb := env.Open(t), env.Open(t)
+			errs := make(chan error, 2)
+			go func() { errs <- ma.Decide(context.Background(), tc.a) }()
+			go func() { errs <- mb.Decide(context.Background(), tc.b) }()
+			var ok, refused int
+			for range 2 {
+				switch err := <-errs; {
+				case err == nil:
+					ok++
+				case errors.Is(err, engine.ErrDecided):
+					refused++
+				default:
+					t.Fatalf("a decision failed otherwise: %v", err)
+				}
+			}
+			if !slices.Contains(tc.recorded, ok) || ok+refused != 2 {
+				t.Fatalf("%d recorded, %d refused; want %v recorded, the rest refused as decided", ok, refused, tc.recorded)
+			}
+			got := map[string]int{}
+			for _, e := range env.Events(t) {
+				if e.Type == engine.EvApprovalDecision {
+					var d engine.ApprovalDecision
+					json.Unmarshal(e.Data, &d)
+					got[d.CallID]++
+				}
+			}
+			for id, n := range tc.counts {
+				if got[id] != n {
+					t.Errorf("call %s decided %d times, want %d (%v)", id, got[id], n, got)
+				}
+			}
+			if _, err := engine.Fold("s", env.Events(t)); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
