@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -150,6 +151,12 @@ func (m *Machine) cannotRun(mv *move, pending []*CallState) bool {
 		if t == nil {
 			continue
 		}
+		if why := twiceSaid(c.Arguments); why != "" {
+			mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeBadArguments, Op: HostOp,
+				Content: clipArgs(fmt.Sprintf("the call was not run: its arguments %s, and a tool may read one where a person read the other; call %s again with each argument once", why, c.Name))})
+			answered = true
+			continue
+		}
 		if err := argumentsError(t.Parameters, c.Arguments); err != nil {
 			mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeBadArguments, Op: HostOp,
 				Content: clipArgs(fmt.Sprintf("the call was not run: its arguments do not fit the parameters of %s: %v; call it again with arguments that do", c.Name, err))})
@@ -167,6 +174,72 @@ func (m *Machine) cannotRun(mv *move, pending []*CallState) bool {
 		}
 	}
 	return answered
+}
+
+// twiceSaid says how args name one thing twice: a key given twice in one
+// object (after unescaping), or two top-level keys that differ only in
+// case, as Go's encoding/json folds them (a Go tool that decodes into a
+// struct reads them as one); "" when they do not. Decoders keep the last
+// of two, a person reading the arguments the first: what was approved
+// would not be what runs. Nested keys may differ in case (environment
+// variables, headers by their spelling). The walk's depth is bounded by
+// the JSON's (arguments are valid JSON, which Go's encoding/json takes
+// only up to 10000 levels deep).
+func twiceSaid(args json.RawMessage) string {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	var walk func(depth int) string
+	walk = func(depth int) string {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			folded := map[string]string{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return ""
+				}
+				k, _ := kt.(string)
+				if seen[k] {
+					return fmt.Sprintf("give %q twice", k)
+				}
+				seen[k] = true
+				if depth == 0 {
+					f := foldKey(k)
+					if other, ok := folded[f]; ok {
+						return fmt.Sprintf("give %q and %q, one key twice to a tool that reads keys without regard to case", other, k)
+					}
+					folded[f] = k
+				}
+				if why := walk(depth + 1); why != "" {
+					return why
+				}
+			}
+			dec.Token() // '}'
+		case json.Delim('['):
+			for dec.More() {
+				if why := walk(depth + 1); why != "" {
+					return why
+				}
+			}
+			dec.Token() // ']'
+		}
+		return ""
+	}
+	return walk(0)
+}
+
+// foldKey folds a key's case as encoding/json matches keys to struct
+// fields (so "ſtatus" is "status", the Kelvin sign a K).
+func foldKey(k string) string {
+	var b strings.Builder
+	for _, r := range k {
+		b.WriteRune(unicode.ToUpper(unicode.ToLower(r)))
+	}
+	return b.String()
 }
 
 // clipArgs bounds the host's message about arguments to 2 KiB.

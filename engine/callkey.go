@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/wagent/wagent/hostabi"
 )
@@ -17,6 +18,21 @@ import (
 // send none or collide.
 func CallKey(turn, step, index int) string {
 	return fmt.Sprintf("%d.%d.%d", turn, step, index)
+}
+
+// IsCallKey reports whether s has the form of a call key (CallKey):
+// three decimal numbers joined by dots.
+func IsCallKey(s string) bool {
+	parts := strings.Split(s, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || strings.Trim(p, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // CallDigest is a short digest of a call's tool and arguments, as a

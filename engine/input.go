@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
@@ -91,6 +92,9 @@ func (m *Machine) Decide(ctx context.Context, ds ...Decision) error {
 				}
 				return nil, fmt.Errorf("%w: call %q %s in session %s (waiting: %v)", ErrRefused, d.CallID, why, s.Session, s.Waiting())
 			}
+			if ReservedWho(d.Who) {
+				return nil, fmt.Errorf("%w: a decision by %q: op:NAME and host name the ops and the host, not who answers an approval request", ErrRefused, d.Who)
+			}
 			if d.Scope != "" && d.Scope != hostabi.ScopeOnce && d.Scope != hostabi.ScopeAlways {
 				return nil, fmt.Errorf("%w: scope %q is neither %q nor %q", ErrRefused, d.Scope, hostabi.ScopeOnce, hostabi.ScopeAlways)
 			}
@@ -149,6 +153,13 @@ func (m *Machine) decideAlike(mv *move, c *CallState, d Decision, who string, sk
 			}
 		}
 	}
+}
+
+// ReservedWho reports whether who names an op (op:NAME) or the host, as
+// their decisions do: the log, the fold and the replay tell a person's
+// decision from theirs by it, so no person's or client's may.
+func ReservedWho(who string) bool {
+	return strings.HasPrefix(who, "op:") || who == HostOp
 }
 
 // verb says a decision ("allow", "deny") as done.

@@ -39,7 +39,8 @@ import (
 //
 // fold/2: a compaction's usage counts in State.Usage, and a summary
 // request's request/header is not a step's.
-const foldVersion = "fold/2"
+// fold/3: an answer without keys after one with them is refused.
+const foldVersion = "fold/3"
 
 // FoldDigest identifies this fold: snapshots written by another are
 // ignored.

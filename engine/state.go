@@ -41,6 +41,11 @@ type State struct {
 	// Forked is the latest session/forked: where this log was copied
 	// from (nil for a session that was not forked).
 	Forked *SessionForked
+	// KeyedSince is the seq of the first answer whose calls have the
+	// host's keys (0: none yet). Calls without keys are those of logs
+	// written before keys; once a session has keys, every later answer
+	// has them, so that no unkeyed id can repeat a key.
+	KeyedSince uint64
 
 	// Turn is the number of the last turn opened; TurnOpen says whether it
 	// is still open. Step likewise, within the turn.
@@ -474,6 +479,8 @@ func (s *State) apply(e store.Event) error {
 				seen["\x00"+c.ModelID] = true
 			} else if c.ModelID != "" {
 				return s.corrupt(e.Seq, "tool call %q has a model id, but the answer's first call has none", c.ID)
+			} else if s.KeyedSince != 0 {
+				return s.corrupt(e.Seq, "tool call %q has no key, but the session's calls have keys since seq %d", c.ID, s.KeyedSince)
 			}
 			cs := &CallState{ToolCall: c}
 			if t := s.Header.tool(c.Name); t != nil {
@@ -481,6 +488,9 @@ func (s *State) apply(e store.Event) error {
 				cs.Server, cs.Annotations = t.Server, t.Annotations
 			}
 			s.Calls = append(s.Calls, cs)
+		}
+		if keyed && s.KeyedSince == 0 {
+			s.KeyedSince = e.Seq
 		}
 		s.Answer = &d
 		s.Phase = PhaseAnswered

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -390,6 +391,90 @@ func Compact(s string, n int) string {
 	}
 	return s
 }
+
+// Arguments puts a call's arguments on one line for a person deciding
+// about it, in about n runes: when they do not fit, each long value of
+// the object is cut, never a key, so every argument the tool gets is on
+// the line (a path after a long content is not cut away). Arguments that
+// are not an object are cut as Compact cuts.
+func Arguments(args json.RawMessage, n int) string {
+	whole := Compact(string(args), n)
+	if !strings.HasSuffix(whole, "…") {
+		return whole
+	}
+	dec := json.NewDecoder(strings.NewReader(string(args)))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return whole
+	}
+	type member struct{ key, value string }
+	var ms []member
+	keys := 2
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return whole
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return whole
+		}
+		k, _ := json.Marshal(kt)
+		key := Compact(string(k), maxArgumentKey)
+		ms = append(ms, member{key, Compact(string(v), len(v)+1)})
+		keys += len([]rune(key)) + 2
+	}
+	if len(ms) == 0 {
+		return whole
+	}
+	total := len(ms)
+	if len(ms) > maxArguments {
+		ms = ms[:maxArguments+1]
+	}
+	// Each value gets an even share of what the keys leave, and the
+	// shares short values do not use go to the longer ones.
+	room := make([]int, len(ms))
+	order := make([]int, len(ms))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return len([]rune(ms[order[a]].value)) < len([]rune(ms[order[b]].value)) })
+	left := max(n-keys, 16*len(ms))
+	for j, i := range order {
+		room[i] = max(16, left/(len(ms)-j))
+		left -= min(room[i], len([]rune(ms[i].value)))
+	}
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, m := range ms {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if i == maxArguments {
+			fmt.Fprintf(&b, "… %d more arguments", total-i)
+			break
+		}
+		b.WriteString(m.key)
+		b.WriteByte(':')
+		v := []rune(m.value)
+		switch each := room[i]; {
+		case len(v) <= each:
+			b.WriteString(m.value)
+		case v[0] == '"':
+			b.WriteString(string(v[:each-2]) + "…\"")
+		default:
+			b.WriteString(string(v[:each-1]) + "…")
+		}
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// maxArguments is how many arguments Arguments shows (then it says how
+// many more there are), maxArgumentKey how much of a key.
+const (
+	maxArguments   = 32
+	maxArgumentKey = 64
+)
 
 // ToolTitle names a tool for a person: for a tool of a tool server (MCP),
 // the server and the tool's own name, and what its server says it does

@@ -3,6 +3,7 @@ package render_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -101,6 +102,44 @@ func TestCompact(t *testing.T) {
 	} {
 		if got := render.Compact(tc.in, 4); got != tc.want {
 			t.Errorf("Compact(%q, 4) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// A call's arguments for a person deciding: short ones as they are; long
+// ones with each long value cut and every key kept, in about the room
+// given (the values a short one leaves go to the long ones).
+func TestArguments(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	many := "{"
+	for i := range 40 {
+		if i > 0 {
+			many += ","
+		}
+		many += fmt.Sprintf(`"k%d":%d`, i, i)
+	}
+	many += "}"
+	for _, tc := range []struct {
+		name, args string
+		want       []string
+	}{
+		{"short", `{"path": "a.txt"}`, []string{`{"path": "a.txt"}`}},
+		{"a long value first", `{"content":"` + long + `","path":"/home/u/.bashrc"}`, []string{`{"content":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx`, `…","path":"/home/u/.bashrc"}`}},
+		{"nested", `{"opts":{"a":"` + long + `"},"path":"p"}`, []string{`{"opts":{"a":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx`, `…,"path":"p"}`}},
+		{"not an object", `["` + long + `"]`, []string{`["` + strings.Repeat("x", 97) + `…`}},
+		{"too many", many, []string{`"k31":31`, "… 8 more arguments}"}},
+	} {
+		got := render.Arguments(json.RawMessage(tc.args), 100)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: %s lacks %s", tc.name, got, w)
+			}
+		}
+		if n := len([]rune(got)); tc.name != "too many" && n > 100 {
+			t.Errorf("%s: %d runes: %s", tc.name, n, got)
+		}
+		if strings.Contains(got, `"k32"`) {
+			t.Errorf("%s: %s shows more than 32 arguments", tc.name, got)
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
@@ -257,6 +259,12 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("cause %q is neither user nor parent", req.Cause))
 		return
 	}
+	if req.By != "" {
+		if err := checkName("by", req.By); err != nil {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+			return
+		}
+	}
 	cause := engine.Cause{Kind: kind, Reason: req.Reason, By: req.By}
 	var out Canceled
 	if req.Message != "" {
@@ -341,6 +349,32 @@ func (s *Server) decideLock(id string) *sync.Mutex {
 	return m
 }
 
+// maxName bounds who decides or cancels (a decision's who, a cause's by).
+const maxName = 256
+
+// checkName says why name cannot name who decides or cancels (field is
+// its field): it is a person's or a client's name, shown on every screen
+// that follows the session as "allowed by NAME", so one line of printable
+// text, at most maxName bytes; and op:NAME and host are the ops' and the
+// host's own.
+func checkName(field, name string) error {
+	if engine.ReservedWho(name) {
+		return fmt.Errorf("%s %q is the name of an op or of the host: a person or a client decides under a name of its own", field, name)
+	}
+	if len(name) > maxName {
+		return fmt.Errorf("%s is %d bytes; it may have at most %d", field, len(name), maxName)
+	}
+	if !utf8.ValidString(name) {
+		return fmt.Errorf("%s %q is not UTF-8", field, name)
+	}
+	for _, r := range name {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) || unicode.Is(unicode.Bidi_Control, r) || r == 0x2028 || r == 0x2029 {
+			return fmt.Errorf("%s %q holds a control character (%U): it is one line of text", field, name, r)
+		}
+	}
+	return nil
+}
+
 // maxNote bounds a decision's note (the model reads it in the result).
 const maxNote = 8 << 10
 
@@ -352,6 +386,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	if len(req.Decisions) == 0 {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, "no decisions: send {\"decisions\": [{\"call_id\": …, \"allow\": true}]}")
 		return
+	}
+	if req.Who != "" {
+		if err := checkName("who", req.Who); err != nil {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+			return
+		}
 	}
 	sess, ok := s.session(w, r)
 	if !ok {

@@ -255,8 +255,7 @@ func TestE2ENobodyIsAskedAboutACommandNotGranted(t *testing.T) {
 		t.Fatalf("results before the decision %+v; want rm1 answered by the host with TOOL_NOT_GRANTED", res)
 	}
 
-	// The model's id: one waiting call has it.
-	if a := run("approve", id, "echo1"); a.code != exitOK {
+	if a := run("approve", id, "1.1.2"); a.code != exitOK {
 		t.Fatalf("approve: exit %d\n%s%s", a.code, a.stdout, a.stderr)
 	}
 	r = run("resume", id)

@@ -162,7 +162,7 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 		InterruptPrompt:   "^C",
 		EOFPrompt:         "\n",
 		Stdin:             ch.in,
-		Stdout:            env.stdout,
+		Stdout:            ch.in.output(env.stdout),
 		Stderr:            env.stderr,
 	})
 	if err != nil {
@@ -184,7 +184,7 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 	ch.loadCommands(ctx)
 	defer ch.goodbye()
 	for !ch.quitting() {
-		line, err := rl.ReadLine()
+		line, err := ch.readInput()
 		switch {
 		case errors.Is(err, readline.ErrInterrupt) && ch.in.injected():
 			// A decision from elsewhere came for a prompt as its answer was
@@ -218,6 +218,20 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 		}
 	}
 	return nil
+}
+
+// readInput reads a line at the chat's prompt. An interrupt the program
+// injected to end an approval prompt (its call decided elsewhere) can
+// arrive here instead, when the person answered that prompt at the same
+// instant: it is not the person's Ctrl-C, and is counted as read.
+func (ch *chatter) readInput() (string, error) {
+	for {
+		line, err := ch.rl.ReadLine()
+		if errors.Is(err, readline.ErrInterrupt) && ch.in.injected() {
+			continue
+		}
+		return line, err
+	}
 }
 
 func (ch *chatter) prompt() string {
@@ -374,7 +388,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []engine.WaitingCall) (ok bo
 		close(feed.C) // nothing sends any more
 	}()
 	var mu sync.Mutex
-	elsewhere := map[string]engine.ApprovalDecision{}
+	elsewhere := map[string]callNews{}
 	mine := map[string]bool{}
 	asking := ""
 	arrived := make(chan struct{}) // closed and replaced at each decision from elsewhere
@@ -458,7 +472,12 @@ func (ch *chatter) ask(ctx context.Context, waiting []engine.WaitingCall) (ok bo
 		if decidedElse(w) {
 			continue
 		}
-		ch.rl.SetPrompt(render.Safe(fmt.Sprintf("allow %s %s? [y]es [n]o [a]lways [e]xplain: ", callTitle(w), render.Compact(string(w.Arguments), 100))))
+		// What came before this call showed (typed ahead, pasted with a
+		// message) is not its answer.
+		if typed := strings.TrimSpace(ch.in.fresh()); typed != "" {
+			tprintf(ch.env.stdout, "%s  (%s was typed before this prompt showed; not taken as its answer)%s\n", c.dim, render.Compact(typed, 40), c.reset)
+		}
+		ch.rl.SetPrompt(render.Safe(fmt.Sprintf("allow %s %s? [y]es [n]o [a]lways [e]xplain: ", callTitle(w), render.Arguments(w.Arguments, 100))))
 	answer:
 		for {
 			line, gone, err := readLine(w)

@@ -82,7 +82,7 @@ Examples:
 			}
 			past := map[bool]string{true: "allowed", false: "denied"}[allow]
 			for _, w := range calls {
-				tprintf(env.stdout, "%s %s %s %s\n", past, w.ID, callTitle(w), render.Compact(string(w.Arguments), 120))
+				tprintf(env.stdout, "%s %s %s %s\n", past, w.ID, callTitle(w), render.Arguments(w.Arguments, 120))
 			}
 			switch {
 			case len(res.Waiting) > 0:
@@ -104,7 +104,9 @@ Examples:
 }
 
 // pickCalls finds the waiting calls named by keys (or by the model's id,
-// when exactly one waiting call has it), or all of them.
+// when exactly one waiting call has it and the name is not key-shaped:
+// a model may give its call the key of another, decided long ago), or
+// all of them.
 func pickCalls(session string, waiting []engine.WaitingCall, names []string, all bool) ([]engine.WaitingCall, error) {
 	if len(waiting) == 0 {
 		return nil, fail(exitFailure, "session %s is not waiting for a decision", session)
@@ -115,7 +117,7 @@ func pickCalls(session string, waiting []engine.WaitingCall, names []string, all
 	var out []engine.WaitingCall
 	for _, n := range names {
 		i := slices.IndexFunc(waiting, func(w engine.WaitingCall) bool { return w.ID == n })
-		if i < 0 {
+		if i < 0 && !engine.IsCallKey(n) {
 			var by []string
 			for j, w := range waiting {
 				if w.ModelID == n {

@@ -296,11 +296,14 @@ func TestVersionAndInspect(t *testing.T) {
 
 // At a terminal, run asks about each waiting call; each answer is recorded
 // at once, with the call's key and the digest of what was shown (always
-// included), and bad input is asked again.
+// included), and bad input is asked again. The person answers each prompt
+// once it shows.
 func TestAskDecisions(t *testing.T) {
-	var out bytes.Buffer
+	var out lockedBuffer
 	env := &cliEnv{stdout: &out}
-	in := newLineReader(strings.NewReader("maybe\ny\nA\nno\n"))
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	in := newLineReader(pr)
 	ctx := context.Background()
 	calls := []engine.WaitingCall{
 		{ID: "1.1.1", Name: "calc_add", Arguments: json.RawMessage(`{"value":1}`)},
@@ -309,7 +312,16 @@ func TestAskDecisions(t *testing.T) {
 	}
 	var ds []server.Decision
 	record := func(d server.Decision) (*server.Decided, error) { ds = append(ds, d); return &server.Decided{}, nil }
-	if err := askDecisions(ctx, env, in, calls, nil, record); err != nil {
+	done := make(chan error, 1)
+	go func() { done <- askDecisions(ctx, env, in, calls, nil, record) }()
+	for _, a := range []struct{ prompt, line string }{
+		{"allow calc_add", "maybe"}, {"allow calc_add {\"value\":1}? [y]es, [n]o, [a]lways: \nallow calc_add", "y"},
+		{"allow calc_total", "A"}, {"allow calc_divide", "no"},
+	} {
+		waitOutput(t, &out, a.prompt)
+		io.WriteString(pw, a.line+"\n")
+	}
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	want := []server.Decision{
@@ -349,7 +361,7 @@ func TestAskDecisionsDecidedElsewhere(t *testing.T) {
 		{ID: "2.1.2", Name: "calc_multiply", Arguments: json.RawMessage(`{"value":3}`)},
 		{ID: "2.1.3", Name: "calc_total", Arguments: json.RawMessage(`{}`)},
 	}
-	feed := make(chan engine.ApprovalDecision, 4)
+	feed := make(chan callNews, 4)
 	var ds []server.Decision
 	done := make(chan error, 1)
 	go func() {
@@ -361,8 +373,8 @@ func TestAskDecisionsDecidedElsewhere(t *testing.T) {
 	// The prompt for 2.1.1 is open (nothing typed); the console allows
 	// it, and wagent approve denies 2.1.2.
 	waitOutput(t, &out, "allow calc_add")
-	feed <- engine.ApprovalDecision{CallID: "2.1.2", Allow: false, Who: "cli", Note: "no"}
-	feed <- engine.ApprovalDecision{CallID: "2.1.1", Allow: true, Who: "console"}
+	feed <- decided(engine.ApprovalDecision{CallID: "2.1.2", Allow: false, Who: "cli", Note: "no"})
+	feed <- decided(engine.ApprovalDecision{CallID: "2.1.1", Allow: true, Who: "console"})
 	waitOutput(t, &out, "allow calc_total")
 	io.WriteString(pw, "y\n")
 	if err := <-done; err != nil {

@@ -249,7 +249,7 @@ func (p *printer) waiting(calls []engine.WaitingCall) {
 	p.newline()
 	tprintf(p.env.stdout, "session %s is waiting for approval of %d call(s):\n", p.id, len(calls))
 	for _, c := range calls {
-		tprintf(p.env.stdout, "  %s  %s %s\n", c.ID, callTitle(c), render.Compact(string(c.Arguments), 120))
+		tprintf(p.env.stdout, "  %s  %s %s\n", c.ID, callTitle(c), render.Arguments(c.Arguments, 120))
 	}
 	tprintf(p.env.stdout, "answer with:\n  wagent approve %s %s   (or --all, --always)\n  wagent deny %s %s\nthen: wagent resume %s\n",
 		p.id, calls[0].ID, p.id, calls[0].ID, p.id)

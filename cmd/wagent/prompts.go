@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"sync"
 	"sync/atomic"
 
@@ -16,32 +18,59 @@ import (
 
 // decisionFeed follows a session while a terminal asks about its waiting
 // calls and reports every decision recorded for them, from anywhere (the
-// console, another chat, wagent approve, an op): a prompt whose call was
-// decided elsewhere goes away at once instead of asking about a call that
-// is no longer waiting.
+// console, another chat, wagent approve, an op), and every result that
+// answered one without a decision (a cancellation of its turn): a prompt
+// whose call was decided or answered elsewhere goes away at once instead
+// of asking about a call that is no longer waiting, and no prompt waits
+// for a decision that will not come.
 type decisionFeed struct {
-	C    chan engine.ApprovalDecision
+	C    chan callNews
 	stop context.CancelFunc
 	done chan struct{}
 }
 
+// callNews is what the log says of a call: a decision recorded for it,
+// or a result (Answered).
+type callNews struct {
+	CallID   string
+	Decision *engine.ApprovalDecision
+	Answered *engine.ToolResult
+}
+
+// decided is the news of a decision.
+func decided(d engine.ApprovalDecision) callNews { return callNews{CallID: d.CallID, Decision: &d} }
+
 // watchDecisions streams session id from seq from and sends each
-// approval/decision it reads on the feed's channel until Stop.
+// approval/decision and tool/result it reads on the feed's channel until
+// Stop.
 func watchDecisions(ctx context.Context, cl *server.Client, id string, from uint64) *decisionFeed {
 	ctx, cancel := context.WithCancel(ctx)
-	f := &decisionFeed{C: make(chan engine.ApprovalDecision, 64), stop: cancel, done: make(chan struct{})}
+	f := &decisionFeed{C: make(chan callNews, 64), stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(f.done)
 		cl.StreamFrom(ctx, id, from, nil, func(ev server.StreamEvent) error {
-			if ev.Kind != "event" || ev.Event.Type != engine.EvApprovalDecision {
+			if ev.Kind != "event" {
 				return nil
 			}
-			var d engine.ApprovalDecision
-			if json.Unmarshal(ev.Event.Data, &d) != nil {
+			var n callNews
+			switch ev.Event.Type {
+			case engine.EvApprovalDecision:
+				var d engine.ApprovalDecision
+				if json.Unmarshal(ev.Event.Data, &d) != nil {
+					return nil
+				}
+				n = decided(d)
+			case engine.EvToolResult:
+				var r engine.ToolResult
+				if json.Unmarshal(ev.Event.Data, &r) != nil {
+					return nil
+				}
+				n = callNews{CallID: r.CallID, Answered: &r}
+			default:
 				return nil
 			}
 			select {
-			case f.C <- d:
+			case f.C <- n:
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()
@@ -57,18 +86,22 @@ func (f *decisionFeed) Stop() {
 	<-f.done
 }
 
-// decidedElsewhere says how a call was decided by someone else, for the
-// line that replaces its prompt.
-func decidedElsewhere(w engine.WaitingCall, d engine.ApprovalDecision) string {
-	verb := "denied"
-	if d.Allow {
-		verb = "allowed"
+// decidedElsewhere says how a call was decided (or answered) by someone
+// else, for the line that replaces its prompt.
+func decidedElsewhere(w engine.WaitingCall, n callNews) string {
+	head := fmt.Sprintf("%s %s %s", w.ID, callTitle(w), render.Arguments(w.Arguments, 60))
+	if d := n.Decision; d != nil {
+		verb := "denied"
+		if d.Allow {
+			verb = "allowed"
+		}
+		s := fmt.Sprintf("%s was %s by %s", head, verb, d.Who)
+		if d.Note != "" {
+			s += " (" + render.Compact(d.Note, 80) + ")"
+		}
+		return s
 	}
-	s := fmt.Sprintf("%s %s %s was %s by %s", w.ID, callTitle(w), render.Compact(string(w.Arguments), 60), verb, d.Who)
-	if d.Note != "" {
-		s += " (" + render.Compact(d.Note, 80) + ")"
-	}
-	return s
+	return fmt.Sprintf("%s was answered without a decision: %s", head, render.Compact(n.Answered.Content, 80))
 }
 
 // refusedDecision reports whether err is the owner's refusal of a decision
@@ -90,30 +123,57 @@ func decisionFor(w engine.WaitingCall, allow, always bool, note string) server.D
 // decided elsewhere. The editor cannot be told to stop reading otherwise.
 // It counts the interrupts it injected, so an interrupt the editor returns
 // is known to be the program's, not the person's.
+//
+// A decision names what was shown: keys that came before an approval
+// prompt are not its answer. So what is typed ahead waits here, where
+// the prompt drops it (fresh), never in the editor: a read gets at most
+// one line (or one interrupt), and while the editor waits for the
+// terminal's answer to its cursor-position query (which it asks before
+// each prompt, keeping what else it reads meanwhile for later) it gets
+// that answer alone.
 type promptInput struct {
-	pr      *io.PipeReader
-	pw      *io.PipeWriter
-	mu      sync.Mutex // one writer at a time on pw
-	pending atomic.Int64
+	mu      sync.Mutex
+	ready   *sync.Cond
+	queue   []inputChunk // read from the terminal (or injected), not yet given to the editor
+	err     error        // the terminal's, after the queue
+	cpr     bool         // the editor asked where the cursor is and waits for the answer
+	pending atomic.Int64 // injected interrupts not yet returned by the editor
 }
 
+type inputChunk struct {
+	b        []byte
+	injected bool
+}
+
+// cursorQuery is the editor's question, cursorReport the terminal's
+// answer (ESC [ row ; column R), as loosely as the editor reads it: an
+// answer it takes that this did not would leave it waiting.
+var (
+	cursorQuery  = []byte("\x1b[6n")
+	cursorReport = regexp.MustCompile(`\x1b\[[0-9;]*R`)
+)
+
 func newPromptInput(r io.Reader) *promptInput {
-	pr, pw := io.Pipe()
-	p := &promptInput{pr: pr, pw: pw}
+	p := &promptInput{}
+	p.ready = sync.NewCond(&p.mu)
 	go func() {
 		buf := make([]byte, 4096)
 		for {
 			n, err := r.Read(buf)
+			p.mu.Lock()
 			if n > 0 {
-				p.mu.Lock()
-				_, werr := pw.Write(buf[:n])
-				p.mu.Unlock()
-				if werr != nil {
-					return
+				if last := len(p.queue) - 1; last >= 0 && !p.queue[last].injected {
+					p.queue[last].b = append(p.queue[last].b, buf[:n]...)
+				} else {
+					p.queue = append(p.queue, inputChunk{b: bytes.Clone(buf[:n])})
 				}
 			}
 			if err != nil {
-				pw.CloseWithError(err)
+				p.err = err
+			}
+			p.ready.Broadcast()
+			p.mu.Unlock()
+			if err != nil {
 				return
 			}
 		}
@@ -121,17 +181,90 @@ func newPromptInput(r io.Reader) *promptInput {
 	return p
 }
 
-func (p *promptInput) Read(b []byte) (int, error) { return p.pr.Read(b) }
+// Read gives the editor what came first, up to the end of its first line
+// or an interrupt; or, while the editor waits for the cursor's position,
+// the terminal's report of it.
+func (p *promptInput) Read(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		if p.cpr {
+			for i := range p.queue {
+				c := &p.queue[i]
+				if loc := cursorReport.FindIndex(c.b); loc != nil && !c.injected && len(b) >= loc[1]-loc[0] {
+					n := copy(b, c.b[loc[0]:loc[1]])
+					c.b = append(c.b[:loc[0]:loc[0]], c.b[loc[1]:]...)
+					if len(c.b) == 0 {
+						p.queue = append(p.queue[:i], p.queue[i+1:]...)
+					}
+					p.cpr = false
+					return n, nil
+				}
+			}
+		} else if len(p.queue) > 0 {
+			c := &p.queue[0]
+			n := len(c.b)
+			if i := bytes.IndexAny(c.b, "\r\n\x03"); i >= 0 {
+				n = i + 1
+			}
+			n = copy(b, c.b[:n])
+			if c.b = c.b[n:]; len(c.b) == 0 {
+				p.queue = p.queue[1:]
+			}
+			return n, nil
+		}
+		if p.err != nil {
+			return 0, p.err
+		}
+		p.ready.Wait()
+	}
+}
 
-// interrupt ends the line being read (in the background: the editor reads
-// the byte when it next reads).
+// output is w, as the editor's output: its cursor-position queries are
+// noted (see Read).
+func (p *promptInput) output(w io.Writer) io.Writer { return promptOutput{p, w} }
+
+type promptOutput struct {
+	p *promptInput
+	w io.Writer
+}
+
+func (o promptOutput) Write(b []byte) (int, error) {
+	if bytes.Contains(b, cursorQuery) {
+		o.p.mu.Lock()
+		o.p.cpr = true
+		o.p.mu.Unlock()
+	}
+	return o.w.Write(b)
+}
+
+// interrupt ends the line being read (the editor reads the byte when it
+// next reads).
 func (p *promptInput) interrupt() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.pending.Add(1)
-	go func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.pw.Write([]byte{3})
-	}()
+	p.queue = append(p.queue, inputChunk{b: []byte{3}, injected: true})
+	p.ready.Broadcast()
+}
+
+// fresh drops what came before a prompt about a call shows and returns
+// the text of it the person typed (interrupts injected for earlier
+// prompts are dropped too, and no longer counted): the prompt's answer is
+// what is typed after it showed.
+func (p *promptInput) fresh() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var typed []byte
+	for _, c := range p.queue {
+		if c.injected {
+			p.pending.Add(-1)
+			continue
+		}
+		typed = append(typed, c.b...)
+	}
+	p.queue = nil
+	return string(typed)
 }
 
 // injected reports whether an interrupt the editor returned was one the

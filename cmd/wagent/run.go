@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -818,23 +819,31 @@ func lastTurnError(ctx context.Context, cl *server.Client, id string) error {
 }
 
 // lineReader reads lines from standard input in the background, so that a
-// prompt can stop waiting when the command is interrupted.
+// prompt can stop waiting when the command is interrupted. Each line
+// carries how many prompts had been shown when it was read: a prompt
+// takes only lines typed after it showed (a decision names what was
+// shown), never one typed at an earlier prompt or before any.
 type lineReader struct {
 	lines chan lineRead
+	shown atomic.Uint64
 }
 
 type lineRead struct {
 	line string
 	err  error
+	// shown is the count of prompts shown when the line was read.
+	shown uint64
 }
 
 func newLineReader(r io.Reader) *lineReader {
-	lr := &lineReader{lines: make(chan lineRead)}
+	// Buffered, so that a line is read (and stamped) when it is typed,
+	// not when a prompt next asks for one.
+	lr := &lineReader{lines: make(chan lineRead, 16)}
 	go func() {
 		br := bufio.NewReader(r)
 		for {
 			line, err := br.ReadString('\n')
-			lr.lines <- lineRead{line, err}
+			lr.lines <- lineRead{line, err, lr.shown.Load()}
 			if err != nil {
 				close(lr.lines)
 				return
@@ -843,6 +852,13 @@ func newLineReader(r io.Reader) *lineReader {
 	}()
 	return lr
 }
+
+// prompted says a prompt is on the screen: lines read from now on answer
+// it. It returns the prompt's number, for fresh.
+func (lr *lineReader) prompted() uint64 { return lr.shown.Add(1) }
+
+// fresh reports whether r was typed at prompt n (after it showed).
+func (r lineRead) fresh(n uint64) bool { return r.shown >= n }
 
 // next returns the next line, or ctx's error when it ends first.
 func (lr *lineReader) next(ctx context.Context) (string, error) {
@@ -864,10 +880,10 @@ func (lr *lineReader) next(ctx context.Context) (string, error) {
 // prompt is open ends that prompt with a line saying who decided it. An
 // answer the owner refuses because the call was decided elsewhere or
 // changed is shown and the next call asked.
-func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []engine.WaitingCall, feed <-chan engine.ApprovalDecision, decide func(server.Decision) (*server.Decided, error)) error {
-	elsewhere := map[string]engine.ApprovalDecision{}
+func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []engine.WaitingCall, feed <-chan callNews, decide func(server.Decision) (*server.Decided, error)) error {
+	elsewhere := map[string]callNews{}
 	mine := map[string]bool{}
-	note := func(d engine.ApprovalDecision) {
+	note := func(d callNews) {
 		if _, seen := elsewhere[d.CallID]; !seen && !mine[d.CallID] {
 			elsewhere[d.CallID] = d
 		}
@@ -899,7 +915,8 @@ func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []en
 		}
 	ask:
 		for {
-			tprintf(env.stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", callTitle(w), render.Compact(string(w.Arguments), 200))
+			tprintf(env.stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", callTitle(w), render.Arguments(w.Arguments, 200))
+			shown := in.prompted()
 			var line string
 			var err error
 			for got := false; !got; {
@@ -911,6 +928,13 @@ func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []en
 						break ask
 					}
 				case r, ok := <-in.lines:
+					if ok && r.err == nil && !r.fresh(shown) {
+						// Typed before this prompt showed: meant for another.
+						if t := strings.TrimSpace(r.line); t != "" {
+							tprintf(env.stdout, "\n  (%s was typed before this prompt showed; not taken as its answer)\n", render.Compact(t, 40))
+						}
+						continue
+					}
 					got = true
 					if !ok {
 						err = io.EOF

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/wagent/wagent/engine/provider"
@@ -91,6 +92,7 @@ func (c *Client) encode(req *provider.Request) ([]byte, error) {
 // Top-of-mind lines go last, as a text block of the final user turn.
 func encodeMessages(in []hostabi.Message, topOfMind []string) ([]wireMessage, error) {
 	var out []wireMessage
+	ids := wireIDs{used: map[string]bool{}}
 	add := func(role string, blocks ...wireBlock) {
 		if len(blocks) == 0 {
 			return
@@ -108,6 +110,7 @@ func encodeMessages(in []hostabi.Message, topOfMind []string) ([]wireMessage, er
 				add("user", wireBlock{Type: "text", Text: m.Content})
 			}
 		case "assistant":
+			ids.now = map[string]string{}
 			var blocks []wireBlock
 			if strings.TrimSpace(m.Content) != "" {
 				blocks = append(blocks, wireBlock{Type: "text", Text: m.Content})
@@ -122,14 +125,14 @@ func encodeMessages(in []hostabi.Message, topOfMind []string) ([]wireMessage, er
 				} else if !json.Valid(input) {
 					return nil, fmt.Errorf("anthropic: message %d: tool call %q has arguments that are not valid JSON", i, tc.ID)
 				}
-				blocks = append(blocks, wireBlock{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: input})
+				blocks = append(blocks, wireBlock{Type: "tool_use", ID: ids.call(tc.ID), Name: tc.Name, Input: input})
 			}
 			add("assistant", blocks...)
 		case "tool":
 			if m.CallID == "" {
 				return nil, fmt.Errorf("anthropic: message %d: a tool result has no call id; it must answer an assistant tool call", i)
 			}
-			b := wireBlock{Type: "tool_result", ToolUseID: m.CallID, IsError: m.IsError}
+			b := wireBlock{Type: "tool_result", ToolUseID: ids.result(m.CallID), IsError: m.IsError}
 			if m.Content != "" { // an empty result is sent without content
 				content := m.Content
 				b.Content = &content
@@ -150,6 +153,41 @@ func encodeMessages(in []hostabi.Message, topOfMind []string) ([]wireMessage, er
 		}
 	}
 	return out, nil
+}
+
+// wireIDs names tool calls as the Messages API takes them: each tool_use
+// id once in a request, of letters, digits, _ and - only. The ids a
+// conversation holds are its models' (a session may have begun with
+// another provider: a local server's call_0 in every turn, Kimi's
+// functions.edit:0), so an id the API would refuse is sent with its other
+// characters as _, and an id used before in the request with a suffix;
+// every tool_result names the tool_use of the assistant message before
+// it that it answers. An id the API takes, the first time, is sent as the
+// model gave it.
+type wireIDs struct {
+	used map[string]bool
+	now  map[string]string // the latest assistant message's calls: its id → the wire's
+}
+
+var notInID = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
+
+func (w *wireIDs) call(id string) string {
+	wid := notInID.ReplaceAllString(id, "_")
+	for n, base := 2, wid; w.used[wid]; n++ {
+		wid = fmt.Sprintf("%s_%d", base, n)
+	}
+	w.used[wid] = true
+	if w.now != nil {
+		w.now[id] = wid
+	}
+	return wid
+}
+
+func (w *wireIDs) result(id string) string {
+	if wid, ok := w.now[id]; ok {
+		return wid
+	}
+	return notInID.ReplaceAllString(id, "_")
 }
 
 // resultsFirst moves tool_result blocks before the other blocks, keeping

@@ -2,6 +2,8 @@ package openai
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,6 +121,22 @@ func (c *Client) encode(req *provider.Request) ([]byte, error) {
 	return json.Marshal(cr)
 }
 
+// maxWireID is the longest tool call id Chat Completions takes.
+const maxWireID = 40
+
+// wireID is a tool call's id as Chat Completions takes it: as the model
+// gave it, or, longer than maxWireID (another provider's, a proxy's: the
+// host keeps a model's id up to 256 bytes), its start and a digest of the
+// whole, the same in the call and in its result, and distinct for
+// distinct ids.
+func wireID(id string) string {
+	if len(id) <= maxWireID {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return strings.ToValidUTF8(id[:maxWireID-17], "_") + "_" + hex.EncodeToString(sum[:8])
+}
+
 func encodeMessage(m hostabi.Message) (chatMessage, error) {
 	switch m.Role {
 	case "assistant":
@@ -134,14 +152,14 @@ func encodeMessage(m hostabi.Message) (chatMessage, error) {
 			if args == "" || args == "null" {
 				args = "{}"
 			}
-			cm.ToolCalls = append(cm.ToolCalls, chatToolCall{ID: tc.ID, Type: "function", Function: chatFunction{Name: tc.Name, Arguments: args}})
+			cm.ToolCalls = append(cm.ToolCalls, chatToolCall{ID: wireID(tc.ID), Type: "function", Function: chatFunction{Name: tc.Name, Arguments: args}})
 		}
 		return cm, nil
 	case "tool":
 		if m.CallID == "" {
 			return chatMessage{}, errors.New("a tool result has no call id; it must answer an assistant tool call")
 		}
-		return chatMessage{Role: "tool", Content: ptr(m.Content), ToolCallID: m.CallID}, nil
+		return chatMessage{Role: "tool", Content: ptr(m.Content), ToolCallID: wireID(m.CallID)}, nil
 	case "":
 		return chatMessage{}, errors.New("a message has no role")
 	}
