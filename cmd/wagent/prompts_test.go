@@ -124,7 +124,7 @@ func promptsProperty(t *testing.T, seed uint64) {
 					// What the prompt was handed, after it took it.
 					handed := map[string]bool{}
 					var hmu sync.Mutex
-					tee := make(chan engine.ApprovalDecision)
+					tee := make(chan callNews)
 					go func() {
 						for d := range feed.C {
 							select {
