@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,8 @@ var (
 type recorder struct {
 	mu   sync.Mutex
 	runs map[string]int // tool/key -> runs
+	// hold, closed to let them go, holds the runs of keys named hold-…
+	hold chan struct{}
 }
 
 func (r *recorder) count(tool, key string) int {
@@ -56,7 +59,7 @@ func (r *recorder) count(tool, key string) int {
 }
 
 func startRecorder(t *testing.T) (*recorder, string) {
-	rec := &recorder{runs: map[string]int{}}
+	rec := &recorder{runs: map[string]int{}, hold: make(chan struct{})}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "rec", Version: "1.0.0"}, nil)
 	schema := json.RawMessage(`{"type":"object","properties":{"key":{"type":"string"}},"required":["key"]}`)
 	handler := func(tool string) func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -64,6 +67,13 @@ func startRecorder(t *testing.T) (*recorder, string) {
 			var a struct{ Key string }
 			json.Unmarshal(req.Params.Arguments, &a)
 			time.Sleep(time.Duration(50+rand.IntN(200)) * time.Millisecond)
+			if strings.HasPrefix(a.Key, "hold-") {
+				select {
+				case <-rec.hold:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
 			rec.mu.Lock()
 			rec.runs[tool+"/"+a.Key]++
 			rec.mu.Unlock()
@@ -116,8 +126,11 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 		{ToolResult: "rec__lookup", Reply: fakeopenai.Reply{Text: "done"}},
 		{ToolResult: "rec__record", Reply: fakeopenai.Reply{Text: "done"}},
 	}
-	for i := range n {
+	for i := range n + 1 {
 		key := fmt.Sprintf("task-%04d", i)
+		if i == n {
+			key = "hold-0000" // the session that changes hands for certain
+		}
 		args := fmt.Sprintf(`{"key":%q}`, key)
 		rules = append(rules, fakeopenai.Rule{Role: "user", Contains: key, Reply: fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{
 			{ID: "rec-" + key, Name: "rec__record", Arguments: args}, {ID: "look-" + key, Name: "rec__lookup", Arguments: args}}}})
@@ -363,6 +376,49 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Error("the reader saw no event during the run")
+	}
+	if takeovers == 0 {
+		// The random schedule hit no worker while it drove a session (it
+		// may: sessions are short): make one change hands for certain. The
+		// recorder holds hold-0000's tool; the worker whose tool/call is in
+		// the log is killed, and another finishes the session.
+		t.Logf("%v: no session changed hands under the schedule; killing the worker that drives hold-0000", since())
+		createAcknowledged(t, o.client, "hold-0000", settings, &retried)
+		var evs []store.Event
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			evs, _ = lg.Read(ctx, "hold-0000", 1, 0)
+			if slices.ContainsFunc(evs, func(e store.Event) bool { return e.Type == engine.EvToolCall }) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("hold-0000 never started its tool")
+			}
+		}
+		spans, _ := worker.CheckWriters(evs)
+		name := spans[len(spans)-1].Worker
+		slot := int(name[1] - '1')
+		wmu.Lock()
+		w := workers[slot]
+		wmu.Unlock()
+		w.cmd.Process.Signal(syscall.SIGKILL)
+		<-w.done
+		t.Logf("%v: SIGKILL worker %s, which drives hold-0000", since(), name)
+		close(rec.hold)
+		startWorker(slot)
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			if evs, _ = lg.Read(ctx, "hold-0000", 1, 0); ended(evs) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("hold-0000 did not complete after its worker was killed")
+			}
+		}
+		if spans, err := worker.CheckWriters(evs); err != nil || len(spans) < 2 {
+			t.Errorf("hold-0000's writers %+v (%v): want it taken over", spans, err)
+		} else {
+			takeovers++
+		}
+		checkRecorded(t, "hold-0000", evs, rec, &unknown, &reruns)
 	}
 	if takeovers == 0 {
 		t.Error("no session changed hands: the killed and paused workers were driving none")
