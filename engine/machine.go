@@ -345,7 +345,7 @@ func (m *Machine) Advance(ctx context.Context) (Outcome, error) {
 	}
 	for tries := 0; ; tries++ {
 		mv, err := m.decide(ctx)
-		if errors.Is(err, errStale) && tries < 8 {
+		if errors.Is(err, ErrStale) && tries < 8 {
 			continue // a part it appended early met another writer
 		}
 		if err != nil {
@@ -356,7 +356,7 @@ func (m *Machine) Advance(ctx context.Context) (Outcome, error) {
 			return mv.outcome, nil
 		}
 		err = m.commit(ctx, mv)
-		if errors.Is(err, errStale) && tries < 8 {
+		if errors.Is(err, ErrStale) && tries < 8 {
 			continue
 		}
 		if err != nil {
@@ -372,9 +372,11 @@ func (m *Machine) Advance(ctx context.Context) (Outcome, error) {
 	}
 }
 
-// errStale: another writer changed the state a move was decided on;
-// decide again.
-var errStale = errors.New("engine: state moved under the transition")
+// ErrStale is returned by Advance when other writers changed the state
+// each time a move was decided on it (eight times over): without a lease
+// several drivers of one session race, and this one lost. Nothing was
+// appended for the lost moves; advancing again is safe.
+var ErrStale = errors.New("engine: state moved under the transition")
 
 // The size gate. Every move is kept within what every store accepts
 // (store.MaxAppendEvents, MaxAppendBytes, MaxEventBytes), measured on the
@@ -509,7 +511,7 @@ func (mv *move) room(evs []store.Event) error {
 // commit appends a move. On a conflict it catches up; if only new input
 // arrived and the move does not depend on the inbox, it appends the move
 // again; a tool's result is appended again while its call is unanswered;
-// otherwise it returns errStale and the transition is decided again.
+// otherwise it returns ErrStale and the transition is decided again.
 // Once the append succeeded, the move is synced and published even if ctx
 // is cancelled meanwhile: a committed move is never left half-told.
 func (m *Machine) commit(ctx context.Context, mv *move) error {
@@ -542,7 +544,7 @@ func (m *Machine) commit(ctx context.Context, mv *move) error {
 					return nil // another writer answered it; the tool ran once
 				}
 			case !onlyInput || mv.inbox:
-				return errStale
+				return ErrStale
 			}
 			continue
 		}
@@ -572,7 +574,7 @@ func (m *Machine) commit(ctx context.Context, mv *move) error {
 // must record something before it acts outside the process (a summary
 // request's header before the request is sent). The move goes on, empty,
 // at the same place in the turn; a conflict it cannot resolve is
-// errStale, and the transition is decided again.
+// ErrStale, and the transition is decided again.
 func (m *Machine) commitSoFar(ctx context.Context, mv *move) error {
 	if err := m.commit(ctx, mv); err != nil {
 		return err
