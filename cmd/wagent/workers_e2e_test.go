@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -384,15 +383,10 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 		// the log is killed, and another finishes the session.
 		t.Logf("%v: no session changed hands under the schedule; killing the worker that drives hold-0000", since())
 		createAcknowledged(t, o.client, "hold-0000", settings, &retried)
-		var evs []store.Event
-		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
-			evs, _ = lg.Read(ctx, "hold-0000", 1, 0)
-			if slices.ContainsFunc(evs, func(e store.Event) bool { return e.Type == engine.EvToolCall }) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("hold-0000 never started its tool")
-			}
+		awaitEvent(t, o.client, "hold-0000", engine.EvToolCall)
+		evs, err := lg.Read(ctx, "hold-0000", 1, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
 		spans, _ := worker.CheckWriters(evs)
 		name := spans[len(spans)-1].Worker
@@ -405,13 +399,9 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 		t.Logf("%v: SIGKILL worker %s, which drives hold-0000", since(), name)
 		close(rec.hold)
 		startWorker(slot)
-		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
-			if evs, _ = lg.Read(ctx, "hold-0000", 1, 0); ended(evs) == 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("hold-0000 did not complete after its worker was killed")
-			}
+		awaitEvent(t, o.client, "hold-0000", engine.EvTurnEnd)
+		if evs, err = lg.Read(ctx, "hold-0000", 1, 0); err != nil {
+			t.Fatal(err)
 		}
 		if spans, err := worker.CheckWriters(evs); err != nil || len(spans) < 2 {
 			t.Errorf("hold-0000's writers %+v (%v): want it taken over", spans, err)
@@ -703,5 +693,22 @@ func checkRecorded(t *testing.T, key string, evs []store.Event, rec *recorder, u
 		case runs == 0:
 			t.Errorf("%s: call %s has a result but never ran", key, call)
 		}
+	}
+}
+
+// awaitEvent follows session id's stream until an event of type typ is in
+// it (two minutes at most).
+func awaitEvent(t *testing.T, cl *server.Client, id, typ string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := cl.StreamFrom(ctx, id, 1, nil, func(ev server.StreamEvent) error {
+		if ev.Kind == "event" && ev.Event.Type == typ {
+			return server.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s: no %s in its log: %v", id, typ, err)
 	}
 }
