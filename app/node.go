@@ -1,0 +1,836 @@
+package app
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wagent/wagent/builtins"
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/pipeline"
+	"github.com/wagent/wagent/store"
+	"github.com/wagent/wagent/tools/mcp"
+	"github.com/wagent/wagent/wasmhost"
+	"github.com/wagent/wagent/worker"
+)
+
+// Options configure a Node. Log is required; everything else has a
+// default.
+type Options struct {
+	// Log is the store the node holds. The node does not close it
+	// unless CloseLog is set.
+	Log      store.Log
+	CloseLog bool
+
+	// Getenv is the node's environment (default os.Getenv): the
+	// variables settings name for API keys, *_BASE_URL, WAGENT_MODEL,
+	// WAGENT_PROJECT_ROOTS, WAGENT_TRUSTED_BASE_URLS, WAGENT_SKILLS.
+	Getenv func(string) string
+	// Warn receives one-line warnings (a session's, the wasm runtime's).
+	Warn func(msg string)
+	// Progress, if set, is shown while a pipeline takes a noticeable time
+	// to load (compiling on a cold cache).
+	Progress func() Progress
+
+	// Drive says this node runs sessions: it loads their pipelines and
+	// makes their providers. Without it, it records and reads only.
+	Drive bool
+	// Wake, if set, means the sessions are driven elsewhere (workers
+	// sharing the store): the node records what clients send but never
+	// runs a session, and calls Wake after each change that needs a
+	// drive, once it is durable. Interrupt is called after a
+	// cancellation is recorded, to stop a drive in progress elsewhere.
+	Wake, Interrupt func(ctx context.Context, session string) error
+	// SharedLog says others may write the log (a NATS store): no
+	// principal a session's settings record is believed, and every
+	// session is opened as a worker's (Policy(Worker)).
+	SharedLog bool
+	// Exposed says remote clients may reach the node (an API served
+	// over TCP): a session whose settings record no principal (written
+	// before principals were) is then opened as a remote client's.
+	Exposed bool
+
+	// Config is the node's own config file (profiles, defaults, base
+	// URLs it trusts); nil for none.
+	Config *Config
+	// Policy says what each principal may do (default DefaultPolicy).
+	Policy func(Principal) Policy
+	// ProjectRoots are the folders restricted principals' files may lie
+	// under (default: $WAGENT_PROJECT_ROOTS).
+	ProjectRoots []string
+	// PipelinesDir, for a worker, is where the sessions' pipeline and
+	// script files are looked up by file name, whatever path they
+	// recorded.
+	PipelinesDir string
+	// Pipelines are pipelines from bytes, by name; a session's settings
+	// name one with Pipeline: NAME. More can be added (AddPipeline).
+	Pipelines map[string]PipelineSource
+	// Providers adds provider factories by name to openai, anthropic and
+	// script.
+	Providers map[string]ProviderFactory
+
+	// Runtime is the wasm runtime pipelines load in; nil starts one
+	// (with RuntimeOptions, closed by Close) when Drive is set. Preload
+	// is a module to load at once in the background (the built-ins
+	// bundle the first session will need); nil for the core bundle.
+	Runtime        *wasmhost.Runtime
+	RuntimeOptions []wasmhost.Option
+	Preload        []byte
+
+	// Base is the engine config every session starts from (durability,
+	// clock, limits); the node fills in the rest.
+	Base engine.Config
+	// Resolve, if set, replaces the settings-based resolution (tests, and
+	// embedders that build configs in code). It may read Secrets.
+	Resolve engine.Resolver
+}
+
+// PipelineSource is a pipeline from bytes: its YAML and the modules its
+// entries name with use: (by that name), so an embedder can load a
+// tenant's uploaded op without a file.
+type PipelineSource struct {
+	YAML []byte
+	// Dir resolves relative paths the YAML names (mounts); default none.
+	Dir     string
+	Modules map[string][]byte
+}
+
+// Progress shows that a pipeline is loading.
+type Progress interface {
+	Loading(what string)
+	Done()
+}
+
+// SecretAPIKey names the secret a client hands over for the provider.
+const SecretAPIKey = "api_key"
+
+// Node is the application: one store's sessions, resolved from their
+// recorded settings into pipelines and providers, driven here or by
+// workers, for principals who may each do what their policy says. The
+// CLI, the API server, workers and embedders all go through it.
+type Node struct {
+	o         Options
+	getenv    func(string) string
+	host      *engine.Host
+	providers map[string]ProviderFactory
+	mcp       *mcp.Hub
+
+	rt      *wasmhost.Runtime
+	ownRT   bool
+	preload struct {
+		done chan struct{}
+		mod  *wasmhost.Module
+		b    []byte
+	}
+
+	mu sync.Mutex
+	// pipes caches loaded pipelines by file (or registered name) and
+	// folder, with the file's digest.
+	pipes map[string]*loadedPipeline
+	// sessionPipes is the pipeline each open session was resolved with.
+	sessionPipes map[string]*engine.Pipeline
+	secrets      map[string]map[string]string
+	registered   map[string]PipelineSource
+	// created counts sessions per principal, for Policy.MaxSessions
+	// (nil until first needed).
+	created map[string]int
+}
+
+type loadedPipeline struct {
+	digest [32]byte
+	l      *pipeline.Loaded
+}
+
+// Open makes a node over o.Log. Nothing is written to the store.
+func Open(ctx context.Context, o Options) (*Node, error) {
+	if o.Log == nil {
+		return nil, errors.New("app: Options need a Log")
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Warn == nil {
+		o.Warn = func(string) {}
+	}
+	if o.Policy == nil {
+		o.Policy = DefaultPolicy
+	}
+	if o.ProjectRoots == nil {
+		o.ProjectRoots = filepath.SplitList(o.Getenv("WAGENT_PROJECT_ROOTS"))
+	}
+	n := &Node{o: o, getenv: o.Getenv, mcp: mcp.NewHub(), pipes: map[string]*loadedPipeline{},
+		sessionPipes: map[string]*engine.Pipeline{}, secrets: map[string]map[string]string{}, registered: map[string]PipelineSource{},
+		providers: map[string]ProviderFactory{}}
+	for k, f := range builtinProviders {
+		n.providers[k] = f
+	}
+	for k, f := range o.Providers {
+		n.providers[k] = f
+	}
+	for k, p := range o.Pipelines {
+		if err := n.AddPipeline(k, p); err != nil {
+			return nil, err
+		}
+	}
+	n.rt = o.Runtime
+	if n.rt == nil && o.Drive && o.Resolve == nil {
+		opts := append([]wasmhost.Option{wasmhost.WithLogger(slog.New(warnHandler{warn: n.o.Warn}))}, o.RuntimeOptions...)
+		rt, err := wasmhost.NewRuntime(ctx, opts...)
+		if err != nil {
+			return nil, Errorf(Failed, "start the wasm runtime: %v", err)
+		}
+		n.rt, n.ownRT = rt, true
+	}
+	n.preload.done = make(chan struct{})
+	if n.rt != nil {
+		n.preload.b = o.Preload
+		if n.preload.b == nil {
+			n.preload.b = builtins.CoreModule()
+		}
+		// The bundle loads (or compiles) while the store opens and the
+		// session is read; errors surface again when a pipeline loads it.
+		go func() {
+			defer close(n.preload.done)
+			n.preload.mod, _ = n.rt.Load(context.WithoutCancel(ctx), n.preload.b)
+		}()
+	} else {
+		close(n.preload.done)
+	}
+	base := o.Base
+	base.Log = o.Log
+	if base.Warn == nil {
+		base.Warn = o.Warn
+	}
+	if o.Wake != nil || !o.Drive {
+		base.Passive = true
+	}
+	n.host = engine.NewHostWith(base, n.resolve)
+	return n, nil
+}
+
+// Host is the engine host that holds the node's open sessions.
+func (n *Node) Host() *engine.Host { return n.host }
+
+// Log is the node's store.
+func (n *Node) Log() store.Log { return n.o.Log }
+
+// Getenv reads the node's environment.
+func (n *Node) Getenv(key string) string { return n.getenv(key) }
+
+// Config is the node's config file (nil for none).
+func (n *Node) Config() *Config { return n.o.Config }
+
+// Remote says the node's sessions are driven elsewhere (workers).
+func (n *Node) Remote() bool { return n.o.Wake != nil }
+
+// Wake asks a worker to drive the session (a node with Options.Wake).
+func (n *Node) Wake(ctx context.Context, id string) error {
+	if n.o.Wake == nil {
+		return nil
+	}
+	return n.o.Wake(ctx, id)
+}
+
+// Interrupt asks a worker to stop a drive in progress at once.
+func (n *Node) Interrupt(ctx context.Context, id string) error {
+	if n.o.Interrupt == nil {
+		return nil
+	}
+	return n.o.Interrupt(ctx, id)
+}
+
+// Close disposes of every open session (a running turn ends "disposed"),
+// ends the pipelines' MCP servers, and closes the runtime the node
+// started and the log if CloseLog.
+func (n *Node) Close(ctx context.Context) error {
+	err := n.host.Close(ctx)
+	n.mcp.Close()
+	<-n.preload.done
+	if n.ownRT {
+		err = errors.Join(err, n.rt.Close(ctx))
+	}
+	if n.o.CloseLog {
+		err = errors.Join(err, n.o.Log.Close())
+	}
+	return err
+}
+
+// SessionPipeline is the pipeline the open session id was resolved with.
+func (n *Node) SessionPipeline(id string) *engine.Pipeline {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.sessionPipes[id]
+}
+
+// SwapSecrets sets the in-memory secrets (API keys) of a session, never
+// written anywhere, and returns what they replace. A nil map removes
+// them.
+func (n *Node) SwapSecrets(id string, secrets map[string]string) (prev map[string]string, had bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	prev, had = n.secrets[id]
+	if secrets == nil {
+		delete(n.secrets, id)
+	} else {
+		n.secrets[id] = secrets
+	}
+	return prev, had
+}
+
+// Secret returns one of a session's in-memory secrets.
+func (n *Node) Secret(id, name string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.secrets[id][name]
+}
+
+// AddPipeline registers a pipeline from bytes under name, which sessions'
+// settings name with Pipeline: NAME. It is parsed now; a name may not
+// look like a path.
+func (n *Node) AddPipeline(name string, src PipelineSource) error {
+	if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
+		return Errorf(Invalid, "pipeline name %q: use a name without / (it is not a file)", name)
+	}
+	if _, err := pipeline.Parse(src.YAML, name, src.Dir); err != nil {
+		return Errorf(Invalid, "pipeline %s: %v", name, err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.registered[name] = src
+	delete(n.pipes, "mem:"+name)
+	return nil
+}
+
+// policyOf is the policy a session with settings s is opened under: that
+// of the principal who chose them.
+func (n *Node) policyOf(s Settings) Policy {
+	switch {
+	case n.o.SharedLog:
+		return n.o.Policy(Worker)
+	case s.By == "" && n.o.Exposed:
+		return n.o.Policy(Remote)
+	case s.By == "":
+		return n.o.Policy(Local)
+	}
+	return n.o.Policy(ParsePrincipal(s.By))
+}
+
+// resolve is the host's engine.Resolver: the session's recorded settings
+// made into a pipeline and a provider.
+func (n *Node) resolve(ctx context.Context, id string, set *engine.SessionCreated) (engine.Config, error) {
+	var cfg engine.Config
+	var err error
+	if n.o.Resolve != nil {
+		cfg, err = n.o.Resolve(ctx, id, set)
+	} else {
+		cfg, err = n.Resolve(ctx, id, set)
+	}
+	if err == nil {
+		n.mu.Lock()
+		n.sessionPipes[id] = cfg.Pipeline
+		n.mu.Unlock()
+	}
+	return cfg, err
+}
+
+// Resolve builds a session's config from its recorded settings: the
+// provider (with the key its client handed over, if any) and, for a node
+// that drives, the pipeline (loaded once per file contents, shared by the
+// sessions that name it). A node that only records or reads needs
+// neither.
+func (n *Node) Resolve(ctx context.Context, id string, set *engine.SessionCreated) (engine.Config, error) {
+	if !n.o.Drive {
+		return engine.Config{}, nil
+	}
+	s, err := ReadSettings(set.Settings)
+	if err != nil {
+		return engine.Config{}, Errorf(Failed, "session %s: its recorded settings cannot be read: %v", id, err)
+	}
+	s = s.WithDefaults(n.getenv)
+	pol := n.policyOf(s)
+	if n.o.PipelinesDir != "" {
+		if s, err = s.inDir(n.o.PipelinesDir); err != nil {
+			return engine.Config{}, Errorf(Failed, "session %s: %v", id, err)
+		}
+	} else if err := n.sessionFiles(s, pol); err != nil {
+		return engine.Config{}, fmt.Errorf("session %s: %w", id, err)
+	}
+	prov, err := n.buildProvider(s, n.Secret(id, SecretAPIKey), pol)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	l, err := n.pipeline(ctx, s, pol)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	cfg := engine.Config{Pipeline: l.Pipeline, Provider: prov, Model: s.Model}
+	if s.System != "" {
+		cfg.PromptParts = []engine.Contribution{{Source: s.SystemSource, Text: s.System}}
+	}
+	return cfg, nil
+}
+
+// Request is what a principal asks a session to be created (or its
+// settings changed) with.
+type Request struct {
+	// Settings as the client sent them (JSON of Settings); By is
+	// ignored: the node records who asked.
+	Settings json.RawMessage
+	// Secrets are kept in memory for the session (SwapSecrets).
+	Secrets map[string]string
+	// Profile names a profile of the node's config whose values fill in
+	// what Settings leave out.
+	Profile   string
+	CreatedBy string
+}
+
+// Prepare checks a create's (or a change's) settings before anything is
+// written (the provider is known and has what it needs, the pipeline
+// loads, the files are ones p may name) and returns what session/created
+// records.
+//
+// Settings a local client sends are whole (it resolved its own config);
+// for anyone else, and for a request naming a profile, what they leave
+// out comes from the node's config: its profile, its top level.
+func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (engine.SessionCreated, error) {
+	s, err := ReadSettings(req.Settings)
+	if err != nil {
+		return engine.SessionCreated{}, Errorf(Invalid, "settings: %v", err)
+	}
+	if req.Profile != "" || p.Kind != KindLocal {
+		if s, err = n.withConfig(s, req.Profile); err != nil {
+			return engine.SessionCreated{}, err
+		}
+	}
+	s = s.WithDefaults(n.getenv)
+	s.Version, s.By = SettingsVersion, p.String()
+	if err := s.Check(); err != nil {
+		return engine.SessionCreated{}, err
+	}
+	pol := n.o.Policy(p)
+	if n.o.SharedLog {
+		// Workers will open it as theirs: check now what they will.
+		pol = n.o.Policy(Worker)
+	}
+	if err := n.checkQuota(ctx, p, pol); err != nil {
+		return engine.SessionCreated{}, err
+	}
+	if n.o.Drive || n.o.SharedLog {
+		if err := n.sessionFiles(s, pol); err != nil {
+			return engine.SessionCreated{}, err
+		}
+	}
+	if _, err := n.buildProvider(s, req.Secrets[SecretAPIKey], pol); err != nil {
+		return engine.SessionCreated{}, err
+	}
+	info := engine.SessionCreated{Model: s.Model, CreatedBy: req.CreatedBy}
+	if n.o.Wake != nil && s.Pipeline != "" && !n.isRegistered(s.Pipeline) {
+		// Workers load it; check here that it reads, so a typo fails now.
+		if _, err := pipeline.ParseFile(s.Pipeline); err != nil {
+			return engine.SessionCreated{}, Errorf(Failed, "%v", err)
+		}
+	}
+	if n.o.Drive && n.o.Wake == nil {
+		l, err := n.pipeline(ctx, s, pol)
+		if err != nil {
+			return engine.SessionCreated{}, err
+		}
+		info.Pipeline = l.Pipeline.Digest()
+	}
+	info.Settings, _ = json.Marshal(s)
+	if info.CreatedBy == "" {
+		info.CreatedBy = "wagent"
+	}
+	n.countCreate(p, pol)
+	return info, nil
+}
+
+// CheckImport is the settings check for a log p imports: the settings
+// read as every open reads them, and name no principal p could not be
+// (an import must not make its sessions trusted as the local user's).
+func (n *Node) CheckImport(p Principal) engine.SettingsCheck {
+	return func(set *engine.SessionCreated) error {
+		s, err := ReadSettings(set.Settings)
+		if err != nil {
+			return err
+		}
+		if p.Kind != KindLocal && s.By != "" && s.By != p.String() {
+			return fmt.Errorf("the settings say they were chosen by %s; an import by %s may only record its own", s.By, p)
+		}
+		if p.Kind != KindLocal && s.By == "" && !n.o.Exposed && len(set.Settings) > 0 {
+			return fmt.Errorf("the settings name no principal; an import by %s must record its own (by: %q)", p, p.String())
+		}
+		return nil
+	}
+}
+
+// withConfig fills what s leaves out from the node's config: the profile
+// named (or the config's default profile), then its top level.
+func (n *Node) withConfig(s Settings, profile string) (Settings, error) {
+	cfg := n.o.Config
+	if cfg == nil {
+		if profile != "" {
+			return s, Errorf(Invalid, "no profile %q: this process has no config file", profile)
+		}
+		return s, nil
+	}
+	src, err := NewSources(cfg, func(string) string { return "" }, nil, profile, "the request's profile")
+	if err != nil {
+		return s, err
+	}
+	fill := func(dst *string, key string) {
+		if *dst == "" {
+			*dst = src.Get(key).Value
+		}
+	}
+	if s.Provider == "" && s.Script == "" {
+		fill(&s.Provider, "provider")
+	}
+	fill(&s.Model, "model")
+	fill(&s.BaseURL, "base_url")
+	fill(&s.APIKeyEnv, "api_key_env")
+	fill(&s.Pipeline, "pipeline")
+	if s.System == "" {
+		if sys := src.Get("system"); sys.Value != "" {
+			if s.System, s.SystemSource, err = SystemPrompt(sys.Value, sys.Source); err != nil {
+				return s, err
+			}
+		}
+	}
+	return s, nil
+}
+
+// isRegistered says whether name is a pipeline registered with the node.
+func (n *Node) isRegistered(name string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.registered[name]
+	return ok
+}
+
+// configPipeline says whether path is a pipeline the node's config names.
+func (n *Node) configPipeline(path string) bool {
+	cfg := n.o.Config
+	if cfg == nil || path == "" {
+		return false
+	}
+	src := &Sources{getenv: n.getenv, cfg: cfg}
+	if v := cfg.Top.Pipeline; v != "" && src.cfgPath("pipeline", v) == path {
+		return true
+	}
+	for _, p := range cfg.Profiles {
+		if p.Pipeline != "" && src.cfgPath("pipeline", p.Pipeline) == path {
+			return true
+		}
+	}
+	return false
+}
+
+// sessionFiles refuses, for a principal that may not read any file, a
+// pipeline file or script outside the project roots (registered
+// pipelines and the node config's are the node's own): the session's
+// creator named the path, and the node would read that file of its
+// machine, run what it grants and quote it in errors.
+func (n *Node) sessionFiles(s Settings, pol Policy) error {
+	if pol.AnyFiles || n.o.PipelinesDir != "" {
+		return nil
+	}
+	for _, f := range []struct{ what, path string }{{"pipeline", s.Pipeline}, {"script", s.Script}} {
+		if f.path == "" || (f.what == "pipeline" && (n.isRegistered(f.path) || n.configPipeline(f.path))) {
+			continue
+		}
+		if underRoots(n.o.ProjectRoots, f.path) == "" {
+			return Errorf(Forbidden, "the session's %s %s is not under this process's WAGENT_PROJECT_ROOTS: a process that runs sessions others create reads their files only there (set it in this process's environment, or start a worker with --pipelines DIR)", f.what, f.path)
+		}
+	}
+	return nil
+}
+
+// inDir looks the settings' pipeline and script files up by name in dir.
+func (s Settings) inDir(dir string) (Settings, error) {
+	for _, f := range []struct {
+		what string
+		p    *string
+	}{{"pipeline", &s.Pipeline}, {"script", &s.Script}} {
+		if *f.p == "" {
+			continue
+		}
+		base := filepath.Base(*f.p)
+		if base == "." || base == ".." || base == string(filepath.Separator) {
+			return s, fmt.Errorf("the session's %s %q names no file to look up in --pipelines %s", f.what, *f.p, dir)
+		}
+		*f.p = filepath.Join(dir, base)
+	}
+	return s, nil
+}
+
+// pipeline loads the settings' pipeline, or returns it loaded already.
+func (n *Node) pipeline(ctx context.Context, s Settings, pol Policy) (*pipeline.Loaded, error) {
+	if !pol.AnyFiles {
+		// The session's creator recorded its folder, which agents-md
+		// would mount and read: for a restricted principal, only a folder
+		// under the project roots.
+		s.Dir = underRoots(n.o.ProjectRoots, s.Dir)
+	}
+	var digest [32]byte
+	var spec *pipeline.Spec
+	n.mu.Lock()
+	src, registered := n.registered[s.Pipeline]
+	n.mu.Unlock()
+	key := s.Pipeline + "\x00" + s.Dir // agents-md mounts the folder
+	switch {
+	case registered:
+		key = "mem:" + key
+		digest = sha256.Sum256(src.YAML)
+	case s.Pipeline != "":
+		b, err := os.ReadFile(s.Pipeline)
+		if err != nil {
+			return nil, Errorf(Failed, "pipeline: %v", err)
+		}
+		digest = sha256.Sum256(b)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if lp, ok := n.pipes[key]; ok && lp.digest == digest {
+		return lp.l, nil
+	}
+	var err error
+	switch {
+	case registered:
+		if spec, err = pipeline.Parse(src.YAML, s.Pipeline, src.Dir); err != nil {
+			return nil, Errorf(Failed, "pipeline %s: %v", s.Pipeline, err)
+		}
+		for i := range spec.Ops {
+			if b, ok := src.Modules[spec.Ops[i].Use]; ok {
+				spec.Ops[i].Module = b
+			}
+		}
+	case s.Pipeline != "":
+		if spec, err = pipeline.ParseFile(s.Pipeline); err != nil {
+			return nil, Errorf(Failed, "%v", err)
+		}
+		grantProject(spec, s.Dir)
+	default:
+		spec = builtins.DefaultPipelineIn(SkillsDir(n.getenv), s.Dir)
+	}
+	l, err := n.build(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	n.pipes[key] = &loadedPipeline{digest: digest, l: l}
+	return l, nil
+}
+
+// build loads a pipeline, showing progress when modules take a while to
+// compile (a cold cache, not a warm one).
+func (n *Node) build(ctx context.Context, spec *pipeline.Spec) (*pipeline.Loaded, error) {
+	if n.rt == nil {
+		return nil, Errorf(Failed, "this node does not run sessions (Options.Drive is not set)")
+	}
+	var progress Progress = nopProgress{}
+	if n.o.Progress != nil {
+		progress = n.o.Progress()
+	}
+	current, shown := "the built-in operations", false
+	var mu sync.Mutex
+	show := time.AfterFunc(300*time.Millisecond, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		progress.Loading(current)
+		shown = true
+	})
+	<-n.preload.done
+	var loaded map[*byte]*wasmhost.Module
+	if n.preload.mod != nil {
+		loaded = map[*byte]*wasmhost.Module{&n.preload.b[0]: n.preload.mod}
+	}
+	l, err := spec.Build(ctx, pipeline.Options{Runtime: n.rt, Builtins: builtins.Bundle(), MCP: n.mcp, Loaded: loaded, Progress: func(use string) {
+		mu.Lock()
+		defer mu.Unlock()
+		current = use
+		if shown {
+			progress.Loading(use)
+		}
+	}})
+	show.Stop()
+	mu.Lock()
+	progress.Done()
+	mu.Unlock()
+	if err != nil {
+		return nil, Errorf(Failed, "%v", err)
+	}
+	return l, nil
+}
+
+type nopProgress struct{}
+
+func (nopProgress) Loading(string) {}
+func (nopProgress) Done()          {}
+
+// grantProject gives a pipeline file's builtin:agents-md entry that
+// names no mount the session's working directory, read-only, which is
+// what the op is for.
+func grantProject(spec *pipeline.Spec, dir string) {
+	if dir == "" || strings.Contains(dir, ":") { // no mount can name it (HOST:GUEST:MODE)
+		return
+	}
+	for i := range spec.Ops {
+		if o := &spec.Ops[i]; o.Use == pipeline.BuiltinPrefix+"agents-md" && len(o.Mounts) == 0 {
+			o.Mounts = []string{dir + ":/project:ro"}
+		}
+	}
+}
+
+// checkQuota refuses a create beyond the principal's MaxSessions.
+func (n *Node) checkQuota(ctx context.Context, p Principal, pol Policy) error {
+	if pol.MaxSessions <= 0 {
+		return nil
+	}
+	n.mu.Lock()
+	counted := n.created != nil
+	n.mu.Unlock()
+	if !counted {
+		// Once per node: who created each session, from its settings.
+		counts := map[string]int{}
+		ids, err := n.o.Log.Sessions(ctx)
+		if err != nil {
+			return Errorf(Failed, "count sessions: %v", err)
+		}
+		for _, id := range ids {
+			evs, err := n.o.Log.Read(ctx, id, 1, 1)
+			if err != nil || len(evs) == 0 {
+				continue
+			}
+			var c engine.SessionCreated
+			if json.Unmarshal(evs[0].Data, &c) == nil {
+				if s, err := ReadSettings(c.Settings); err == nil && s.By != "" {
+					counts[s.By]++
+				}
+			}
+		}
+		n.mu.Lock()
+		if n.created == nil {
+			n.created = counts
+		}
+		n.mu.Unlock()
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.created[p.String()] >= pol.MaxSessions {
+		return Errorf(Forbidden, "%s has created %d sessions, its limit on this node", p, pol.MaxSessions)
+	}
+	return nil
+}
+
+// countCreate counts a prepared create against the principal's limit (a
+// create that then fails still counts: the count errs on the safe side).
+func (n *Node) countCreate(p Principal, pol Policy) {
+	if pol.MaxSessions <= 0 {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.created != nil {
+		n.created[p.String()]++
+	}
+}
+
+func (n *Node) providerNames() []string {
+	var names []string
+	for k := range n.providers {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Worker binds a worker of a shared store to the node: it drives the
+// sessions it takes with the node's resolution (opts.Log and
+// opts.Resolve are the node's).
+func (n *Node) Worker(opts worker.Options) (*worker.Worker, error) {
+	opts.Log = n.o.Log
+	opts.Resolve = n.resolve
+	if opts.Base.Warn == nil {
+		opts.Base = n.o.Base
+		if opts.Base.Warn == nil {
+			opts.Base.Warn = n.o.Warn
+		}
+	}
+	return worker.New(opts)
+}
+
+// warnHandler passes the wasm runtime's warnings on as one line each.
+type warnHandler struct {
+	warn  func(string)
+	attrs []slog.Attr
+}
+
+func (h warnHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h warnHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString("warning: " + r.Message)
+	add := func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	h.warn(oneLine(b.String()))
+	return nil
+}
+
+func (h warnHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return warnHandler{warn: h.warn, attrs: append(append([]slog.Attr(nil), h.attrs...), as...)}
+}
+
+func (h warnHandler) WithGroup(string) slog.Handler { return h }
+
+// SkillsDir is the default pipeline's skills folder: $WAGENT_SKILLS, else
+// "skills" in wagent's data directory.
+func SkillsDir(getenv func(string) string) string {
+	if d := getenv("WAGENT_SKILLS"); d != "" {
+		return d
+	}
+	if d := DataDir(getenv); d != "" {
+		return filepath.Join(d, "skills")
+	}
+	return ""
+}
+
+// DataDir is wagent's data directory: $WAGENT_HOME, else
+// $XDG_DATA_HOME/wagent, else ~/.local/share/wagent (on macOS
+// ~/Library/Application Support/wagent); "" when there is no home.
+func DataDir(getenv func(string) string) string {
+	if h := getenv("WAGENT_HOME"); h != "" {
+		return h
+	}
+	if x := getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "wagent")
+	}
+	home := getenv("HOME")
+	if home == "" {
+		if h, err := os.UserHomeDir(); err == nil {
+			home = h
+		}
+	}
+	if home == "" {
+		return ""
+	}
+	if runtime.GOOS == "darwin" {
+		return filepath.Join(home, "Library", "Application Support", "wagent")
+	}
+	return filepath.Join(home, ".local", "share", "wagent")
+}

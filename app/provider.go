@@ -1,0 +1,97 @@
+package app
+
+import (
+	"strings"
+
+	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/provider/anthropic"
+	"github.com/wagent/wagent/engine/provider/openai"
+	"github.com/wagent/wagent/engine/provider/script"
+)
+
+// ProviderFactory makes a provider from a session's settings and the API
+// key to use ("" for none).
+type ProviderFactory func(s Settings, key string, getenv func(string) string) (provider.Provider, error)
+
+// builtinProviders are the providers every node knows.
+var builtinProviders = map[string]ProviderFactory{
+	"openai": func(s Settings, key string, getenv func(string) string) (provider.Provider, error) {
+		cfg := openai.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model}
+		if cfg.BaseURL == "" {
+			cfg.BaseURL = getenv("OPENAI_BASE_URL")
+		}
+		p, err := openai.New(cfg)
+		if err != nil {
+			return nil, Errorf(Invalid, "%v", err)
+		}
+		return p, nil
+	},
+	"anthropic": func(s Settings, key string, getenv func(string) string) (provider.Provider, error) {
+		cfg := anthropic.ConfigFromEnv()
+		cfg.Model = s.Model
+		if s.BaseURL != "" {
+			cfg.BaseURL = s.BaseURL
+		} else {
+			cfg.BaseURL = getenv("ANTHROPIC_BASE_URL")
+		}
+		cfg.APIKey = key
+		p, err := anthropic.New(cfg)
+		if err != nil {
+			return nil, Errorf(Invalid, "%v", err)
+		}
+		return p, nil
+	},
+	"script": func(s Settings, _ string, _ func(string) string) (provider.Provider, error) {
+		p, err := script.Load(s.Script)
+		if err != nil {
+			return nil, Errorf(Failed, "%v", err)
+		}
+		return p, nil
+	},
+}
+
+// buildProvider makes the settings' provider. key, if set, is the API key
+// a client handed over; otherwise the node's environment's, which goes
+// only where pol lets it (see Node.trustedBaseURL).
+func (n *Node) buildProvider(s Settings, key string, pol Policy) (provider.Provider, error) {
+	name := s.ProviderName()
+	if !pol.AnyBaseURL && key == "" && name != "script" {
+		if env := s.KeyEnv(); n.getenv(env) != "" && !n.trustedBaseURL(s.BaseURL) {
+			return nil, Errorf(Forbidden, "the session's base URL %s is not one this process sends its $%s to (a session's creator chose it): add it to WAGENT_TRUSTED_BASE_URLS in this process's environment, or have the client pass its own key", s.BaseURL, env)
+		}
+	}
+	if key == "" && name != "script" {
+		key = n.getenv(s.KeyEnv())
+	}
+	f, ok := n.providers[name]
+	if !ok {
+		return nil, Errorf(Invalid, "unknown provider %q: this process knows %s", name, strings.Join(n.providerNames(), ", "))
+	}
+	return f(s, key, n.getenv)
+}
+
+// trustedBaseURL says whether u is a base URL this node sends its own
+// API keys to: none (the provider's default or the node's own
+// *_BASE_URL), the providers' defaults, the node's OPENAI_BASE_URL or
+// ANTHROPIC_BASE_URL, a base URL its config file names, or one listed,
+// comma-separated, in WAGENT_TRUSTED_BASE_URLS.
+func (n *Node) trustedBaseURL(u string) bool {
+	u = strings.TrimRight(u, "/")
+	if u == "" {
+		return true
+	}
+	trusted := []string{openai.DefaultBaseURL, anthropic.DefaultBaseURL, n.getenv("OPENAI_BASE_URL"), n.getenv("ANTHROPIC_BASE_URL")}
+	trusted = append(trusted, strings.Split(n.getenv("WAGENT_TRUSTED_BASE_URLS"), ",")...)
+	if cfg := n.o.Config; cfg != nil {
+		trusted = append(trusted, cfg.Top.BaseURL)
+		for _, p := range cfg.Profiles {
+			trusted = append(trusted, p.BaseURL)
+		}
+	}
+	for _, t := range trusted {
+		if t = strings.TrimRight(strings.TrimSpace(t), "/"); t != "" && t == u {
+			return true
+		}
+	}
+	return false
+}
