@@ -91,8 +91,12 @@ type Options struct {
 	// clock, limits); the node fills in the rest.
 	Base engine.Config
 	// Resolve, if set, replaces the settings-based resolution (tests, and
-	// embedders that build configs in code). It may read Secrets.
-	Resolve engine.Resolver
+	// embedders that build configs in code). It may read Secret. With it,
+	// Prepare (if set) checks creates and CheckSettings imports; without
+	// them, settings are recorded as given and imports unchecked.
+	Resolve       engine.Resolver
+	Prepare       func(ctx context.Context, p Principal, req Request) (engine.SessionCreated, error)
+	CheckSettings engine.SettingsCheck
 }
 
 // PipelineSource is a pipeline from bytes: its YAML and the modules its
@@ -403,6 +407,12 @@ type Request struct {
 // for anyone else, and for a request naming a profile, what they leave
 // out comes from the node's config: its profile, its top level.
 func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (engine.SessionCreated, error) {
+	if n.o.Prepare != nil {
+		return n.o.Prepare(ctx, p, req)
+	}
+	if n.o.Resolve != nil {
+		return engine.SessionCreated{Settings: req.Settings, CreatedBy: req.CreatedBy}, nil
+	}
 	s, err := ReadSettings(req.Settings)
 	if err != nil {
 		return engine.SessionCreated{}, Errorf(Invalid, "settings: %v", err)
@@ -459,6 +469,9 @@ func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (engine.Se
 // read as every open reads them, and name no principal p could not be
 // (an import must not make its sessions trusted as the local user's).
 func (n *Node) CheckImport(p Principal) engine.SettingsCheck {
+	if n.o.Resolve != nil {
+		return n.o.CheckSettings
+	}
 	return func(set *engine.SessionCreated) error {
 		s, err := ReadSettings(set.Settings)
 		if err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/store"
@@ -27,6 +28,7 @@ type ErrorBody struct {
 const (
 	CodeBadRequest      = "bad_request"
 	CodeUnauthorized    = "unauthorized"
+	CodeForbidden       = "forbidden"
 	CodeNotFound        = "not_found"
 	CodeExists          = "exists"
 	CodeAlreadyDecided  = "already_decided"
@@ -65,12 +67,16 @@ type CreateRequest struct {
 	Prompt string `json:"prompt,omitempty"`
 	// CreatedBy is recorded in session/created.
 	CreatedBy string `json:"created_by,omitempty"`
+	// Profile names a profile of the owner's config whose values fill in
+	// what Settings leave out (GET /v1/choices lists them).
+	Profile string `json:"profile,omitempty"`
 }
 
 // SettingsRequest is the body of POST /v1/sessions/{id}/settings: new
 // settings (as a create's) the session runs with from its next turn.
 type SettingsRequest struct {
 	Settings json.RawMessage   `json:"settings"`
+	Profile  string            `json:"profile,omitempty"`
 	Secrets  map[string]string `json:"secrets,omitempty"`
 	By       string            `json:"by,omitempty"`
 }
@@ -233,4 +239,13 @@ type StreamEvent struct {
 	// Initial marks the status taken when the stream opened: a client
 	// that sends input after opening knows it predates the input.
 	Initial bool `json:"initial,omitempty"`
+}
+
+// oneLine is the first line of s, trimmed: an error message is one line.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
 }

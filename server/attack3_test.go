@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/server"
@@ -19,17 +20,18 @@ func TestLosingCreateKeepsTheWinnersSecrets(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]string{} // id -> the "key" secret Resolve was last handed
 	loserIn, loserGo := make(chan struct{}), make(chan struct{})
-	f := newFixture(t, func(o *server.Options) {
-		o.Prepare = func(ctx context.Context, req *server.CreateRequest) (engine.SessionCreated, error) {
+	var f *fixture
+	f = newFixture(t, func(o *fixtureOptions) {
+		o.Prepare = func(ctx context.Context, _ app.Principal, req app.Request) (engine.SessionCreated, error) {
 			if req.Secrets["key"] == "loser" {
 				close(loserIn)
 				<-loserGo // past the exists check; the winner creates now
 			}
 			return engine.SessionCreated{Settings: req.Settings, CreatedBy: req.CreatedBy}, nil
 		}
-		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated, secrets map[string]string) (engine.Config, error) {
+		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
 			mu.Lock()
-			seen[id] = secrets["key"]
+			seen[id] = f.srv.Node().Secret(id, "key")
 			mu.Unlock()
 			p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
 			return engine.Config{Pipeline: p, Provider: &et.Scripted{Answer: answer}, Model: "m"}, err
@@ -74,8 +76,8 @@ func TestLosingCreateKeepsTheWinnersSecrets(t *testing.T) {
 func TestPanickingCreateDoesNotWedgeTheID(t *testing.T) {
 	var mu sync.Mutex
 	panics := 1
-	f := newFixture(t, func(o *server.Options) {
-		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated, secrets map[string]string) (engine.Config, error) {
+	f := newFixture(t, func(o *fixtureOptions) {
+		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
 			mu.Lock()
 			p := panics > 0
 			panics--

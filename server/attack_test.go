@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
@@ -210,7 +211,7 @@ func TestSocketDirectoryPlantedByAnotherUser(t *testing.T) {
 // is cut off once a write has waited StreamStall: the stream does not sit
 // blocked in a write forever, holding its connection and buffers.
 func TestStalledFollowerIsCutOff(t *testing.T) {
-	f := newFixture(t, func(o *server.Options) { o.StreamBuffer = 4; o.StreamStall = 100 * time.Millisecond })
+	f := newFixture(t, func(o *fixtureOptions) { o.StreamBuffer = 4; o.StreamStall = 100 * time.Millisecond })
 	ctx := context.Background()
 	f.client.Create(ctx, &server.CreateRequest{ID: "s"})
 	w := &deadlined{stalled: stalled{h: http.Header{}, release: make(chan struct{})}}
@@ -267,7 +268,7 @@ func (w *deadlined) Write(b []byte) (int, error) {
 // rebinding, say) can read it: without the token it says the owner is
 // alive and its version, not where the store is or the owner's process.
 func TestHealthWithoutTokenSaysNothingOfTheMachine(t *testing.T) {
-	f := newFixture(t, func(o *server.Options) { o.StoreName = "/home/alice/secret-project/.wagent" })
+	f := newFixture(t, func(o *fixtureOptions) { o.StoreName = "/home/alice/secret-project/.wagent" })
 	get := func(token string) server.Health {
 		req, _ := http.NewRequest(http.MethodGet, f.http.URL+"/v1/health", nil)
 		if token != "" {
@@ -320,10 +321,9 @@ func TestOneRequestDecidingACallTwice(t *testing.T) {
 // hold the owner's file descriptors (which its store needs too) for ever.
 // An idle connection is closed after Options.IdleTimeout.
 func TestIdleConnectionOfAStrangerIsClosed(t *testing.T) {
-	srv, err := server.New(server.Options{Log: store.NewMemory(), Token: "s3cret", IdleTimeout: 200 * time.Millisecond,
-		Resolve: func(context.Context, string, *engine.SessionCreated, map[string]string) (engine.Config, error) {
-			return engine.Config{}, nil
-		}})
+	srv, err := newServer(app.Options{Drive: true, Log: store.NewMemory(), Resolve: func(context.Context, string, *engine.SessionCreated) (engine.Config, error) {
+		return engine.Config{}, nil
+	}}, server.Options{Token: "s3cret", IdleTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
@@ -82,10 +83,9 @@ func BenchmarkThousandSessionsAPI(b *testing.B) {
 	for range b.N {
 		// Through the API.
 		log := benchBadger(b)
-		srv, err := server.New(server.Options{Log: log, Token: "t", Base: engine.Config{Durability: engine.SyncNever},
-			Resolve: func(ctx context.Context, id string, c *engine.SessionCreated, s map[string]string) (engine.Config, error) {
-				return engine.Config{Pipeline: pl, Provider: zeroLatency}, nil
-			}})
+		srv, err := newServer(app.Options{Drive: true, Log: log, Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+			return engine.Config{Pipeline: pl, Provider: zeroLatency}, nil
+		}}, server.Options{Token: "t"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -175,10 +175,9 @@ func BenchmarkIdleSessionMemory(b *testing.B) {
 	pl := benchPipeline(b)
 	for range b.N {
 		log := benchBadger(b)
-		srv, err := server.New(server.Options{Log: log, Token: "t", Base: engine.Config{Durability: engine.SyncNever, SnapshotEvery: -1},
-			Resolve: func(ctx context.Context, id string, c *engine.SessionCreated, s map[string]string) (engine.Config, error) {
-				return engine.Config{Pipeline: pl, Provider: zeroLatency}, nil
-			}})
+		srv, err := newServer(app.Options{Drive: true, Log: log, Base: engine.Config{Durability: engine.SyncNever, SnapshotEvery: -1}, Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+			return engine.Config{Pipeline: pl, Provider: zeroLatency}, nil
+		}}, server.Options{Token: "t"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -217,10 +216,9 @@ func BenchmarkStreamFanOut(b *testing.B) {
 	pl := benchPipeline(b)
 	for range b.N {
 		log := store.NewMemory()
-		srv, err := server.New(server.Options{Log: log, Token: "t", Base: engine.Config{Durability: engine.SyncNever},
-			Resolve: func(ctx context.Context, id string, c *engine.SessionCreated, s map[string]string) (engine.Config, error) {
-				return engine.Config{Pipeline: pl, Provider: zeroLatency}, nil
-			}})
+		srv, err := newServer(app.Options{Drive: true, Log: log, Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+			return engine.Config{Pipeline: pl, Provider: zeroLatency}, nil
+		}}, server.Options{Token: "t"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -298,13 +296,10 @@ func BenchmarkDecisionToPrompts(b *testing.B) {
 func decisionToPrompts(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, err := server.New(server.Options{
-		Log: store.NewMemory(), Version: "bench", Token: "t", Base: engine.Config{Durability: engine.SyncNever},
-		Resolve: func(ctx context.Context, id string, c *engine.SessionCreated, secrets map[string]string) (engine.Config, error) {
-			p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
-			return engine.Config{Pipeline: p, Provider: &et.Scripted{Answer: et.Reuse}, Model: "m"}, err
-		},
-	})
+	srv, err := newServer(app.Options{Drive: true, Log: store.NewMemory(), Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+		p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
+		return engine.Config{Pipeline: p, Provider: &et.Scripted{Answer: et.Reuse}, Model: "m"}, err
+	}}, server.Options{Version: "bench", Token: "t"})
 	if err != nil {
 		b.Fatal(err)
 	}

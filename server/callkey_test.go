@@ -14,8 +14,8 @@ import (
 
 // reusingFixture serves sessions whose model reuses call_0 in every turn.
 func reusingFixture(t *testing.T) *fixture {
-	return newFixture(t, func(o *server.Options) {
-		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated, secrets map[string]string) (engine.Config, error) {
+	return newFixture(t, func(o *fixtureOptions) {
+		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
 			p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
 			return engine.Config{Pipeline: p, Provider: &et.Scripted{Answer: et.Reuse}, Model: "m"}, err
 		}

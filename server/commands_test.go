@@ -16,8 +16,8 @@ import (
 // manifests) and the host's compact, once the owner has it open; a
 // session id that reads as a flag is refused at creation.
 func TestSessionCommands(t *testing.T) {
-	f := newFixture(t, func(o *server.Options) {
-		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated, secrets map[string]string) (engine.Config, error) {
+	f := newFixture(t, func(o *fixtureOptions) {
+		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
 			skills := et.Static("skills", []hostabi.Hook{hostabi.HookCommand}, nil)
 			skills.Manifest().Commands = []string{"skills"}
 			p, err := engine.NewPipeline(et.Approver(nil, nil), skills)

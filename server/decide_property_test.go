@@ -63,8 +63,8 @@ func TestDecisionsFromManyClientsProperty(t *testing.T) {
 }
 
 func decisionsProperty(t *testing.T, seed uint64) {
-	f := newFixture(t, func(o *server.Options) {
-		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated, secrets map[string]string) (engine.Config, error) {
+	f := newFixture(t, func(o *fixtureOptions) {
+		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
 			p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
 			return engine.Config{Pipeline: p, Provider: &et.Scripted{Answer: collidingModel(seed)}, Model: "m"}, err
 		}

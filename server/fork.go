@@ -65,7 +65,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.release(req.As)
-	if err := engine.Fork(r.Context(), s.o.Log, id, req.At, req.As, time.Now()); err != nil {
+	if err := engine.Fork(r.Context(), s.log, id, req.At, req.As, time.Now()); err != nil {
 		s.writeFailure(w, err, id)
 		return
 	}
@@ -92,7 +92,8 @@ func (s *Server) importLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.release(id)
-	if err := engine.Import(r.Context(), s.o.Log, id, evs, s.o.CheckSettings); err != nil {
+	p, _ := principalOf(r)
+	if err := engine.Import(r.Context(), s.log, id, evs, s.node.CheckImport(p)); err != nil {
 		s.writeFailure(w, err, id)
 		return
 	}
@@ -156,7 +157,7 @@ func (s *Server) created(w http.ResponseWriter, ctx context.Context, id string) 
 		return
 	}
 	out := Session{Summary: sum, Created: true}
-	if evs, err := s.o.Log.Read(ctx, id, 1, 1); err == nil && len(evs) == 1 {
+	if evs, err := s.log.Read(ctx, id, 1, 1); err == nil && len(evs) == 1 {
 		var c engine.SessionCreated
 		if json.Unmarshal(evs[0].Data, &c) == nil {
 			out.Settings, out.Model, out.Pipeline = c.Settings, c.Model, c.Pipeline

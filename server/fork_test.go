@@ -127,7 +127,7 @@ func TestImportThroughTheAPIIsExact(t *testing.T) {
 		t.Errorf("import of a file that is not an export: %v", err)
 	}
 	// An import is bounded by MaxImport (not the 1 MiB of other bodies).
-	big := newFixture(t, func(o *server.Options) { o.MaxImport = 64 })
+	big := newFixture(t, func(o *fixtureOptions) { o.MaxImport = 64 })
 	if _, err := big.client.Import(ctx, "s5", file.Bytes()); !server.IsCode(err, server.CodeTooLarge) {
 		t.Errorf("import over MaxImport: %v", err)
 	}
@@ -149,13 +149,13 @@ func TestImportChecksTheRecordedSettingsThroughTheAPI(t *testing.T) {
 		}
 		return nil
 	}
-	strict := func(o *server.Options) {
+	strict := func(o *fixtureOptions) {
 		resolve := o.Resolve
-		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated, sec map[string]string) (engine.Config, error) {
+		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
 			if err := decode(c); err != nil {
 				return engine.Config{}, err
 			}
-			return resolve(ctx, id, c, sec)
+			return resolve(ctx, id, c)
 		}
 	}
 	f := newFixture(t, strict)
@@ -188,7 +188,7 @@ func TestImportChecksTheRecordedSettingsThroughTheAPI(t *testing.T) {
 		return b.Bytes()
 	}
 
-	owner := newFixture(t, strict, func(o *server.Options) { o.CheckSettings = decode })
+	owner := newFixture(t, strict, func(o *fixtureOptions) { o.CheckSettings = decode })
 	lax := newFixture(t, strict)
 	for _, c := range []struct {
 		name     string

@@ -16,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
@@ -50,17 +51,15 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, "settings are not JSON")
 		return
 	}
-	if _, err := s.o.Log.Head(r.Context(), req.ID); err == nil {
+	if _, err := s.log.Head(r.Context(), req.ID); err == nil {
 		writeError(w, http.StatusConflict, CodeExists, fmt.Sprintf("session %q already exists", req.ID))
 		return
 	}
-	info := engine.SessionCreated{Settings: req.Settings, CreatedBy: req.CreatedBy}
-	if s.o.Prepare != nil {
-		var err error
-		if info, err = s.o.Prepare(r.Context(), &req); err != nil {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
-			return
-		}
+	p, _ := principalOf(r)
+	info, err := s.node.Prepare(r.Context(), p, app.Request{Settings: req.Settings, Secrets: req.Secrets, Profile: req.Profile, CreatedBy: req.CreatedBy})
+	if err != nil {
+		prepareFailed(w, err)
+		return
 	}
 	// Reserved while it is created: a second create of the same id is
 	// told it exists, and no one opens the log before its first event
@@ -76,28 +75,25 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	defer release() // a panic in Create (an embedder's Resolve) must not wedge the id
-	if _, err := s.o.Log.Head(r.Context(), req.ID); err == nil {
+	if _, err := s.log.Head(r.Context(), req.ID); err == nil {
 		// Created while this one prepared.
 		writeError(w, http.StatusConflict, CodeExists, fmt.Sprintf("session %q already exists", req.ID))
 		return
 	}
-	s.mu.Lock()
-	prev, had := s.secrets[req.ID]
+	var prev map[string]string
+	var had bool
 	if len(req.Secrets) > 0 {
-		s.secrets[req.ID] = req.Secrets
+		prev, had = s.node.SwapSecrets(req.ID, req.Secrets)
 	}
-	s.mu.Unlock()
 	sess, err := s.host.Create(r.Context(), req.ID, info)
-	if err != nil {
+	if err != nil && len(req.Secrets) > 0 {
 		// A create that failed (or lost the race) leaves the secrets
 		// as they were: another create's session may be using them.
-		s.mu.Lock()
 		if had {
-			s.secrets[req.ID] = prev
+			s.node.SwapSecrets(req.ID, prev)
 		} else {
-			delete(s.secrets, req.ID)
+			s.node.SwapSecrets(req.ID, nil)
 		}
-		s.mu.Unlock()
 	}
 	release()
 	if errors.Is(err, store.ErrExists) {
@@ -139,13 +135,11 @@ func (s *Server) settings(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	info := engine.SessionCreated{Settings: req.Settings}
-	if s.o.Prepare != nil {
-		var err error
-		if info, err = s.o.Prepare(r.Context(), &CreateRequest{ID: sess.ID(), Settings: req.Settings, Secrets: req.Secrets}); err != nil {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
-			return
-		}
+	p, _ := principalOf(r)
+	info, err := s.node.Prepare(r.Context(), p, app.Request{Settings: req.Settings, Secrets: req.Secrets, Profile: req.Profile})
+	if err != nil {
+		prepareFailed(w, err)
+		return
 	}
 	if err := sess.ChangePipeline(r.Context(), engine.PipelineChanged{Pipeline: info.Pipeline, Model: info.Model, Settings: info.Settings, By: req.By}); err != nil {
 		if errors.Is(err, engine.ErrRefused) {
@@ -156,7 +150,7 @@ func (s *Server) settings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(req.Secrets) > 0 {
-		s.Secrets(sess.ID(), req.Secrets)
+		s.node.SwapSecrets(sess.ID(), req.Secrets)
 	}
 	if err := s.host.Reopen(r.Context(), sess.ID()); err != nil {
 		fail(w, err)
@@ -165,12 +159,14 @@ func (s *Server) settings(w http.ResponseWriter, r *http.Request) {
 	s.get(w, r)
 }
 
-// Secrets hands the owner in-memory secrets (API keys) for a session it
-// will open, as a create request's Secrets do for a new one.
-func (s *Server) Secrets(id string, secrets map[string]string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.secrets[id] = secrets
+// prepareFailed answers a create or settings change the node refused:
+// 403 for what the principal may not do, else 400.
+func prepareFailed(w http.ResponseWriter, err error) {
+	if app.ReasonOf(err) == app.Forbidden {
+		writeError(w, http.StatusForbidden, CodeForbidden, oneLine(err.Error()))
+		return
+	}
+	writeError(w, http.StatusBadRequest, CodeBadRequest, oneLine(err.Error()))
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
@@ -189,7 +185,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := Session{Summary: sum, Commands: s.commands(id)}
-	evs, err := s.o.Log.Read(r.Context(), id, 1, 1)
+	evs, err := s.log.Read(r.Context(), id, 1, 1)
 	s.mu.Lock()
 	writing := s.writing[id]
 	s.mu.Unlock()
@@ -236,7 +232,7 @@ func (s *Server) input(list string, wake bool) http.HandlerFunc {
 				return
 			}
 		}
-		head, _ := s.o.Log.Head(r.Context(), sess.ID())
+		head, _ := s.log.Head(r.Context(), sess.ID())
 		writeJSON(w, http.StatusAccepted, Queued{MessageID: ids[0], List: list, Head: head})
 	}
 }
@@ -282,16 +278,16 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Recorded = rec
 	}
-	if s.remote() && s.o.Interrupt != nil && (req.Message == "" || out.Recorded) {
+	if s.remote() && (req.Message == "" || out.Recorded) {
 		// Best effort: a worker that misses it sees the cancellation at
 		// its next append.
-		s.o.Interrupt(context.WithoutCancel(r.Context()), sess.ID())
+		s.node.Interrupt(context.WithoutCancel(r.Context()), sess.ID())
 	}
 	if err := s.wake(r.Context(), sess.ID()); err != nil {
 		wakeFailed(w, sess.ID(), err)
 		return
 	}
-	out.Head, _ = s.o.Log.Head(r.Context(), sess.ID())
+	out.Head, _ = s.log.Head(r.Context(), sess.ID())
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -317,7 +313,7 @@ func (s *Server) step(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	before, err := s.o.Log.Head(r.Context(), sess.ID())
+	before, err := s.log.Head(r.Context(), sess.ID())
 	if err != nil {
 		fail(w, err)
 		return
@@ -327,7 +323,7 @@ func (s *Server) step(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	evs, err := s.o.Log.Read(r.Context(), sess.ID(), before+1, 0)
+	evs, err := s.log.Read(r.Context(), sess.ID(), before+1, 0)
 	if err != nil {
 		fail(w, err)
 		return
@@ -480,14 +476,14 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	head, _ := s.o.Log.Head(r.Context(), sess.ID())
+	head, _ := s.log.Head(r.Context(), sess.ID())
 	writeJSON(w, http.StatusOK, Decided{Decided: ids, Waiting: sess.Waiting(), Head: head})
 }
 
 // alreadyDecided says which of ids the log shows decided (or answered),
 // by whom, for a refused decision; "" if none.
 func (s *Server) alreadyDecided(ctx context.Context, id string, ids []string) string {
-	evs, err := s.o.Log.Read(ctx, id, 1, 0)
+	evs, err := s.log.Read(ctx, id, 1, 0)
 	if err != nil {
 		return ""
 	}
@@ -518,7 +514,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	evs, err := s.o.Log.Read(r.Context(), id, from, limit)
+	evs, err := s.log.Read(r.Context(), id, from, limit)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no session %q in this store", id))
@@ -527,7 +523,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	head, _ := s.o.Log.Head(r.Context(), id)
+	head, _ := s.log.Head(r.Context(), id)
 	out := Events{Events: evs, Head: head}
 	if out.Events == nil {
 		out.Events = []store.Event{}
@@ -562,7 +558,7 @@ func rangeParams(w http.ResponseWriter, r *http.Request) (from uint64, limit int
 }
 
 func (s *Server) approvals(w http.ResponseWriter, r *http.Request) {
-	ids, err := s.o.Log.Sessions(r.Context())
+	ids, err := s.log.Sessions(r.Context())
 	if err != nil {
 		fail(w, err)
 		return

@@ -25,15 +25,12 @@ import (
 // writer beside the worker.
 
 // remote reports whether the sessions are driven elsewhere.
-func (s *Server) remote() bool { return s.o.Wake != nil }
+func (s *Server) remote() bool { return s.node.Remote() }
 
 // wake asks whoever drives the sessions to advance id. For a server that
 // drives them itself the session has woken already.
 func (s *Server) wake(ctx context.Context, id string) error {
-	if s.o.Wake == nil {
-		return nil
-	}
-	return s.o.Wake(context.WithoutCancel(ctx), id)
+	return s.node.Wake(context.WithoutCancel(ctx), id)
 }
 
 // wakeFailed answers a request whose change was recorded but whose wake-up
@@ -67,7 +64,7 @@ type logFollower struct {
 func (s *Server) newLogFollower(ctx context.Context, id string, from uint64) (*logFollower, error) {
 	f := &logFollower{st: engine.NewState(id)}
 	for next := uint64(1); next < from; {
-		evs, err := s.o.Log.Read(ctx, id, next, int(min(from-next, 4096)))
+		evs, err := s.log.Read(ctx, id, next, int(min(from-next, 4096)))
 		if err != nil {
 			return nil, err
 		}

@@ -36,33 +36,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
 
-// Options configure a Server. Log and Resolve are required.
+// Options configure a Server over an app.Node, which holds the store,
+// resolves its sessions and says what each principal may do.
 type Options struct {
-	// Log is the store the owner holds.
-	Log store.Log
-	// Base is the engine config every session starts from (durability,
-	// clock, limits); Resolve fills in the rest.
-	Base engine.Config
-	// Resolve builds the config a session runs with (pipeline, provider,
-	// model) from its settings (session/created's, with the latest
-	// pipeline/changed applied) and the secrets its creator handed over
-	// (kept in memory only).
-	Resolve func(ctx context.Context, id string, created *engine.SessionCreated, secrets map[string]string) (engine.Config, error)
-	// Prepare checks a create request's settings (the pipeline loads, the
-	// provider is known) before anything is written, and returns what
-	// session/created records. Nil records the settings as given.
-	Prepare func(ctx context.Context, req *CreateRequest) (engine.SessionCreated, error)
-	// CheckSettings, if set, says whether settings a log records can be
-	// read by Resolve (engine.SettingsCheck): an import is refused, naming
-	// the seq, if it refuses those of session/created or of any later
-	// change, and nothing is written. Resolve should decode settings with
-	// the same function, so that every open reads what an import accepts.
-	CheckSettings engine.SettingsCheck
+	// Authenticate, if set, maps every request to a principal (an
+	// embedder mounting the server in its own HTTP server, behind its own
+	// authentication); an error is answered 401 with its text. Without
+	// it, the owner's Unix socket is the local user (app.Local) and TCP
+	// clients with the token are app.Remote.
+	Authenticate func(r *http.Request) (app.Principal, error)
 	// Token is required of TCP clients ("Authorization: Bearer TOKEN").
 	Token string
 	// Version is reported by /v1/health; StoreName names the store there.
@@ -82,15 +70,6 @@ type Options struct {
 	// next request (default 2 minutes): anyone who reaches the TCP port
 	// may ask for /v1/health and then hold the connection open.
 	IdleTimeout time.Duration
-	// Wake, if set, means the sessions are driven elsewhere (workers
-	// sharing the store, see remote.go): the server records what clients
-	// send but never runs a session, and calls Wake after each change
-	// that needs a drive, once it is durable.
-	Wake func(ctx context.Context, session string) error
-	// Interrupt, with Wake, is called after a cancellation is recorded, to
-	// stop a drive in progress elsewhere at once (a model request, a retry
-	// wait) rather than at its next append.
-	Interrupt func(ctx context.Context, session string) error
 	// MaxImport bounds the body of an import, a whole exported log
 	// (default DefaultMaxImport).
 	MaxImport int64
@@ -99,19 +78,17 @@ type Options struct {
 // Server serves one store's sessions. It is an http.Handler.
 type Server struct {
 	o    Options
+	node *app.Node
+	log  store.Log
 	host *engine.Host
 	mux  *http.ServeMux
 
-	mu      sync.Mutex
-	secrets map[string]map[string]string
+	mu sync.Mutex
 	// summaries caches the summary of sessions that are not open, by head.
 	summaries map[string]engine.Summary
 	// decideMu serialises decisions per session, so that of two clients
 	// deciding one call, the second sees the first's decision.
 	decideMu map[string]*sync.Mutex
-	// pipes is the pipeline each open session was resolved with (for its
-	// commands).
-	pipes map[string]*engine.Pipeline
 	// writing are the sessions a fork or an import is writing: a log
 	// longer than one append is written in several, and until the last
 	// one the session is not there for anyone (opening it half written
@@ -130,10 +107,10 @@ type Server struct {
 	subs   map[string]map[*follower]struct{}
 }
 
-// New returns a server over the options' store.
-func New(o Options) (*Server, error) {
-	if o.Log == nil || o.Resolve == nil {
-		return nil, errors.New("server: Options need a Log and a Resolve")
+// New returns a server of the node's sessions.
+func New(node *app.Node, o Options) (*Server, error) {
+	if node == nil {
+		return nil, errors.New("server: New needs an app.Node")
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = 1 << 20
@@ -147,29 +124,15 @@ func New(o Options) (*Server, error) {
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 2 * time.Minute
 	}
-	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{}, pipes: map[string]*engine.Pipeline{},
+	s := &Server{o: o, node: node, log: node.Log(), host: node.Host(), summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{},
 		writing: map[string]bool{}, creating: map[string]bool{}, subs: map[string]map[*follower]struct{}{}}
-	base := o.Base
-	base.Log = o.Log
-	if o.Wake != nil {
-		base.Passive = true
-	}
-	s.host = engine.NewHostWith(base, func(ctx context.Context, id string, settings *engine.SessionCreated) (engine.Config, error) {
-		s.mu.Lock()
-		sec := s.secrets[id]
-		s.mu.Unlock()
-		cfg, err := o.Resolve(ctx, id, settings, sec)
-		if err == nil {
-			s.mu.Lock()
-			s.pipes[id] = cfg.Pipeline
-			s.mu.Unlock()
-		}
-		return cfg, err
-	})
 	s.host.Watch(s.dispatch)
 	s.routes()
 	return s, nil
 }
+
+// Node is the application the server serves.
+func (s *Server) Node() *app.Node { return s.node }
 
 // SetToken replaces the token TCP clients must present.
 func (s *Server) SetToken(token string) {
@@ -186,7 +149,10 @@ func (s *Server) Close(ctx context.Context) error { return s.host.Close(ctx) }
 
 type ctxKey int
 
-const localKey ctxKey = 0
+const (
+	localKey ctxKey = iota
+	principalKey
+)
 
 // Serve answers requests from ln until it is closed. local says the
 // listener is the owner's Unix socket, whose clients are trusted by file
@@ -207,20 +173,44 @@ func (s *Server) Serve(ln net.Listener, local bool) error {
 	return err
 }
 
-// ServeHTTP implements http.Handler: it checks the caller, bounds the body
-// and routes.
+// ServeHTTP implements http.Handler: it finds who is asking, bounds the
+// body and routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	local, _ := r.Context().Value(localKey).(bool)
-	if !local && r.URL.Path != "/v1/health" && !(s.o.Console != nil && !strings.HasPrefix(r.URL.Path, "/v1/")) {
-		if !s.authorized(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="wagent"`)
-			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token: send Authorization: Bearer TOKEN (wagent serve --print-token shows it)")
-			return
-		}
+	p, err := s.principal(r)
+	if err == nil {
+		r = r.WithContext(context.WithValue(r.Context(), principalKey, p))
+	} else if r.URL.Path != "/v1/health" && !(s.o.Console != nil && !strings.HasPrefix(r.URL.Path, "/v1/")) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="wagent"`)
+		writeError(w, http.StatusUnauthorized, CodeUnauthorized, oneLine(err.Error()))
+		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.bodyLimit(r))
 	s.mux.ServeHTTP(w, r)
+}
+
+// errNoToken is the answer to a TCP client without the token.
+var errNoToken = errors.New("missing or wrong bearer token: send Authorization: Bearer TOKEN (wagent serve --print-token shows it)")
+
+// principal is who asks: the embedder's answer, or the local user on the
+// owner's socket, or a remote client with the token.
+func (s *Server) principal(r *http.Request) (app.Principal, error) {
+	if s.o.Authenticate != nil {
+		return s.o.Authenticate(r)
+	}
+	if local, _ := r.Context().Value(localKey).(bool); local {
+		return app.Local, nil
+	}
+	if s.authorized(r) {
+		return app.Remote, nil
+	}
+	return app.Principal{}, errNoToken
+}
+
+// principalOf is the principal ServeHTTP found for r.
+func principalOf(r *http.Request) (app.Principal, bool) {
+	p, ok := r.Context().Value(principalKey).(app.Principal)
+	return p, ok
 }
 
 func (s *Server) authorized(r *http.Request) bool {
@@ -260,6 +250,14 @@ var table = []route{
 	{"POST /v1/sessions/{id}/fork", func(s *Server) http.HandlerFunc { return s.fork }},
 	{"POST /v1/sessions/{id}/import", func(s *Server) http.HandlerFunc { return s.importLog }},
 	{"GET /v1/approvals", func(s *Server) http.HandlerFunc { return s.approvals }},
+	{"GET /v1/choices", func(s *Server) http.HandlerFunc { return s.choices }},
+}
+
+// choices lists what the asking client may pick from to start a session:
+// the owner config's profiles and defaults, and the pipelines it may name.
+func (s *Server) choices(w http.ResponseWriter, r *http.Request) {
+	p, _ := principalOf(r)
+	writeJSON(w, http.StatusOK, s.node.Choices(p))
 }
 
 func (s *Server) routes() {
@@ -408,7 +406,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	// Anyone on TCP may ask (a page in a browser too, through DNS
 	// rebinding): where the store is and which process holds it are for
 	// clients that are trusted or show the token.
-	if local, _ := r.Context().Value(localKey).(bool); local || s.authorized(r) {
+	if _, ok := principalOf(r); ok {
 		h.Store, h.Open, h.PID = s.o.StoreName, len(s.host.Sessions()), os.Getpid()
 	}
 	writeJSON(w, http.StatusOK, h)
@@ -420,7 +418,7 @@ func (s *Server) summary(ctx context.Context, id string) (engine.Summary, error)
 	if sess, ok := s.host.Get(id); ok && !s.remote() {
 		return sess.Summary(), nil
 	}
-	head, err := s.o.Log.Head(ctx, id)
+	head, err := s.log.Head(ctx, id)
 	if err != nil {
 		return engine.Summary{}, err
 	}
@@ -430,7 +428,7 @@ func (s *Server) summary(ctx context.Context, id string) (engine.Summary, error)
 	if ok && sum.Head == head {
 		return sum, nil
 	}
-	evs, err := s.o.Log.Read(ctx, id, 1, 0)
+	evs, err := s.log.Read(ctx, id, 1, 0)
 	if err != nil {
 		return engine.Summary{}, err
 	}
@@ -449,7 +447,7 @@ func (s *Server) summary(ctx context.Context, id string) (engine.Summary, error)
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	ids, err := s.o.Log.Sessions(r.Context())
+	ids, err := s.log.Sessions(r.Context())
 	if err != nil {
 		fail(w, err)
 		return
@@ -479,9 +477,7 @@ func (s *Server) commands(id string) []Command {
 	if _, open := s.host.Get(id); !open {
 		return nil
 	}
-	s.mu.Lock()
-	p := s.pipes[id]
-	s.mu.Unlock()
+	p := s.node.SessionPipeline(id)
 	out := []Command{}
 	owned := map[string]bool{}
 	for i := 0; p != nil && i < p.Len(); i++ {

@@ -20,6 +20,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
@@ -42,6 +43,17 @@ func answer(req *provider.Request) et.Reply {
 	return et.Reply{Text: "echo: " + last.Content}
 }
 
+// fixtureOptions are a test server's options and its node's.
+type fixtureOptions struct {
+	serverOptions
+	appOptions
+}
+
+type (
+	serverOptions = server.Options
+	appOptions    = app.Options
+)
+
 type fixture struct {
 	log    store.Log
 	srv    *server.Server
@@ -50,21 +62,21 @@ type fixture struct {
 	token  string
 }
 
-func newFixture(t *testing.T, mutate ...func(*server.Options)) *fixture {
+func newFixture(t *testing.T, mutate ...func(*fixtureOptions)) *fixture {
 	t.Helper()
 	f := &fixture{log: store.NewMemory(), token: "s3cret"}
-	o := server.Options{
-		Log: f.log, Token: f.token, Version: "test",
-		Base: engine.Config{Durability: engine.SyncNever},
-		Resolve: func(ctx context.Context, id string, c *engine.SessionCreated, secrets map[string]string) (engine.Config, error) {
-			p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
-			return engine.Config{Pipeline: p, Provider: &et.Scripted{Answer: answer}, Model: "m"}, err
-		},
+	o := fixtureOptions{
+		serverOptions: server.Options{Token: f.token, Version: "test"},
+		appOptions: app.Options{Log: f.log, Drive: true, Base: engine.Config{Durability: engine.SyncNever},
+			Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+				p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
+				return engine.Config{Pipeline: p, Provider: &et.Scripted{Answer: answer}, Model: "m"}, err
+			}},
 	}
 	for _, m := range mutate {
 		m(&o)
 	}
-	srv, err := server.New(o)
+	srv, err := newServer(o.appOptions, o.serverOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +88,15 @@ func newFixture(t *testing.T, mutate ...func(*server.Options)) *fixture {
 		srv.Close(context.Background())
 	})
 	return f
+}
+
+// newServer is a server over a new node of ao.
+func newServer(ao app.Options, so server.Options) (*server.Server, error) {
+	node, err := app.Open(context.Background(), ao)
+	if err != nil {
+		return nil, err
+	}
+	return server.New(node, so)
 }
 
 // untilIdle follows a session's stream until it is idle or waiting with
@@ -249,7 +270,7 @@ func (w *stalled) Write(b []byte) (int, error) {
 // A follower that does not read fills its buffer and is dropped; the
 // session runs on undisturbed, and the follower resumes by seq.
 func TestSlowFollowerIsDroppedNotWaitedFor(t *testing.T) {
-	f := newFixture(t, func(o *server.Options) { o.StreamBuffer = 4 })
+	f := newFixture(t, func(o *fixtureOptions) { o.StreamBuffer = 4 })
 	ctx := context.Background()
 	f.client.Create(ctx, &server.CreateRequest{ID: "s"})
 	w := &stalled{h: http.Header{}, release: make(chan struct{})}

@@ -81,7 +81,7 @@ func (s *Server) StreamsSent(ctx context.Context) bool {
 		s.subsMu.Unlock()
 		behind := false
 		for id, fs := range open {
-			head, err := s.o.Log.Head(ctx, id)
+			head, err := s.log.Head(ctx, id)
 			if err != nil {
 				continue
 			}
@@ -146,7 +146,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		from = n + 1
 	}
 	ctx := r.Context()
-	if _, err := s.o.Log.Head(ctx, id); err != nil {
+	if _, err := s.log.Head(ctx, id); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no session %q in this store", id))
 			return
@@ -159,7 +159,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, CodeInternal, "this connection cannot stream")
 		return
 	}
-	heads, stopHeads := s.o.Log.Watch(id)
+	heads, stopHeads := s.log.Watch(id)
 	defer stopHeads()
 	sub, unsubscribe := s.subscribe(id, s.o.StreamBuffer)
 	defer unsubscribe()
@@ -218,7 +218,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	// catchUp writes the durable events from next on, from the store.
 	catchUp = func() bool {
 		for {
-			evs, err := s.o.Log.Read(ctx, id, next, 512)
+			evs, err := s.log.Read(ctx, id, next, 512)
 			if err != nil {
 				write("", StreamEvent{Kind: "error", Text: err.Error()})
 				return false

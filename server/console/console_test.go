@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
@@ -60,12 +61,9 @@ func TestConsoleHasNoHTMLSinks(t *testing.T) {
 
 func newServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	srv, err := server.New(server.Options{
-		Log: store.NewMemory(), Token: "tok", Console: console.FS(),
-		Resolve: func(ctx context.Context, id string, c *engine.SessionCreated, _ map[string]string) (engine.Config, error) {
-			return engine.Config{}, nil
-		},
-	})
+	srv, err := serverOver(app.Options{Drive: true, Log: store.NewMemory(), Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+		return engine.Config{}, nil
+	}}, server.Options{Token: "tok", Console: console.FS()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,14 +244,10 @@ func startReasonOwner(t *testing.T) *reasonOwner {
 		}
 		return et.Reply{Calls: []hostabi.ToolCall{et.Call("c1", "calc_add", `{"value":2}`)}}
 	}}
-	srv, err := server.New(server.Options{
-		Log: store.NewMemory(), Token: "tok", Console: console.FS(),
-		Base: engine.Config{Durability: engine.SyncNever},
-		Resolve: func(ctx context.Context, id string, c *engine.SessionCreated, _ map[string]string) (engine.Config, error) {
-			p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
-			return engine.Config{Pipeline: p, Provider: o.model, Model: "scripted"}, err
-		},
-	})
+	srv, err := serverOver(app.Options{Drive: true, Log: store.NewMemory(), Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+		p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
+		return engine.Config{Pipeline: p, Provider: o.model, Model: "scripted"}, err
+	}}, server.Options{Token: "tok", Console: console.FS()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,4 +321,13 @@ func (o *reasonOwner) follow(t *testing.T, want string) {
 	if err != nil {
 		t.Fatalf("waiting for the session to be %s (it is %q): %v", want, status, err)
 	}
+}
+
+// serverOver is a server over a new node of ao.
+func serverOver(ao app.Options, so server.Options) (*server.Server, error) {
+	node, err := app.Open(context.Background(), ao)
+	if err != nil {
+		return nil, err
+	}
+	return server.New(node, so)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
@@ -184,15 +185,11 @@ func hostileOps() []engine.Operation {
 func startOwner(t *testing.T) *owner {
 	t.Helper()
 	o := &owner{release: make(chan struct{})}
-	srv, err := server.New(server.Options{
-		Log: store.NewMemory(), Token: token, Version: "e2e", Console: console.FS(),
-		Base: engine.Config{Durability: engine.SyncNever},
-		Resolve: func(ctx context.Context, id string, c *engine.SessionCreated, _ map[string]string) (engine.Config, error) {
-			ops := append([]engine.Operation{guard(), et.Calculator()}, hostileOps()...)
-			p, err := engine.NewPipeline(ops...)
-			return engine.Config{Pipeline: p, Provider: provider.Func(o.model), Model: "scripted"}, err
-		},
-	})
+	srv, err := serverOver(app.Options{Drive: true, Log: store.NewMemory(), Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+		ops := append([]engine.Operation{guard(), et.Calculator()}, hostileOps()...)
+		p, err := engine.NewPipeline(ops...)
+		return engine.Config{Pipeline: p, Provider: provider.Func(o.model), Model: "scripted"}, err
+	}}, server.Options{Token: token, Version: "e2e", Console: console.FS()})
 	if err != nil {
 		t.Fatal(err)
 	}
