@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/wagent/wagent"
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine/provider/script"
 )
 
@@ -18,23 +19,17 @@ func Example() {
 	defer os.RemoveAll(dir)
 	plugin, _ := os.ReadFile("examples/wasm-ops/calculator/calculator.wasm")
 	model, _ := script.Parse([]byte(`replies: [{tool_calls: [{name: calc_add, arguments: {value: 42}}]}, {content: "The total is 42."}]`))
-
-	agent, err := wagent.New(ctx, wagent.Options{
-		Dir:      dir,
-		Pipeline: "ops:\n- use: builtin:approval\n  config: {mode: auto}\n- use: calc.wasm\n  limits: {memory_mb: 64, timeout_ms: 500}",
-		Modules:  map[string][]byte{"calc.wasm": plugin},
-		Provider: model,
-	})
+	node, err := wagent.Open(ctx, wagent.Options{Dir: dir, Provider: model, Pipelines: map[string]app.PipelineSource{"calc": {
+		YAML:    []byte("ops:\n- use: builtin:approval\n  config: {mode: auto}\n- use: calc.wasm\n  limits: {memory_mb: 64, timeout_ms: 500}"),
+		Modules: map[string][]byte{"calc.wasm": plugin}}}})
 	if err != nil {
 		panic(err)
 	}
-	defer agent.Close()
-	s, _ := agent.Session(ctx, "example")
+	defer node.Close(ctx)
+	s, _ := node.Create(ctx, app.Local, "example", app.Request{Settings: app.Settings{Provider: "embedded", Pipeline: "calc"}.JSON()})
 	s.Send(ctx, "add 42")
-	if err := s.WhenIdle(ctx); err != nil {
-		panic(err)
-	}
-	events, _ := agent.Log().Read(ctx, "example", 1, 0)
+	s.WhenIdle(ctx)
+	events, _ := node.Log().Read(ctx, "example", 1, 0)
 	for _, e := range events {
 		fmt.Println(e.Seq, e.Type)
 	}

@@ -1,55 +1,56 @@
-// Package wagent is the one import a Go program needs to embed wagent: it
-// ties the embedded defaults together (the badger store in a directory, the
-// wasm runtime with the built-in operations, the default pipeline) and
-// returns an Agent that runs sessions.
+// Package wagent is the one import a Go program needs to embed wagent. Open
+// returns the same application node the wagent command runs on (package
+// app): it opens a store (a directory the CLI may have created too),
+// continues its sessions with the settings they recorded, creates new ones
+// for principals the program names, and serves the API as an http.Handler
+// (server.New) the program mounts behind its own authentication.
 //
 // A program that wants other parts (another store backend, a pipeline built
-// in code, native operations) uses the packages this one is made of:
-// engine, store, pipeline and wasmhost.
+// in code, native operations) uses the packages this one is made of: app,
+// engine, store, pipeline, wasmhost and server.
 package wagent
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 
-	"github.com/wagent/wagent/builtins"
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/provider"
-	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/store"
-	"github.com/wagent/wagent/store/badger"
-	"github.com/wagent/wagent/tools/mcp"
 	"github.com/wagent/wagent/wasmhost"
 )
 
-// Options configure New. They are plain values, checked once by New.
+// Node is an open store's application: see app.Node.
+type Node = app.Node
+
+// Options configure Open. They are plain values, checked once by Open.
 type Options struct {
 	// Dir is the store directory, opened with the embedded badger backend
-	// (created if missing, held by this process until Close). Empty keeps
-	// the log in memory: nothing survives the process.
+	// (created if missing, held by this process until Close): the same
+	// store the wagent command uses with --store DIR. Empty keeps the log
+	// in memory: nothing survives the process. Log, if set, is used
+	// instead (and not closed by Close).
 	Dir string
+	Log store.Log
 
-	// Pipeline is the text of a pipeline file (YAML, see package pipeline).
-	// Empty runs the built-in default pipeline.
-	Pipeline string
-	// PipelineDir resolves relative paths in Pipeline (modules, mounts);
-	// default the working directory.
-	PipelineDir string
-	// Modules supplies module bytes for pipeline entries whose use: names
-	// a key of this map, so plugins can be loaded from memory (a database,
-	// an upload) instead of files. They are checked like any module.
-	Modules map[string][]byte
-	// SkillsDir is the folder the default pipeline's skills op mounts
-	// read-only (ignored with Pipeline set; none if empty).
-	SkillsDir string
-
-	// Provider answers model requests (openai.New, anthropic.New,
-	// script.Parse, or your own). Required.
-	Provider provider.Provider
-	// Model goes into each request header.
-	Model string
+	// Pipelines are pipelines from bytes, by name, with the modules their
+	// entries name (plugins loaded from memory: a database, an upload);
+	// a session's settings name one with Pipeline: NAME. More can be
+	// added with Node.AddPipeline.
+	Pipelines map[string]app.PipelineSource
+	// Provider, if set, answers every session whose settings name the
+	// provider "embedded" (and Providers adds factories by name beside
+	// openai, anthropic and script).
+	Provider  provider.Provider
+	Providers map[string]app.ProviderFactory
+	// Policy says what each principal may do (default: the local user
+	// everything, anyone else only files under ProjectRoots).
+	Policy       func(app.Principal) app.Policy
+	ProjectRoots []string
+	// Getenv is the environment sessions take API keys from (default
+	// os.Getenv).
+	Getenv func(string) string
 
 	// CacheDir caches compiled modules on disk; empty uses
 	// wasmhost.DefaultCacheDir.
@@ -59,85 +60,44 @@ type Options struct {
 	Durability engine.Durability
 }
 
-// Agent runs sessions with the options' store, pipeline and provider. Its
-// Host methods (Create, Open, Watch, Sessions, Dispose) are those of
-// engine.Host. It is safe for concurrent use.
-type Agent struct {
-	*engine.Host
-	log store.Log
-	rt  *wasmhost.Runtime
-	mcp *mcp.Hub // the pipeline's MCP servers, shared by its sessions
-}
-
-// New checks the options, opens the store, loads the pipeline (every
-// module checked and compiled, or found in the cache) and returns an Agent.
-// Nothing is written to the store.
-func New(ctx context.Context, o Options) (*Agent, error) {
-	if o.Provider == nil {
-		return nil, errors.New("wagent: Options.Provider is required (openai.New, anthropic.New or script.Parse)")
-	}
-	spec := builtins.DefaultPipeline(o.SkillsDir)
-	if o.Pipeline != "" {
-		dir := o.PipelineDir
-		if dir == "" {
-			wd, err := os.Getwd()
-			if err != nil {
-				return nil, fmt.Errorf("wagent: %w", err)
-			}
-			dir = wd
-		}
-		var err error
-		if spec, err = pipeline.Parse([]byte(o.Pipeline), "(Options.Pipeline)", dir); err != nil {
+// Open opens the store and returns its node, ready to run sessions. A
+// session the wagent command created runs with what it recorded. Nothing
+// is written to the store.
+func Open(ctx context.Context, o Options) (*Node, error) {
+	log, own := o.Log, false
+	switch {
+	case log != nil:
+	case o.Dir != "":
+		s, err := app.OpenStoreDir(o.Dir, false)
+		if err != nil {
 			return nil, fmt.Errorf("wagent: %w", err)
 		}
-		for i := range spec.Ops {
-			if b, ok := o.Modules[spec.Ops[i].Use]; ok {
-				spec.Ops[i].Module = b
-			}
-		}
+		log, own = s, true
+	default:
+		log, own = store.NewMemory(), true
 	}
-	cache := o.CacheDir
-	if cache == "" {
-		cache = wasmhost.DefaultCacheDir()
+	providers := map[string]app.ProviderFactory{}
+	for k, f := range o.Providers {
+		providers[k] = f
 	}
-	rt, err := wasmhost.NewRuntime(ctx, wasmhost.WithCacheDir(cache))
+	if o.Provider != nil {
+		providers["embedded"] = app.FixedProvider(o.Provider)
+	}
+	var rtOpts []wasmhost.Option
+	if o.CacheDir != "" {
+		rtOpts = append(rtOpts, wasmhost.WithCacheDir(o.CacheDir))
+	}
+	n, err := app.Open(ctx, app.Options{
+		Log: log, CloseLog: own && o.Log == nil, Drive: true,
+		Getenv: o.Getenv, Policy: o.Policy, ProjectRoots: o.ProjectRoots,
+		Pipelines: o.Pipelines, Providers: providers, RuntimeOptions: rtOpts,
+		Base: engine.Config{Durability: o.Durability},
+	})
 	if err != nil {
+		if own {
+			log.Close()
+		}
 		return nil, fmt.Errorf("wagent: %w", err)
 	}
-	hub := mcp.NewHub()
-	loaded, err := spec.Build(ctx, pipeline.Options{Runtime: rt, Builtins: builtins.Bundle(), MCP: hub})
-	if err != nil {
-		rt.Close(ctx)
-		return nil, fmt.Errorf("wagent: %w", err)
-	}
-	var log store.Log = store.NewMemory()
-	if o.Dir != "" {
-		if log, err = badger.Open(o.Dir, badger.Options{}); err != nil {
-			rt.Close(ctx)
-			return nil, fmt.Errorf("wagent: %w", err)
-		}
-	}
-	host := engine.NewHost(engine.Config{Log: log, Pipeline: loaded.Pipeline, Provider: o.Provider, Model: o.Model, Durability: o.Durability})
-	return &Agent{Host: host, log: log, rt: rt, mcp: hub}, nil
-}
-
-// Log returns the store the agent's sessions are logged in.
-func (a *Agent) Log() store.Log { return a.log }
-
-// Session opens the session id, creating it if it does not exist.
-func (a *Agent) Session(ctx context.Context, id string) (*engine.Session, error) {
-	s, err := a.Host.Open(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return a.Host.Create(ctx, id, engine.SessionCreated{CreatedBy: "wagent (embedded)"})
-	}
-	return s, err
-}
-
-// Close disposes of every session (a running turn ends "disposed"), ends
-// the pipeline's MCP servers, then closes the wasm runtime and the store.
-func (a *Agent) Close() error {
-	ctx := context.Background()
-	err := a.Host.Close(ctx)
-	a.mcp.Close()
-	return errors.Join(err, a.rt.Close(ctx), a.log.Close())
+	return n, nil
 }

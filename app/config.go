@@ -551,3 +551,16 @@ func oneLine(s string) string {
 	}
 	return s
 }
+
+// Config is the config file the sources read.
+func (r *Sources) Config() *Config { return r.cfg }
+
+// ProfileSource says how the profile was chosen ("--profile",
+// "$WAGENT_PROFILE", "config FILE").
+func (r *Sources) ProfileSource() string { return r.profileSource }
+
+// Flag is a setting given explicitly (non-empty).
+func (r *Sources) Flag(name string) (string, bool) { return r.flag(name) }
+
+// ConfigKeys are the settings a profile (and the file's top level) sets.
+func ConfigKeys() []string { return append([]string(nil), configKeys...) }

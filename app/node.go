@@ -356,7 +356,7 @@ func (n *Node) Resolve(ctx context.Context, id string, set *engine.SessionCreate
 	if !n.o.Drive {
 		return engine.Config{}, nil
 	}
-	s, err := ReadSettings(set.Settings)
+	s, err := readSettings(set.Settings, n.knows)
 	if err != nil {
 		return engine.Config{}, Errorf(Failed, "session %s: its recorded settings cannot be read: %v", id, err)
 	}
@@ -413,7 +413,7 @@ func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (engine.Se
 	if n.o.Resolve != nil {
 		return engine.SessionCreated{Settings: req.Settings, CreatedBy: req.CreatedBy}, nil
 	}
-	s, err := ReadSettings(req.Settings)
+	s, err := readSettings(req.Settings, n.knows)
 	if err != nil {
 		return engine.SessionCreated{}, Errorf(Invalid, "settings: %v", err)
 	}
@@ -424,7 +424,7 @@ func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (engine.Se
 	}
 	s = s.WithDefaults(n.getenv)
 	s.Version, s.By = SettingsVersion, p.String()
-	if err := s.Check(); err != nil {
+	if err := s.check(n.knows); err != nil {
 		return engine.SessionCreated{}, err
 	}
 	pol := n.o.Policy(p)
@@ -473,7 +473,7 @@ func (n *Node) CheckImport(p Principal) engine.SettingsCheck {
 		return n.o.CheckSettings
 	}
 	return func(set *engine.SessionCreated) error {
-		s, err := ReadSettings(set.Settings)
+		s, err := readSettings(set.Settings, n.knows)
 		if err != nil {
 			return err
 		}
@@ -569,7 +569,11 @@ func (n *Node) sessionFiles(s Settings, pol Policy) error {
 	return nil
 }
 
-// inDir looks the settings' pipeline and script files up by name in dir.
+// inDir returns the settings with their pipeline and script looked up by
+// file name in dir: a worker with --pipelines DIR runs what its folder
+// holds, whatever path the session's creator recorded. A recorded path
+// whose last element is no file name (.., ., /) is refused: joined to dir
+// it would name dir or its parent.
 func (s Settings) inDir(dir string) (Settings, error) {
 	for _, f := range []struct {
 		what string
@@ -756,6 +760,31 @@ func (n *Node) countCreate(p Principal, pol Policy) {
 	if n.created != nil {
 		n.created[p.String()]++
 	}
+}
+
+// knows says whether name is a provider registered with the node.
+func (n *Node) knows(name string) bool {
+	_, ok := n.providers[name]
+	return ok
+}
+
+// Create prepares and creates the session id for p (see Prepare), with
+// the request's secrets kept in memory for it.
+func (n *Node) Create(ctx context.Context, p Principal, id string, req Request) (*engine.Session, error) {
+	info, err := n.Prepare(ctx, p, req)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Secrets) > 0 {
+		n.SwapSecrets(id, req.Secrets)
+	}
+	return n.host.Create(ctx, id, info)
+}
+
+// Session opens the session id (ErrNotFound from package store if there
+// is none) with its recorded settings.
+func (n *Node) Session(ctx context.Context, id string) (*engine.Session, error) {
+	return n.host.Open(ctx, id)
 }
 
 func (n *Node) providerNames() []string {

@@ -55,6 +55,14 @@ var builtinProviders = map[string]ProviderFactory{
 // only where pol lets it (see Node.trustedBaseURL).
 func (n *Node) buildProvider(s Settings, key string, pol Policy) (provider.Provider, error) {
 	name := s.ProviderName()
+	if _, builtin := builtinProviders[name]; !builtin {
+		// A provider the embedder registered is handed no key of ours.
+		f, ok := n.providers[name]
+		if !ok {
+			return nil, Errorf(Invalid, "unknown provider %q: this process knows %s", name, strings.Join(n.providerNames(), ", "))
+		}
+		return f(s, key, n.getenv)
+	}
 	if !pol.AnyBaseURL && key == "" && name != "script" {
 		if env := s.KeyEnv(); n.getenv(env) != "" && !n.trustedBaseURL(s.BaseURL) {
 			return nil, Errorf(Forbidden, "the session's base URL %s is not one this process sends its $%s to (a session's creator chose it): add it to WAGENT_TRUSTED_BASE_URLS in this process's environment, or have the client pass its own key", s.BaseURL, env)
@@ -94,4 +102,10 @@ func (n *Node) trustedBaseURL(u string) bool {
 		}
 	}
 	return false
+}
+
+// FixedProvider is a factory that answers every session with p (a
+// provider built in code, a scripted one in tests).
+func FixedProvider(p provider.Provider) ProviderFactory {
+	return func(Settings, string, func(string) string) (provider.Provider, error) { return p, nil }
 }

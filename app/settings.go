@@ -66,6 +66,12 @@ var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // reads. What a machine lacks (the pipeline's file, the key's value) is
 // the open's to say: another machine may have it.
 func ReadSettings(raw json.RawMessage) (Settings, error) {
+	return readSettings(raw, nil)
+}
+
+// readSettings is ReadSettings knowing, beside the built-in providers,
+// those known says it knows (a node's registered ones).
+func readSettings(raw json.RawMessage, known func(string) bool) (Settings, error) {
 	var s Settings
 	if len(raw) == 0 {
 		return s, nil
@@ -107,9 +113,17 @@ func ReadSettings(raw json.RawMessage) (Settings, error) {
 			return Settings{}, err
 		}
 	default:
-		return Settings{}, fmt.Errorf("unknown provider %q: wagent knows openai, anthropic and script", s.Provider)
+		if known == nil || !known(p) {
+			return Settings{}, fmt.Errorf("unknown provider %q: wagent knows openai, anthropic and script", s.Provider)
+		}
 	}
 	return s, nil
+}
+
+// JSON is the settings as a request carries them.
+func (s Settings) JSON() json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
 }
 
 // ProviderName is the settings' provider, or the one wagent uses when
@@ -141,7 +155,9 @@ func (s Settings) WithDefaults(getenv func(string) string) Settings {
 }
 
 // Check says what the settings lack, as an Invalid error.
-func (s Settings) Check() error {
+func (s Settings) Check() error { return s.check(nil) }
+
+func (s Settings) check(known func(string) bool) error {
 	if s.APIKeyEnv != "" && !envNameRe.MatchString(s.APIKeyEnv) {
 		return Errorf(Invalid, "--api-key-env %q is not an environment variable name (letters, digits and _, not starting with a digit)", s.APIKeyEnv)
 	}
@@ -155,7 +171,9 @@ func (s Settings) Check() error {
 			return Errorf(Invalid, "--provider %s needs a model: pass --model NAME, set WAGENT_MODEL, or put model: in the config file (wagent config show says where it is)", s.Provider)
 		}
 	default:
-		return Errorf(Invalid, "unknown --provider %q: use openai, anthropic or script", s.Provider)
+		if known == nil || !known(s.Provider) {
+			return Errorf(Invalid, "unknown --provider %q: use openai, anthropic or script", s.Provider)
+		}
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/badger"
@@ -61,9 +62,9 @@ func fail(code int, format string, args ...any) error {
 func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	env := &cliEnv{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv,
 		interactive: isTerminal(stdin), colour: isTerminal(stdout) && getenv("NO_COLOR") == ""}
-	app := newApp(env)
-	args = interspersed(app, args)
-	err := app.Run(args)
+	cliApp := newApp(env)
+	args = interspersed(cliApp, args)
+	err := cliApp.Run(args)
 	if err == nil {
 		return exitOK
 	}
@@ -73,6 +74,16 @@ func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv fu
 			tprintln(stderr, "wagent: "+ee.msg)
 		}
 		return ee.code
+	}
+	// The application layer's errors carry their kind: a request that is
+	// wrong is a usage error, anything else a failure.
+	var ae *app.Error
+	if errors.As(err, &ae) {
+		tprintln(stderr, "wagent: "+oneLine(ae.Msg))
+		if ae.Reason == app.Invalid {
+			return exitUsage
+		}
+		return exitFailure
 	}
 	// Flag and argument errors from urfave/cli are usage errors.
 	if isUsageError(err) {

@@ -19,6 +19,7 @@ import (
 	"github.com/ergochat/readline"
 	"github.com/urfave/cli/v2"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
@@ -90,7 +91,7 @@ type chatter struct {
 	// decision recorded elsewhere injects to end an open prompt.
 	in  *promptInput
 	out *printer
-	cfg *config
+	cfg *app.Config
 	// from is the next seq to show.
 	from uint64
 	// commands are the session's op commands (name -> op).
@@ -138,8 +139,8 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 	ch.id = info.ID
 	ch.out = newPrinter(env, false, ch.id)
 	ch.out.usageW = env.stdout
-	ch.out.cost = ch.cfg.cost
-	var set settings
+	ch.out.cost = ch.cfg.Cost
+	var set app.Settings
 	json.Unmarshal(info.Settings, &set)
 	model := set.Model
 	if model == "" {
@@ -244,7 +245,7 @@ func (ch *chatter) prompt() string {
 // historyFile keeps the lines typed, in the data directory (readable by
 // its owner only), across chats.
 func historyFile(env *cliEnv) string {
-	d := dataDir(env)
+	d := app.DataDir(env.getenv)
 	if d == "" || os.MkdirAll(d, 0o700) != nil {
 		return ""
 	}
@@ -596,7 +597,7 @@ func (ch *chatter) command(ctx context.Context, line string) (done bool, err err
 		if err != nil {
 			return false, apiFail(err)
 		}
-		render.Log(out, evs.Events, render.Options{Session: ch.id, Colour: ch.env.colour, Cost: ch.cfg.cost})
+		render.Log(out, evs.Events, render.Options{Session: ch.id, Colour: ch.env.colour, Cost: ch.cfg.Cost})
 	case "usage":
 		evs, err := ch.cl.Events(ctx, ch.id, 1, 0)
 		if err != nil {

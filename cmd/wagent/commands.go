@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/pipeline"
@@ -421,7 +422,7 @@ func opsCommand(env *cliEnv) *cli.Command {
 		var wasm []byte
 		var op string
 		if name, ok := strings.CutPrefix(path, pipeline.BuiltinPrefix); ok {
-			b := builtinModules()
+			b := builtins.Bundle()
 			var found bool
 			if wasm, op, found = b.Lookup(name); !found {
 				return nil, nil, nil, "", fail(exitUsage, "unknown built-in %q; the built-ins are: %s", name, strings.Join(b.Names(), ", "))

@@ -12,6 +12,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/server"
@@ -85,18 +87,18 @@ Examples:
 // moduleDigests lists the modules the session's pipeline names now, with
 // their digests.
 func moduleDigests(env *cliEnv, set engine.SessionCreated) ([]jsonl.Module, error) {
-	var s settings
+	var s app.Settings
 	if len(set.Settings) > 0 {
 		json.Unmarshal(set.Settings, &s)
 	}
-	spec := defaultPipeline(env, s)
+	spec := builtins.DefaultPipelineIn(app.SkillsDir(env.getenv), s.Dir)
 	if s.Pipeline != "" {
 		var err error
 		if spec, err = pipeline.ParseFile(s.Pipeline); err != nil {
 			return nil, err
 		}
 	}
-	ds, err := spec.Digests(pipeline.Options{Builtins: builtinModules()})
+	ds, err := spec.Digests(pipeline.Options{Builtins: builtins.Bundle()})
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/tools/mcp"
@@ -32,7 +34,7 @@ Example:
 				if err := needArgs(c, 0, 0, "[--pipeline FILE]"); err != nil {
 					return err
 				}
-				spec := defaultPipeline(env, settings{})
+				spec := builtins.DefaultPipelineIn(app.SkillsDir(env.getenv), "")
 				if f := c.String("pipeline"); f != "" {
 					abs, _ := filepath.Abs(f)
 					var err error

@@ -8,11 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/server/console"
 	"github.com/wagent/wagent/store/jetstream"
-	"github.com/wagent/wagent/tools/mcp"
 	"github.com/wagent/wagent/worker"
 )
 
@@ -54,28 +53,30 @@ func openNATSOwner(ctx context.Context, env *cliEnv, rawURL string) (*owner, err
 	if err != nil {
 		return nil, err
 	}
-	o := &owner{env: env, mode: modeRecord, log: l, bus: bus, pipes: map[string]*loadedPipeline{}, mcp: mcp.NewHub(), shared: true}
-	o.srv, err = server.New(server.Options{
-		Log: l, Wake: bus.Wake, Interrupt: bus.Interrupt, Token: randomToken(), Version: version, StoreName: redactURL(rawURL),
-		Base:    engine.Config{Durability: engine.SyncAtBoundaries, Warn: func(msg string) { tprintln(env.stderr, "wagent: "+oneLine(msg)) }},
-		Resolve: o.resolve, Prepare: o.prepare, CheckSettings: checkSettings,
-		Console: console.FS(),
-	})
+	opts := nodeOptions(env)
+	opts.Log, opts.CloseLog, opts.Wake, opts.Interrupt, opts.SharedLog = l, true, bus.Wake, bus.Interrupt, true
+	node, err := app.Open(ctx, opts)
 	if err != nil {
 		l.Close()
+		return nil, err
+	}
+	o := &owner{env: env, mode: modeRecord, node: node}
+	o.srv, err = server.New(node, server.Options{Token: randomToken(), Version: version, StoreName: redactURL(rawURL), Console: console.FS()})
+	if err != nil {
+		node.Close(ctx)
 		return nil, fail(exitFailure, "%v", err)
 	}
 	// A socket for this process's own client, so streams work as they do
 	// with an owner (the whole command talks through the same API).
 	sockDir, err := os.MkdirTemp("", "wagent-nats-")
 	if err != nil {
-		l.Close()
+		node.Close(ctx)
 		return nil, fail(exitFailure, "%v", err)
 	}
 	ln, unlist, err := server.Listen(sockDir)
 	if err != nil {
 		os.RemoveAll(sockDir)
-		l.Close()
+		node.Close(ctx)
 		return nil, fail(exitFailure, "%v", err)
 	}
 	o.unlist = func() { unlist(); os.RemoveAll(sockDir) }

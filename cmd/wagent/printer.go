@@ -270,7 +270,7 @@ type progress struct {
 
 func newProgress(env *cliEnv) *progress { return &progress{env: env} }
 
-func (p *progress) loading(use string) {
+func (p *progress) Loading(use string) {
 	if !isTerminal(p.env.stderr) {
 		return
 	}
@@ -278,7 +278,7 @@ func (p *progress) loading(use string) {
 	p.shown = true
 }
 
-func (p *progress) done() {
+func (p *progress) Done() {
 	if p.shown {
 		tprint(p.env.stderr, clearLine)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/replay"
@@ -83,14 +84,14 @@ Examples:
 			if evs.Broken != "" {
 				return fail(exitFailure, "session %s cannot be replayed: %s", id, evs.Broken)
 			}
-			w, err := startRuntime(ctx, env, builtins.CoreModule())
+			rt, err := wasmhost.NewRuntime(ctx, nodeOptions(env).RuntimeOptions...)
 			if err != nil {
-				return err
+				return fail(exitFailure, "start the wasm runtime: %v", err)
 			}
-			defer w.close()
+			defer rt.Close(context.Background())
 			hub := mcp.NewHub() // never started: a replay answers tool sources from the recording
 			defer hub.Close()
-			pl := &replayPipelines{env: env, w: w, hub: hub, file: c.String("pipeline"), swaps: swaps}
+			pl := &replayPipelines{env: env, rt: rt, hub: hub, file: c.String("pipeline"), swaps: swaps}
 			rep, err := replay.Run(ctx, replay.Options{Session: id, Events: evs.Events, From: c.Uint64("from"), Pipeline: pl.build})
 			if err != nil {
 				if errors.Is(err, replay.ErrRecording) && strings.Contains(err.Error(), "--from") {
@@ -120,7 +121,7 @@ Examples:
 // the --op swaps made.
 type replayPipelines struct {
 	env   *cliEnv
-	w     *warmRuntime
+	rt    *wasmhost.Runtime
 	hub   *mcp.Hub
 	file  string
 	swaps map[string]string
@@ -141,13 +142,13 @@ func (p *replayPipelines) label() string {
 
 func (p *replayPipelines) build(set engine.SessionCreated) (*engine.Pipeline, error) {
 	ctx := context.Background()
-	var s settings
+	var s app.Settings
 	if len(set.Settings) > 0 {
 		json.Unmarshal(set.Settings, &s)
 	}
 	// The built-in pipeline reads the session's working directory and the
 	// skills folder, as the session did.
-	spec := defaultPipeline(p.env, s)
+	spec := builtins.DefaultPipelineIn(app.SkillsDir(p.env.getenv), s.Dir)
 	p.used = "the built-in pipeline"
 	file := p.file
 	if file == "" {
@@ -164,12 +165,11 @@ func (p *replayPipelines) build(set engine.SessionCreated) (*engine.Pipeline, er
 			return nil, fail(exitFailure, "%v", err)
 		}
 	}
-	<-p.w.done
-	spec, err := swapOps(ctx, p.w.rt, spec, p.swaps)
+	spec, err := swapOps(ctx, p.rt, spec, p.swaps)
 	if err != nil {
 		return nil, err
 	}
-	l, err := spec.Build(ctx, pipeline.Options{Runtime: p.w.rt, Builtins: builtinModules(), MCP: p.hub})
+	l, err := spec.Build(ctx, pipeline.Options{Runtime: p.rt, Builtins: builtins.Bundle(), MCP: p.hub})
 	if err != nil {
 		return nil, fail(exitFailure, "%v", err)
 	}
@@ -193,7 +193,7 @@ func swapOps(ctx context.Context, rt *wasmhost.Runtime, spec *pipeline.Spec, swa
 		// Build would add the fallback; add it here, so it can be swapped too.
 		out.Ops = append(out.Ops, pipeline.OpSpec{Use: pipeline.BuiltinPrefix + pipeline.Fallback})
 	}
-	digests, err := out.Digests(pipeline.Options{Builtins: builtinModules(), NoFallback: true})
+	digests, err := out.Digests(pipeline.Options{Builtins: builtins.Bundle(), NoFallback: true})
 	if err != nil {
 		return nil, fail(exitFailure, "%v", err)
 	}

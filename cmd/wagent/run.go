@@ -8,50 +8,20 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
-	"github.com/wagent/wagent/engine/provider"
-	"github.com/wagent/wagent/engine/provider/anthropic"
-	"github.com/wagent/wagent/engine/provider/openai"
-	"github.com/wagent/wagent/engine/provider/script"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
-	"github.com/wagent/wagent/tools/mcp"
-	"github.com/wagent/wagent/wasmhost"
 )
-
-// settings are what `run` records in session/created, so that resume,
-// step and later runs of the session use the same pipeline and model.
-type settings struct {
-	Pipeline string `json:"pipeline,omitempty"` // absolute path; "" for the built-in default
-	Provider string `json:"provider,omitempty"`
-	BaseURL  string `json:"base_url,omitempty"`
-	Model    string `json:"model,omitempty"`
-	Script   string `json:"script,omitempty"` // absolute path
-	// APIKeyEnv names the environment variable holding the API key (""
-	// for the provider's usual one); never the key.
-	APIKeyEnv string `json:"api_key_env,omitempty"`
-	// System is the system prompt (--system, or the config's), recorded
-	// as text so that the session does not depend on a file; SystemSource
-	// says where it came from, as the request header records it.
-	System       string `json:"system,omitempty"`
-	SystemSource string `json:"system_source,omitempty"`
-	// Dir is the working directory the session was created in: the
-	// built-in agents-md op reads AGENTS.md and CLAUDE.md there.
-	Dir string `json:"dir,omitempty"`
-}
-
-var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 var providerFlags = []cli.Flag{
 	&cli.StringFlag{Name: "pipeline", Usage: "pipeline `FILE` (YAML); default: $WAGENT_PIPELINE, the config file's pipeline:, or the built-in pipeline"},
@@ -140,153 +110,6 @@ Example:
 	}
 }
 
-// withDefaults fills in what the settings leave to the environment.
-func (s settings) withDefaults(env *cliEnv) settings {
-	s.Provider = s.provider()
-	if s.Model == "" {
-		s.Model = env.getenv("WAGENT_MODEL")
-	}
-	return s
-}
-
-// check says what the settings lack, as a usage error.
-func (s settings) check() error {
-	if s.APIKeyEnv != "" && !envNameRe.MatchString(s.APIKeyEnv) {
-		return fail(exitUsage, "--api-key-env %q is not an environment variable name (letters, digits and _, not starting with a digit)", s.APIKeyEnv)
-	}
-	switch s.Provider {
-	case "script":
-		if s.Script == "" {
-			return fail(exitUsage, "--provider script needs --script FILE")
-		}
-	case "openai", "anthropic":
-		if s.Model == "" {
-			return fail(exitUsage, "--provider %s needs a model: pass --model NAME, set WAGENT_MODEL, or put model: in the config file (wagent config show says where it is)", s.Provider)
-		}
-	default:
-		return fail(exitUsage, "unknown --provider %q: use openai, anthropic or script", s.Provider)
-	}
-	return nil
-}
-
-// buildProvider makes the settings' provider; key, if set, is the API key
-// a client handed over (otherwise the owner's environment's).
-//
-// shared is set in a process that runs sessions other people create (a
-// worker, an owner serving TCP or a NATS store): there the settings are
-// theirs and the environment is this process's, so a key read from the
-// environment goes only to a base URL this process trusts (see
-// trustedBaseURL), never to one a session's creator chose.
-func buildProvider(env *cliEnv, s settings, key string, shared bool) (provider.Provider, error) {
-	if shared && key == "" && s.Provider != "script" {
-		if name := keyEnv(s); env.getenv(name) != "" && !trustedBaseURL(env, s) {
-			return nil, fail(exitFailure, "the session's base URL %s is not one this process sends its $%s to (a session's creator chose it): add it to WAGENT_TRUSTED_BASE_URLS in this process's environment, or have the client pass its own key", s.BaseURL, name)
-		}
-	}
-	if key == "" && s.APIKeyEnv != "" {
-		key = env.getenv(s.APIKeyEnv)
-	}
-	switch s.Provider {
-	case "script":
-		p, err := script.Load(s.Script)
-		if err != nil {
-			return nil, fail(exitFailure, "%v", err)
-		}
-		return p, nil
-	case "anthropic":
-		cfg := anthropic.ConfigFromEnv()
-		cfg.Model = s.Model
-		if s.BaseURL != "" {
-			cfg.BaseURL = s.BaseURL
-		} else {
-			cfg.BaseURL = env.getenv("ANTHROPIC_BASE_URL")
-		}
-		cfg.APIKey = key
-		if cfg.APIKey == "" {
-			cfg.APIKey = env.getenv(keyEnv(s))
-		}
-		p, err := anthropic.New(cfg)
-		if err != nil {
-			return nil, fail(exitUsage, "%v", err)
-		}
-		return p, nil
-	default:
-		cfg := openai.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model}
-		if cfg.APIKey == "" {
-			cfg.APIKey = env.getenv(keyEnv(s))
-		}
-		if cfg.BaseURL == "" {
-			cfg.BaseURL = env.getenv("OPENAI_BASE_URL")
-		}
-		p, err := openai.New(cfg)
-		if err != nil {
-			return nil, fail(exitUsage, "%v", err)
-		}
-		return p, nil
-	}
-}
-
-// trustedBaseURL says whether the settings' base URL is one this process
-// sends its own API keys to: none (the provider's default or this
-// process's own *_BASE_URL), the provider's default, this process's
-// OPENAI_BASE_URL or ANTHROPIC_BASE_URL, or one listed, comma-separated,
-// in WAGENT_TRUSTED_BASE_URLS.
-func trustedBaseURL(env *cliEnv, s settings) bool {
-	u := strings.TrimRight(s.BaseURL, "/")
-	if u == "" {
-		return true
-	}
-	trusted := []string{openai.DefaultBaseURL, anthropic.DefaultBaseURL, env.getenv("OPENAI_BASE_URL"), env.getenv("ANTHROPIC_BASE_URL")}
-	trusted = append(trusted, strings.Split(env.getenv("WAGENT_TRUSTED_BASE_URLS"), ",")...)
-	for _, t := range trusted {
-		if t = strings.TrimRight(strings.TrimSpace(t), "/"); t != "" && t == u {
-			return true
-		}
-	}
-	return false
-}
-
-// keyEnv names the variable the settings take the API key from.
-func keyEnv(s settings) string {
-	if s.APIKeyEnv != "" {
-		return s.APIKeyEnv
-	}
-	return defaultKeyEnv(s.Provider)
-}
-
-// warmRuntime is the wasm runtime, started at once with the built-in
-// bundle compiling (or loading from the cache) in the background while
-// the store opens and the session is read.
-type warmRuntime struct {
-	rt   *wasmhost.Runtime
-	done chan struct{}
-	// builtins is the embedded bundle preload, loaded while the store
-	// opens (nil if that failed: the pipeline's load reports why).
-	builtins *wasmhost.Module
-	preload  []byte
-}
-
-// startRuntime starts the wasm runtime and, in the background, loads the
-// built-ins bundle preload names (builtins.ModuleFor: the one the
-// session's pipeline will load, so that its load overlaps the store's
-// open).
-func startRuntime(ctx context.Context, env *cliEnv, preload []byte) (*warmRuntime, error) {
-	opts := []wasmhost.Option{wasmhost.WithLogger(warnings(env.stderr))}
-	if d := env.getenv("WAGENT_CACHE_DIR"); d != "" {
-		opts = append(opts, wasmhost.WithCacheDir(d))
-	}
-	rt, err := wasmhost.NewRuntime(ctx, opts...)
-	if err != nil {
-		return nil, fail(exitFailure, "start the wasm runtime: %v", err)
-	}
-	w := &warmRuntime{rt: rt, done: make(chan struct{}), preload: preload}
-	go func() {
-		defer close(w.done)
-		w.builtins, _ = rt.Load(ctx, preload) // errors surface again when the pipeline loads it
-	}()
-	return w, nil
-}
-
 // preloadFor is the built-ins bundle the pipeline of a session this
 // command starts will load: the core one for the default pipeline (and
 // when that cannot be known here: a server's sessions name their own),
@@ -296,7 +119,7 @@ func preloadFor(c *cli.Context, env *cliEnv) []byte {
 	if err != nil {
 		return builtins.CoreModule()
 	}
-	p := r.all()["pipeline"].value
+	p := r.All()["pipeline"].Value
 	if p == "" {
 		return builtins.CoreModule()
 	}
@@ -311,56 +134,6 @@ func preloadFor(c *cli.Context, env *cliEnv) []byte {
 		}
 	}
 	return builtins.ModuleFor(names)
-}
-
-// close waits for the background load and closes the runtime.
-func (w *warmRuntime) close() {
-	<-w.done
-	w.rt.Close(context.Background())
-}
-
-// loadPipeline builds the session's pipeline, showing progress (on a
-// terminal) when modules take a while to compile.
-func loadPipeline(ctx context.Context, env *cliEnv, s settings, w *warmRuntime, hub *mcp.Hub) (*pipeline.Loaded, error) {
-	spec := defaultPipeline(env, s)
-	if s.Pipeline != "" {
-		var err error
-		if spec, err = pipeline.ParseFile(s.Pipeline); err != nil {
-			return nil, fail(exitFailure, "%v", err)
-		}
-		grantProject(spec, s.Dir)
-	}
-	// A line on the terminal only when loading takes long enough to
-	// notice: compiling on a cold cache, not loading from a warm one.
-	progress := newProgress(env)
-	current := "the built-in operations"
-	var mu sync.Mutex
-	show := time.AfterFunc(300*time.Millisecond, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		progress.loading(current)
-	})
-	<-w.done
-	var loaded map[*byte]*wasmhost.Module
-	if w.builtins != nil {
-		loaded = map[*byte]*wasmhost.Module{&w.preload[0]: w.builtins}
-	}
-	l, err := spec.Build(ctx, pipeline.Options{Runtime: w.rt, Builtins: builtinModules(), MCP: hub, Loaded: loaded, Progress: func(use string) {
-		mu.Lock()
-		defer mu.Unlock()
-		current = use
-		if progress.shown {
-			progress.loading(use)
-		}
-	}})
-	show.Stop()
-	mu.Lock()
-	progress.done()
-	mu.Unlock()
-	if err != nil {
-		return nil, fail(exitFailure, "%v", err)
-	}
-	return l, nil
 }
 
 // drive runs a session until it is done or waits for a person, through
@@ -421,7 +194,7 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	}
 	out := newPrinter(env, c.Bool("json"), id)
 	if cfg, err := loadConfig(env); err == nil {
-		out.cost = cfg.cost
+		out.cost = cfg.Cost
 	}
 	out.start(isNew)
 	f := &follower{env: env, cl: cl, id: id, out: out, by: fmt.Sprintf("wagent %s (pid %d)", c.Command.Name, os.Getpid())}
@@ -492,17 +265,17 @@ func openSessionOnce(ctx context.Context, c *cli.Context, env *cliEnv, cl *serve
 		if strings.HasPrefix(id, "-") {
 			return nil, false, fail(exitUsage, "session id %q starts with '-', which a command line reads as a flag; start it with a letter or digit", id)
 		}
-		s, err := r.newSettings()
+		s, err := r.NewSettings()
 		if err != nil {
 			return nil, false, err
 		}
-		if err := s.check(); err != nil {
+		if err := s.Check(); err != nil {
 			return nil, false, err
 		}
 		raw, _ := json.Marshal(s)
 		req := &server.CreateRequest{ID: id, Settings: raw, CreatedBy: "wagent " + version}
-		if k, _ := r.apiKey(s); k != "" {
-			req.Secrets = map[string]string{secretAPIKey: k}
+		if k, _ := r.APIKey(s); k != "" {
+			req.Secrets = map[string]string{app.SecretAPIKey: k}
 		}
 		info, err = cl.Create(ctx, req)
 		if server.IsCode(err, server.CodeExists) {
@@ -513,24 +286,24 @@ func openSessionOnce(ctx context.Context, c *cli.Context, env *cliEnv, cl *serve
 		}
 		return info, true, nil
 	default:
-		recorded, err := readSettings(info.Settings)
+		recorded, err := app.ReadSettings(info.Settings)
 		if err != nil {
 			return nil, false, fail(exitFailure, "session %s: its recorded settings cannot be read: %v", id, err)
 		}
-		s, err := r.override(recorded)
+		s, err := r.Override(recorded)
 		if err != nil {
 			return nil, false, err
 		}
-		s = s.withDefaults(env)
-		if err := s.check(); err != nil {
+		s = s.WithDefaults(env.getenv)
+		if err := s.Check(); err != nil {
 			return nil, false, err
 		}
-		if s != recorded.withDefaults(env) {
+		if s != recorded.WithDefaults(env.getenv) {
 			// The flags change how the session runs: record it.
 			raw, _ := json.Marshal(s)
 			req := server.SettingsRequest{Settings: raw, By: "wagent " + version}
-			if k, _ := r.apiKey(s); k != "" {
-				req.Secrets = map[string]string{secretAPIKey: k}
+			if k, _ := r.APIKey(s); k != "" {
+				req.Secrets = map[string]string{app.SecretAPIKey: k}
 			}
 			if info, err = cl.ChangeSettings(ctx, id, req); err != nil {
 				return nil, false, apiFail(err)

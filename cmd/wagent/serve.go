@@ -66,18 +66,15 @@ Examples:
 				h, _ := cl.Health(ctx)
 				return fail(exitFailure, "the store %s is already served by process %d; stop it first, or use another --store", dir, h.PID)
 			}
-			o, err := openOwner(ctx, c, env, dir, modeDrive)
+			addr := c.String("listen")
+			// With --listen, sessions may come from anyone with the token.
+			o, err := openOwner(ctx, c, env, dir, modeDrive, addr != "")
 			if err != nil {
-				var ee *exitError
-				if errors.As(err, &ee) && ee.code == exitLocked {
-					ee.code = exitFailure
-				}
 				return err
 			}
 			o.srv.SetToken(token)
 			var ln net.Listener
-			if addr := c.String("listen"); addr != "" {
-				o.shared = true // sessions may come from anyone with the token
+			if addr != "" {
 				if ln, err = net.Listen("tcp", addr); err != nil {
 					o.shutdown()
 					return fail(exitFailure, "listen on %s: %v", addr, err)

@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/wagent/wagent/render"
 	"io"
 	"log/slog"
 	"strings"
+
+	"github.com/wagent/wagent/render"
 )
 
 // Text from guests and models reaches the terminal through here. An op's

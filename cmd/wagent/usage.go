@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/store"
@@ -53,11 +54,11 @@ type turnUsage struct {
 
 // cost estimates the turn's cost, its summary requests' included; ok is
 // false when a model it asked has no price.
-func (t turnUsage) cost(cfg *config) (float64, bool) {
+func (t turnUsage) cost(cfg *app.Config) (float64, bool) {
 	sum := 0.0
 	all, models := append(slices.Clone(t.steps), t.summaries...), append(slices.Clone(t.models), t.summaryModels...)
 	for i, s := range all {
-		usd, ok := cfg.cost(models[i], s.in, s.out)
+		usd, ok := cfg.Cost(models[i], s.in, s.out)
 		if !ok {
 			return 0, false
 		}
@@ -157,7 +158,7 @@ func priceList(env *cliEnv) func(model string, in, out int) (float64, bool) {
 	if err != nil || len(cfg.Prices) == 0 {
 		return nil
 	}
-	return cfg.cost
+	return cfg.Cost
 }
 
 // sessionRow is one line of wagent sessions: id, title, status, turns,

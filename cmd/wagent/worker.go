@@ -13,11 +13,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/wagent/wagent/builtins"
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/server/console"
-	"github.com/wagent/wagent/tools/mcp"
 	"github.com/wagent/wagent/worker"
 )
 
@@ -104,24 +103,22 @@ Examples:
 				return err
 			}
 			defer l.Close()
-			o := &owner{env: env, mode: modeDrive, log: l, bus: bus, pipes: map[string]*loadedPipeline{}, mcp: mcp.NewHub(), pipelinesDir: dir, shared: true}
-			if o.w, err = startRuntime(context.Background(), env, builtins.CoreModule()); err != nil {
+			nopts := nodeOptions(env)
+			nopts.Log, nopts.Drive, nopts.SharedLog, nopts.PipelinesDir = l, true, true, dir
+			node, err := app.Open(ctx, nopts)
+			if err != nil {
 				return err
 			}
-			defer o.closeRuntime()
-			warn := func(msg string) { tprintln(env.stderr, "wagent: "+oneLine(msg)) }
+			defer node.Close(context.Background())
 			opts := worker.Options{
-				Log: l, Bus: bus, Name: c.String("name"), Concurrency: c.Int("concurrency"),
-				Resolve: func(ctx context.Context, id string, set *engine.SessionCreated) (engine.Config, error) {
-					return o.resolve(ctx, id, set, nil)
-				},
-				Base:   engine.Config{Durability: engine.SyncAtBoundaries, Warn: warn},
+				Bus: bus, Name: c.String("name"), Concurrency: c.Int("concurrency"),
+				Base:   engine.Config{Durability: engine.SyncAtBoundaries, Warn: nopts.Warn},
 				Logger: slog.New(slog.NewTextHandler(safeWriter{env.stderr}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			}
 			if c.Bool("events") {
 				opts.Observe = eventPrinter(env)
 			}
-			w, err := worker.New(opts)
+			w, err := node.Worker(opts)
 			if err != nil {
 				return fail(exitFailure, "%v", err)
 			}
@@ -181,13 +178,14 @@ func serveNATS(ctx context.Context, c *cli.Context, env *cliEnv, u, token string
 		return err
 	}
 	defer l.Close()
-	o := &owner{env: env, mode: modeRecord, log: l, bus: bus, pipes: map[string]*loadedPipeline{}, mcp: mcp.NewHub(), shared: true}
-	srv, err := server.New(server.Options{
-		Log: l, Wake: bus.Wake, Interrupt: bus.Interrupt, Token: token, Version: version, StoreName: redactURL(u),
-		Base:    engine.Config{Durability: engine.SyncAtBoundaries, Warn: func(msg string) { tprintln(env.stderr, "wagent: "+oneLine(msg)) }},
-		Resolve: o.resolve, Prepare: o.prepare, CheckSettings: checkSettings,
-		Console: console.FS(),
-	})
+	opts := nodeOptions(env)
+	opts.Log, opts.Wake, opts.Interrupt, opts.SharedLog, opts.Exposed = l, bus.Wake, bus.Interrupt, true, true
+	node, err := app.Open(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer node.Close(context.Background())
+	srv, err := server.New(node, server.Options{Token: token, Version: version, StoreName: redactURL(u), Console: console.FS()})
 	if err != nil {
 		return fail(exitFailure, "%v", err)
 	}
