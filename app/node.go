@@ -148,6 +148,9 @@ type Node struct {
 	// created counts sessions per principal, for Policy.MaxSessions
 	// (nil until first needed).
 	created map[string]int
+	// creators caches who created each session (session/created's
+	// settings never change), for Policy.OwnSessionsOnly.
+	creators map[string]string
 }
 
 type loadedPipeline struct {
@@ -435,10 +438,8 @@ func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (engine.Se
 	if err := n.checkQuota(ctx, p, pol); err != nil {
 		return engine.SessionCreated{}, err
 	}
-	if n.o.Drive || n.o.SharedLog {
-		if err := n.sessionFiles(s, pol); err != nil {
-			return engine.SessionCreated{}, err
-		}
+	if err := n.sessionFiles(s, pol); err != nil && (n.o.Drive || n.o.SharedLog || pol.Pipeline != nil) {
+		return engine.SessionCreated{}, err
 	}
 	if _, err := n.buildProvider(s, req.Secrets[SecretAPIKey], pol); err != nil {
 		return engine.SessionCreated{}, err
@@ -555,6 +556,9 @@ func (n *Node) configPipeline(path string) bool {
 // creator named the path, and the node would read that file of its
 // machine, run what it grants and quote it in errors.
 func (n *Node) sessionFiles(s Settings, pol Policy) error {
+	if pol.Pipeline != nil && n.isRegistered(s.Pipeline) && !pol.Pipeline(s.Pipeline) {
+		return Errorf(Forbidden, "the pipeline %s is not one this principal may use", s.Pipeline)
+	}
 	if pol.AnyFiles || n.o.PipelinesDir != "" {
 		return nil
 	}
@@ -766,6 +770,37 @@ func (n *Node) countCreate(p Principal, pol Policy) {
 func (n *Node) knows(name string) bool {
 	_, ok := n.providers[name]
 	return ok
+}
+
+// MayAccess says whether p may see and act on the session id: always,
+// unless p's policy limits it to its own sessions; a session that does
+// not exist (yet) is p's to create.
+func (n *Node) MayAccess(ctx context.Context, p Principal, id string) bool {
+	if !n.o.Policy(p).OwnSessionsOnly {
+		return true
+	}
+	n.mu.Lock()
+	by, ok := n.creators[id]
+	n.mu.Unlock()
+	if !ok {
+		evs, err := n.o.Log.Read(ctx, id, 1, 1)
+		if err != nil || len(evs) == 0 {
+			return errors.Is(err, store.ErrNotFound) || (err == nil && len(evs) == 0)
+		}
+		var c engine.SessionCreated
+		if json.Unmarshal(evs[0].Data, &c) == nil {
+			if s, err := readSettings(c.Settings, n.knows); err == nil {
+				by = s.By
+			}
+		}
+		n.mu.Lock()
+		if n.creators == nil {
+			n.creators = map[string]string{}
+		}
+		n.creators[id] = by
+		n.mu.Unlock()
+	}
+	return by == p.String()
 }
 
 // Create prepares and creates the session id for p (see Prepare), with

@@ -72,6 +72,13 @@ type Policy struct {
 	// MaxSessions bounds the sessions the principal may create on this
 	// node (0: no bound).
 	MaxSessions int
+	// OwnSessionsOnly limits the principal to the sessions it created:
+	// others are not listed and answer as if they did not exist (a
+	// tenant of a shared node).
+	OwnSessionsOnly bool
+	// Pipeline, if set, says which pipelines registered with the node
+	// (Node.AddPipeline) the principal may name: a tenant its own.
+	Pipeline func(name string) bool
 }
 
 // DefaultPolicy trusts the local user fully and restricts everyone else.

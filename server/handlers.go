@@ -564,7 +564,11 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := Approvals{Approvals: []Approval{}}
+	p, _ := principalOf(r)
 	for _, id := range ids {
+		if !s.node.MayAccess(r.Context(), p, id) {
+			continue
+		}
 		sum, err := s.summary(r.Context(), id)
 		if err != nil {
 			continue

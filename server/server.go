@@ -253,6 +253,19 @@ var table = []route{
 	{"GET /v1/choices", func(s *Server) http.HandlerFunc { return s.choices }},
 }
 
+// mayAccess answers a request about a session the principal may not see
+// as if there were no such session.
+func (s *Server) mayAccess(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, _ := principalOf(r)
+		if id := r.PathValue("id"); store.ValidSessionID(id) == nil && !s.node.MayAccess(r.Context(), p, id) {
+			writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no session %q in this store (GET /v1/sessions lists them)", id))
+			return
+		}
+		h(w, r)
+	}
+}
+
 // choices lists what the asking client may pick from to start a session:
 // the owner config's profiles and defaults, and the pipelines it may name.
 func (s *Server) choices(w http.ResponseWriter, r *http.Request) {
@@ -263,7 +276,11 @@ func (s *Server) choices(w http.ResponseWriter, r *http.Request) {
 func (s *Server) routes() {
 	m := http.NewServeMux()
 	for _, r := range table {
-		m.HandleFunc(r.pattern, r.handler(s))
+		h := r.handler(s)
+		if strings.Contains(r.pattern, "{id}") {
+			h = s.mayAccess(h)
+		}
+		m.HandleFunc(r.pattern, h)
 	}
 	if s.o.Console != nil {
 		// "/" and not "GET /": the latter conflicts with the "/v1/"
@@ -453,7 +470,11 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := Sessions{Sessions: []engine.Summary{}}
+	p, _ := principalOf(r)
 	for _, id := range ids {
+		if !s.node.MayAccess(r.Context(), p, id) {
+			continue
+		}
 		sum, err := s.summary(r.Context(), id)
 		if errors.Is(err, store.ErrNotFound) {
 			continue // deleted meanwhile
