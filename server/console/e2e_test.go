@@ -684,3 +684,57 @@ func TestBrowserSendAndSteer(t *testing.T) {
 	b.clean()
 	o.checkRequests(t)
 }
+
+// The Start form offers the owner config's profiles and the pipelines
+// under its project roots; a session started from a profile runs with the
+// profile's provider and model, and with the pipeline picked.
+func TestBrowserStartsFromAProfile(t *testing.T) {
+	o := &owner{release: make(chan struct{})}
+	roots := t.TempDir()
+	pipe := filepath.Join(roots, "team", "review.yaml")
+	os.MkdirAll(filepath.Dir(pipe), 0o755)
+	os.WriteFile(pipe, []byte("ops:\n- use: builtin:approval\n  config: {mode: auto}\n"), 0o644)
+	cfg := &app.Config{DefaultProfile: "fast", Profiles: map[string]app.Profile{
+		"fast": {Provider: "scripted", Model: "m-fast"},
+		"slow": {Provider: "scripted", Model: "m-slow"},
+	}}
+	ctx := context.Background()
+	node, err := app.Open(ctx, app.Options{Drive: true, Log: store.NewMemory(), Base: engine.Config{Durability: engine.SyncNever},
+		Config: cfg, ProjectRoots: []string{roots}, Getenv: func(string) string { return "" },
+		Providers: map[string]app.ProviderFactory{"scripted": app.FixedProvider(provider.Func(o.model))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Close(ctx) })
+	srv, err := server.New(node, server.Options{Token: token, Version: "e2e", Console: console.FS()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	cl := server.NewClient(hs.URL, token, nil)
+
+	b := newBrowser(t, 1280, 900, false)
+	b.signIn(hs.URL, false)
+	b.until("the profiles in the form", `document.querySelectorAll('#new-profile option').length === 3`)
+	if got := eval[string](b, `[...document.querySelectorAll('#new-profile option')].map(o => o.textContent).join('|')`); got != "the owner's default (fast)|fast — scripted m-fast|slow — scripted m-slow" {
+		t.Errorf("profile options %q", got)
+	}
+	b.until("the pipeline in the form", `[...document.querySelectorAll('#new-pipeline option')].some(o => o.value === `+js(pipe)+`)`)
+	b.do(chromedp.SetValue(q("#new-profile"), "slow"), chromedp.SetValue(q("#new-pipeline"), pipe),
+		chromedp.SendKeys(q("#new-prompt"), "hello profile"), chromedp.Click(q("#new-session button")))
+	b.until("the new session's view", `location.hash.startsWith('#/s/')`)
+	b.until("the answer", textOf("#conversation")+`.includes('echo: hello profile')`)
+	id, _ := strings.CutPrefix(eval[string](b, `decodeURIComponent(location.hash)`), "#/s/")
+	s, err := cl.Session(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set app.Settings
+	json.Unmarshal(s.Settings, &set)
+	if set.Model != "m-slow" || set.Provider != "scripted" || set.Pipeline != pipe || set.By != "remote" {
+		t.Errorf("the session's settings %+v, want profile slow's with the picked pipeline, chosen by a remote client", set)
+	}
+	b.shot("start-from-profile")
+	b.clean()
+}

@@ -45,6 +45,12 @@
     return e;
   }
 
+  function option(value, label) {
+    const o = el('option', '', label);
+    o.value = value;
+    return o;
+  }
+
   function button(cls, label, onClick) {
     const b = el('button', cls, label);
     b.type = 'button';
@@ -149,6 +155,31 @@
     $('logout').hidden = !app.token;
     route();
     refresh();
+    loadChoices();
+  }
+
+  // loadChoices fills the Start form's pickers with the owner config's
+  // profiles (its default first) and the pipelines this client may name.
+  async function loadChoices() {
+    let c;
+    try {
+      c = await api('GET', '/v1/choices');
+    } catch (e) {
+      return; // an older owner: the form starts sessions with its defaults
+    }
+    const prof = $('new-profile');
+    const pipe = $('new-pipeline');
+    prof.replaceChildren(option('', c.default_profile
+      ? 'the owner\'s default (' + c.default_profile + ')'
+      : 'the owner\'s default' + (c.model ? ' (' + c.model + ')' : '')));
+    for (const p of c.profiles || []) {
+      const bits = [p.provider, p.model].filter(Boolean).join(' ');
+      prof.append(option(p.name, bits ? p.name + ' — ' + bits : p.name));
+    }
+    pipe.replaceChildren(option('', 'the profile\'s, or the built-in'));
+    for (const p of c.pipelines || []) {
+      pipe.append(option(p.pipeline, p.name));
+    }
   }
 
   // ---- connection status ----
@@ -830,6 +861,10 @@
     try {
       const body = { created_by: WHO };
       if (prompt) body.prompt = prompt;
+      const profile = $('new-profile').value;
+      const pipeline = $('new-pipeline').value;
+      if (profile) body.profile = profile;
+      if (pipeline) body.settings = { pipeline: pipeline };
       const s = await api('POST', '/v1/sessions', body);
       ta.value = '';
       out.textContent = '';
