@@ -83,3 +83,108 @@ func isStdlib(path string) bool {
 	first, _, _ := strings.Cut(path, "/")
 	return !strings.Contains(first, ".")
 }
+
+// layers are the module's packages bottom up (DESIGN: store and hostabi,
+// then the log's schema, the machine, the driver, the runtimes, the
+// application, the API, the binaries). No package imports, even through
+// another, a package of a higher layer: nothing below app knows of it,
+// nothing below the server of HTTP serving, nothing of the CLI.
+var layers = []struct {
+	layer    int
+	prefixes []string
+}{
+	{0, []string{"store", "hostabi", "internal/procbox", "internal/confine", "internal/sse"}},
+	{1, []string{"event"}},
+	{2, []string{"engine", "engine/provider"}},
+	{3, []string{"engine/session"}},
+	{4, []string{"engine/replay", "engine/enginetest", "wasmhost", "pipeline", "tools", "builtins", "worker", "render"}},
+	{5, []string{"app"}},
+	{6, []string{"server"}},
+	{7, []string{"cmd", "examples/embed", ""}},
+}
+
+// layerOf is the layer of a package of the module (by its path inside
+// the module), from its longest matching prefix; -1 for none.
+func layerOf(rel string) int {
+	best, layer := -1, -1
+	for _, l := range layers {
+		for _, p := range l.prefixes {
+			if (rel == p || p == "" || strings.HasPrefix(rel, p+"/")) && len(p) > best {
+				best, layer = len(p), l.layer
+			}
+		}
+	}
+	return layer
+}
+
+func TestLayers(t *testing.T) {
+	const mod = "github.com/wagent/wagent"
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, "./...").Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v", err)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		rel := strings.TrimPrefix(strings.TrimPrefix(fields[0], mod), "/")
+		if strings.HasPrefix(rel, "guests") || strings.HasPrefix(rel, "examples/wasm-ops") || strings.HasPrefix(rel, "internal/") && layerOf(rel) != 0 {
+			continue // guests compile to wasm; test support lies outside the layers
+		}
+		mine := layerOf(rel)
+		checked++
+		for _, dep := range fields[1:] {
+			if !strings.HasPrefix(dep, mod+"/") {
+				continue
+			}
+			drel := strings.TrimPrefix(dep, mod+"/")
+			if strings.HasPrefix(drel, "internal/") && layerOf(drel) != 0 {
+				continue
+			}
+			if l := layerOf(drel); l > mine {
+				t.Errorf("%s (layer %d) imports %s (layer %d): no arrow may point up", fields[0], mine, dep, l)
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("only %d packages checked: the listing is wrong", checked)
+	}
+}
+
+// Production code serves no request through net/http/httptest (a
+// recorder buffers what should stream and hides what a real server
+// does); only tests and packages that exist for tests may use it.
+func TestNoHTTPTestInProduction(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...").Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := fields[0]
+		if strings.HasSuffix(pkg, "test") || strings.Contains(pkg, "/internal/fake") {
+			continue // storetest, enginetest, abitest, natstest, npmtest, fakeopenai: test support
+		}
+		for _, dep := range fields[1:] {
+			if dep == "net/http/httptest" {
+				t.Errorf("%s imports net/http/httptest outside its tests", pkg)
+			}
+		}
+	}
+}
+
+// The binary only wires: it reaches stores and the wasm runtime through
+// the application layer, never directly.
+func TestCLIOnlyWires(t *testing.T) {
+	const mod = "github.com/wagent/wagent"
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, "./cmd/wagent").Output()
+	if err != nil {
+		t.Fatalf("go list ./cmd/wagent: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, f := range []string{mod + "/store/badger", mod + "/store/jetstream", "github.com/tetratelabs/wazero", "github.com/dgraph-io/badger", "net/http/httptest"} {
+			if dep == f || strings.HasPrefix(dep, f+"/") {
+				t.Errorf("cmd/wagent imports %s directly: open stores and runtimes through package app", dep)
+			}
+		}
+	}
+}

@@ -1,12 +1,18 @@
 package app
 
 import (
+	"context"
 	"errors"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/badger"
+	"github.com/wagent/wagent/store/jetstream"
+	"github.com/wagent/wagent/worker"
 )
 
 // OpenStoreDir opens the badger store in dir (made if missing, mode
@@ -29,4 +35,29 @@ func OpenStoreDir(dir string, readOnly bool) (*badger.Store, error) {
 		return nil, Errorf(Failed, "open store: %v", err)
 	}
 	return s, nil
+}
+
+// OpenNATS connects to a JetStream store (store/jetstream.OpenURL) and
+// its workers' bus; replicas= in the URL and leaseTTL apply to streams
+// this call creates. name is the URL as errors may show it (without
+// credentials).
+func OpenNATS(ctx context.Context, rawURL string, leaseTTL time.Duration, name string) (*jetstream.Log, *worker.Bus, error) {
+	l, err := jetstream.OpenURL(ctx, rawURL)
+	if err != nil {
+		return nil, nil, Errorf(Failed, "open the store %s: %v", name, err)
+	}
+	bus, err := worker.OpenBus(ctx, l.Conn(), worker.BusOptions{Replicas: urlReplicas(rawURL), LeaseTTL: leaseTTL})
+	if err != nil {
+		l.Close()
+		return nil, nil, Errorf(Failed, "open the workers' queue on %s: %v", name, err)
+	}
+	return l, bus, nil
+}
+
+// urlReplicas reads replicas= from a store URL (the store checked it).
+func urlReplicas(rawURL string) int {
+	_, query, _ := strings.Cut(rawURL, "?")
+	q, _ := url.ParseQuery(query)
+	n, _ := strconv.Atoi(q.Get("replicas"))
+	return n
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/store"
-	"github.com/wagent/wagent/store/badger"
 )
 
 // Exit codes (DESIGN.md §11).
@@ -212,52 +211,6 @@ func defaultStoreDir(env *cliEnv) (string, error) {
 }
 
 // Store access for openStore.
-const (
-	readWrite = false
-	readOnly  = true
-)
-
-// openStore opens the badger store, turning a held lock or a damaged store
-// into a message that says what to do. Commands that only read open it
-// read-only: nothing in the directory is created or changed, and a
-// directory without a store reads as an empty one.
-func openStore(c *cli.Context, env *cliEnv, ro bool) (*badger.Store, error) {
-	dir, err := storeDir(c, env)
-	if err != nil {
-		return nil, err
-	}
-	if !ro {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fail(exitFailure, "create store directory: %v", err)
-		}
-	}
-	s, err := badger.Open(dir, badger.Options{ReadOnly: ro})
-	switch {
-	case errors.Is(err, store.ErrLocked):
-		return nil, fail(exitFailure, "the store %s is in use by another wagent process: wait for it to finish, or use another --store", dir)
-	case errors.Is(err, store.ErrCorrupt):
-		// The store's own message names the directory and what to do.
-		return nil, fail(exitFailure, "%s", strings.TrimPrefix(oneLine(err.Error()), store.ErrCorrupt.Error()+": "))
-	case err != nil:
-		return nil, fail(exitFailure, "open store: %v", err)
-	}
-	return s, nil
-}
-
-// existing checks that a session exists and returns its head.
-func existing(ctx context.Context, log store.Log, id string) error {
-	if err := store.ValidSessionID(id); err != nil {
-		return fail(exitUsage, "%v", err)
-	}
-	if _, err := log.Head(ctx, id); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return fail(exitFailure, "no session %q in this store (wagent sessions lists them)", id)
-		}
-		return err
-	}
-	return nil
-}
-
 // needArgs checks the positional argument count.
 func needArgs(c *cli.Context, min, max int, what string) error {
 	n := c.Args().Len()

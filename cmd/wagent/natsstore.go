@@ -2,16 +2,13 @@ package main
 
 import (
 	"context"
-	"net/url"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/server/console"
-	"github.com/wagent/wagent/store/jetstream"
+	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/worker"
 )
 
@@ -23,27 +20,9 @@ import (
 // wake-up, and reads what the workers append. No command here runs a
 // session, a tool or a model request.
 
-// openNATS connects to a JetStream store and its workers' bus. replicas
-// and the lease TTL apply to streams this call creates.
-func openNATS(ctx context.Context, rawURL string, leaseTTL time.Duration) (*jetstream.Log, *worker.Bus, error) {
-	l, err := jetstream.OpenURL(ctx, rawURL)
-	if err != nil {
-		return nil, nil, fail(exitFailure, "open the store %s: %v", redactURL(rawURL), err)
-	}
-	bus, err := worker.OpenBus(ctx, l.Conn(), worker.BusOptions{Replicas: urlReplicas(rawURL), LeaseTTL: leaseTTL})
-	if err != nil {
-		l.Close()
-		return nil, nil, fail(exitFailure, "open the workers' queue on %s: %v", redactURL(rawURL), err)
-	}
-	return l, bus, nil
-}
-
-// urlReplicas reads replicas= from a store URL (the store checked it).
-func urlReplicas(rawURL string) int {
-	_, query, _ := strings.Cut(rawURL, "?")
-	q, _ := url.ParseQuery(query)
-	n, _ := strconv.Atoi(q.Get("replicas"))
-	return n
+// openNATS connects to a JetStream store and its workers' bus.
+func openNATS(ctx context.Context, rawURL string, leaseTTL time.Duration) (store.Log, *worker.Bus, error) {
+	return app.OpenNATS(ctx, rawURL, leaseTTL, redactURL(rawURL))
 }
 
 // openNATSOwner opens a NATS store for a command: the API over it, for
