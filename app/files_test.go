@@ -365,17 +365,3 @@ func TestRestrictedErrorsDoNotQuoteFilesForTheCreator(t *testing.T) {
 		}
 	}
 }
-
-func TestZZProbeDirectPipeline(t *testing.T) {
-	base, _, outside, getenv := attackDirs(t)
-	pipe := filepath.Join(base, "tmp", "evil.yaml")
-	os.MkdirAll(filepath.Dir(pipe), 0o755)
-	os.WriteFile(pipe, []byte("ops:\n  - use: builtin:agents-md\n    grants:\n      mounts: [\""+outside+":/project:ro\"]\n"), 0o644)
-	n := driveNode(t, Options{Getenv: getenv, Exposed: true})
-	l, err := n.pipeline(context.Background(), Settings{Provider: "openai", Model: "m", Pipeline: pipe, Dir: outside}, Policy{})
-	if err != nil {
-		t.Logf("refused: %v", err)
-		return
-	}
-	t.Logf("agents-md text: %q", agentsMDText(t, l))
-}

@@ -597,6 +597,13 @@ func (s Settings) inDir(dir string) (Settings, error) {
 
 // pipeline loads the settings' pipeline, or returns it loaded already.
 func (n *Node) pipeline(ctx context.Context, s Settings, pol Policy) (*pipeline.Loaded, error) {
+	// Every load checks the files, whatever its caller checked: a
+	// pipeline file grants mounts of its own.
+	if n.o.PipelinesDir == "" {
+		if err := n.sessionFiles(s, pol); err != nil {
+			return nil, err
+		}
+	}
 	if !pol.AnyFiles {
 		// The session's creator recorded its folder, which agents-md
 		// would mount and read: for a restricted principal, only a folder

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 )
 
@@ -228,10 +229,10 @@ func TestConfigReachesTheSession(t *testing.T) {
 	}
 	var created engine.SessionCreated
 	json.Unmarshal(evs[0].Data, &created)
-	var s settings
+	var s app.Settings
 	json.Unmarshal(created.Settings, &s)
 	wd, _ := os.Getwd()
-	want := settings{Provider: "script", Script: s.Script, APIKeyEnv: "MY_KEY", System: "You answer in haiku.", SystemSource: "config " + cfg + " @" + filepath.Join(dir, "sys.md"), Dir: wd}
+	want := app.Settings{Version: app.SettingsVersion, By: "local", Provider: "script", Script: s.Script, APIKeyEnv: "MY_KEY", System: "You answer in haiku.", SystemSource: "config " + cfg + " @" + filepath.Join(dir, "sys.md"), Dir: wd}
 	if d := cmp.Diff(want, s); d != "" {
 		t.Errorf("recorded settings mismatch (-want +got):\n%s", d)
 	}

@@ -2,13 +2,14 @@ package main
 
 import (
 	"bytes"
-	"github.com/wagent/wagent/hostabi"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wagent/wagent/hostabi"
 )
 
 // TestE2EOpFromAnEmptyFolder defends what the README promises an op

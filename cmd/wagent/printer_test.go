@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/store"
@@ -102,7 +103,7 @@ func TestUsagePricesTheSummaryAtItsModel(t *testing.T) {
 		ev(engine.EvContextCompacted, 1, engine.ContextCompacted{Summary: "s", Model: "dear", Usage: &engine.Usage{InputTokens: 1000, OutputTokens: 0}}),
 		ev(engine.EvAssistantMessage, 1, engine.AssistantMessage{Content: "hi", Usage: &engine.Usage{InputTokens: 1000, OutputTokens: 0}}),
 	})
-	cfg := &config{Prices: map[string]price{"cheap": {Input: 1}, "dear": {Input: 100}}}
+	cfg := &app.Config{Prices: map[string]app.Price{"cheap": {Input: 1}, "dear": {Input: 100}}}
 	if len(turns) != 1 {
 		t.Fatalf("%d turns", len(turns))
 	}

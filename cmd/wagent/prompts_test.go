@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
@@ -50,13 +51,10 @@ func promptsProperty(t *testing.T, seed uint64) {
 		}
 		return et.Reply{Calls: calls}
 	}
-	srv, err := server.New(server.Options{
-		Log: store.NewMemory(), Version: "test", Token: "t", Base: engine.Config{Durability: engine.SyncNever},
-		Resolve: func(ctx context.Context, id string, c *engine.SessionCreated, secrets map[string]string) (engine.Config, error) {
-			p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
-			return engine.Config{Pipeline: p, Provider: &et.Scripted{Answer: model}, Model: "m"}, err
-		},
-	})
+	srv, err := serverOver(app.Options{Drive: true, Log: store.NewMemory(), Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+		p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
+		return engine.Config{Pipeline: p, Provider: &et.Scripted{Answer: model}, Model: "m"}, err
+	}}, server.Options{Version: "test", Token: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,4 +259,13 @@ func TestPromptInputInjectsCountedInterrupts(t *testing.T) {
 		t.Fatalf("after the terminal closed: %v, want EOF", err)
 	}
 	in.interrupt() // after the end: nothing blocks, nothing is read
+}
+
+// serverOver is a server over a new node of ao.
+func serverOver(ao app.Options, so server.Options) (*server.Server, error) {
+	node, err := app.Open(context.Background(), ao)
+	if err != nil {
+		return nil, err
+	}
+	return server.New(node, so)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 )
 
@@ -28,8 +29,7 @@ func TestSkillsFolder(t *testing.T) {
 		{"the home's data directory", map[string]string{"HOME": "/home/u"}, "/home/u/.local/share/wagent/skills"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := &cliEnv{getenv: func(k string) string { return tc.env[k] }}
-			if got := skillsDir(env); got != tc.want {
+			if got := app.SkillsDir(func(k string) string { return tc.env[k] }); got != tc.want {
 				t.Errorf("skillsDir = %q, want %q", got, tc.want)
 			}
 		})

@@ -2,11 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"github.com/wagent/wagent/hostabi"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wagent/wagent/hostabi"
 )
 
 func TestSafe(t *testing.T) {

@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/fakeopenai"
@@ -244,12 +245,19 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 	// under it) is tried again; only the acknowledged ones must complete,
 	// and they all are, in the end.
 	ctx := context.Background()
-	o, err := openNATSOwner(ctx, &cliEnv{stdout: os.Stdout, stderr: os.Stderr, getenv: func(string) string { return "" }}, url)
+	// The owner checks a create's files as its workers will: the same
+	// project roots.
+	o, err := openNATSOwner(ctx, &cliEnv{stdout: os.Stdout, stderr: os.Stderr, getenv: func(k string) string {
+		if k == "WAGENT_PROJECT_ROOTS" {
+			return env[k]
+		}
+		return ""
+	}}, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer o.shutdown()
-	settings, _ := json.Marshal(settings{Provider: "openai", BaseURL: model.URL, Model: "fake", Pipeline: pipelineFile})
+	settings, _ := json.Marshal(app.Settings{Provider: "openai", BaseURL: model.URL, Model: "fake", Pipeline: pipelineFile})
 	lg, err := jetstream.OpenURL(ctx, url)
 	if err != nil {
 		t.Fatal(err)
