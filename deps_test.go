@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// TestDependencyRules defends the layout DESIGN.md §2 promises: the
-// contract packages stay small, the engine never pulls in a runtime, a
+// TestDependencyRules defends the package layout (the rules table below
+// states each): the contract packages stay small, the engine never pulls in a runtime, a
 // store or a network, and only the packages that tie the defaults
 // together import the backends.
 func TestDependencyRules(t *testing.T) {

@@ -64,7 +64,7 @@ func rekey(t *testing.T, evs []store.Event, turn int, from, to string) []store.E
 	return out
 }
 
-// A call's key names one call in the session (DESIGN.md §12). Calls
+// A call's key names one call in the session (README.md, "The log"). Calls
 // without keys are those of logs written before keys, so an answer
 // without keys cannot come after one with them: a forged log (wagent
 // import, POST …/import) whose second turn names its call by the first

@@ -12,7 +12,8 @@ import (
 	"github.com/wagent/wagent/store"
 )
 
-// Compaction (DESIGN.md: context/compacted). Deciding when to shorten the
+// Compaction (the context/compacted event: a summary and the range of
+// messages it stands for in requests from now on; nothing is deleted). Deciding when to shorten the
 // conversation is an operation's: the host asks ops at the compact hook
 // before a request once the last answer's size is known, after a
 // context_length failure (the step is then retried once), and for a

@@ -11,7 +11,9 @@ import (
 	"github.com/wagent/wagent/store"
 )
 
-// Guards decide, owners run, in that order (DESIGN.md §6).
+// Guards decide, owners run, in that order: only an op whose manifest says
+// guard may decide calls, and an owner runs a call only after its tool/call
+// is durable and every guard has allowed it (engine/doc.go).
 //
 // The tool hook handles the step's unanswered calls in this order, one
 // transition at a time:

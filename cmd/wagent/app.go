@@ -22,7 +22,7 @@ import (
 	"github.com/wagent/wagent/store/badger"
 )
 
-// Exit codes (DESIGN.md §11).
+// Exit codes, a contract scripts rely on (README.md, "The CLI").
 const (
 	exitOK      = 0
 	exitFailure = 1

@@ -56,7 +56,7 @@ func TestChatPromptIgnoresAnInterruptInjectedForAnAnsweredPrompt(t *testing.T) {
 	}
 }
 
-// A decision names what was shown (DESIGN.md §12): in the chat too, keys
+// A decision names what was shown (README.md, "The log"): in the chat too, keys
 // that came before an approval prompt showed are not its answer. Attack:
 // the person pastes two lines, "please add 2" and "y" (or types y ahead,
 // to answer a question the model's text asks, while the answer streams);

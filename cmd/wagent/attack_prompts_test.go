@@ -32,7 +32,7 @@ func (g *gatedOutput) Write(p []byte) (int, error) {
 	return g.lockedBuffer.Write(p)
 }
 
-// A decision names what was shown (DESIGN.md §12): a line the person typed
+// A decision names what was shown (README.md, "The log"): a line the person typed
 // before a prompt was on the screen is not that prompt's answer. Attack:
 // the person types y for call 3.1.1 as its prompt shows, at the instant
 // the console decides it; wagent run's prompt loop then had both the line

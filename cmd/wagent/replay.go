@@ -20,8 +20,8 @@ import (
 	"github.com/wagent/wagent/wasmhost"
 )
 
-// exitDiverged is replay's exit code when a decision differs (DESIGN.md
-// §11, wave 2).
+// exitDiverged is replay's exit code when a decision differs (README.md,
+// "The CLI").
 const exitDiverged = 4
 
 func replayCommand(env *cliEnv) *cli.Command {
