@@ -202,9 +202,11 @@ func TestInjectDoesNotWake(t *testing.T) {
 	if _, err := h.sess.Inject(ctx, "context for later"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond)
-	if len(h.statuses()) != 0 || len(h.turnEnds()) != 0 {
-		t.Fatalf("inject woke the driver: %v", h.statuses())
+	// A wake-up is synchronous: Enqueue calls Wake, which leaves idle and
+	// announces running before it returns (nothing else wakes a driver),
+	// so there is nothing to wait for.
+	if ph := h.sess.Phase(); ph != engine.DriverIdle || len(h.statuses()) != 0 || len(h.turnEnds()) != 0 {
+		t.Fatalf("inject woke the driver: phase %s, statuses %v", ph, h.statuses())
 	}
 	h.sess.Send(ctx, "now")
 	h.idle()
@@ -368,21 +370,31 @@ func TestCancelDuringRetryWait(t *testing.T) {
 	log := store.NewMemory()
 	ctx := context.Background()
 	engine.Create(ctx, log, "s", engine.SessionCreated{}, et.Epoch)
-	sess, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: "s", Pipeline: pl, Provider: &et.Scripted{Answer: answer}, Durability: engine.SyncNever})
+	// The driver's retry wait, as the default, announcing that it has begun.
+	waiting := make(chan time.Duration, 1)
+	sleep := func(ctx context.Context, d time.Duration) error {
+		select {
+		case waiting <- d:
+		default:
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	sess, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: "s", Pipeline: pl, Provider: &et.Scripted{Answer: answer}, Durability: engine.SyncNever, Sleep: sleep})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, log: log, sess: sess}
-	waiting := make(chan struct{})
-	var once sync.Once
-	sess.Watch(func(n engine.Notification) {
-		if n.Kind == engine.NoteLive && n.Live.Kind == "event" && n.Live.Event.Type == engine.EvRetryScheduled {
-			once.Do(func() { close(waiting) })
-		}
-	})
 	sess.Send(ctx, "hello")
-	<-waiting
-	time.Sleep(10 * time.Millisecond) // into the wait
+	if d := <-waiting; d < 30*time.Second {
+		t.Fatalf("the retry waits %v, want about the minute retry-after asks for (a short wait would not show that cancel ends it)", d)
+	}
 	sess.Cancel(ctx, engine.Cause{Kind: engine.CauseUser}, false)
 	h.idle()
 	if calls != 1 {

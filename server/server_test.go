@@ -216,10 +216,28 @@ func TestStreamResumesBySeq(t *testing.T) {
 		}
 	}
 	// Disconnect mid-stream: the owner goes on.
+	// The client leaves once its first event has arrived, and the test
+	// goes on once its connection is gone.
 	cctx, cancel := context.WithCancel(ctx)
-	go f.client.Stream(cctx, "s", 1, func(server.StreamEvent) error { return nil })
-	time.Sleep(50 * time.Millisecond)
+	streaming, left := make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	go func() {
+		left <- f.client.Stream(cctx, "s", 1, func(server.StreamEvent) error {
+			once.Do(func() { close(streaming) })
+			return nil
+		})
+	}()
+	select {
+	case <-streaming:
+	case err := <-left:
+		t.Fatalf("the stream ended before its first event: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event streamed in 10s")
+	}
 	cancel()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the stream the client left ended with %v, want context.Canceled", err)
+	}
 	f.client.Input(ctx, "s", "send", "three")
 	if _, status := untilIdle(t, f.client, "s", all.Head+1); status != "idle" {
 		t.Fatalf("after a client left mid-stream: status %q", status)

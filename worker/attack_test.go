@@ -217,7 +217,13 @@ func TestPausedWorkerWakesUpAppending(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			go w.Run(ctx)
+			// Run returns once every drive it started has ended: the
+			// sleeper then sends nothing more.
+			sleeperDone := make(chan struct{})
+			go func() {
+				defer close(sleeperDone)
+				w.Run(ctx)
+			}()
 			create(t, client, "p", "go")
 			select {
 			case <-late.at:
@@ -274,7 +280,11 @@ func TestPausedWorkerWakesUpAppending(t *testing.T) {
 				close(first.release)
 				waitFor(t, 20*time.Second, "the heir to complete the turn", func() bool { return turnsEnded(events(t, client.log, "p")) == 1 })
 			}
-			time.Sleep(300 * time.Millisecond) // anything else the sleeper might still send
+			select {
+			case <-sleeperDone:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the sleeper's drive never ended after its late append")
+			}
 			evs := events(t, client.log, "p")
 			codes := checkSession(t, "p", evs, ops)
 			spans, err := worker.CheckWriters(evs)

@@ -506,12 +506,31 @@ func TestOpenAIFlags(t *testing.T) {
 func TestSpinner(t *testing.T) {
 	var mu sync.Mutex
 	var buf bytes.Buffer
-	w := writerFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return buf.Write(b) })
+	wrote := make(chan struct{}, 1)
+	w := writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		defer func() {
+			select {
+			case wrote <- struct{}{}:
+			default:
+			}
+		}()
+		return buf.Write(b)
+	})
+	count := func(s string) int { mu.Lock(); defer mu.Unlock(); return strings.Count(buf.String(), s) }
 	s := &spinner{w: w, every: 5 * time.Millisecond}
 	s.halt() // not running: nothing
 	s.start("waiting")
 	s.start("again") // already running: nothing
-	time.Sleep(40 * time.Millisecond)
+	// Two frames drawn: the spinner redraws on its own.
+	for timeout := time.After(10 * time.Second); count("waiting") < 2; {
+		select {
+		case <-wrote:
+		case <-timeout:
+			t.Fatalf("the spinner drew %d frames in 10s, want 2", count("waiting"))
+		}
+	}
 	s.halt()
 	mu.Lock()
 	out := buf.String()

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +22,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/fakeopenai"
+	"github.com/wagent/wagent/store"
 )
 
 // The ways a run ends other than by finishing, through the real binary:
@@ -76,6 +79,49 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitLogged follows session id's log (wagent log -f --json, a client of
+// whichever process owns the store) until an event of type typ is in it:
+// the event is then durable.
+func waitLogged(t *testing.T, env map[string]string, id, typ string) {
+	t.Helper()
+	cmd := exec.Command(wagentBin(t), "log", "-f", "--json", id)
+	cmd.Env = procEnv(env)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var e store.Event
+			if json.Unmarshal(sc.Bytes(), &e) == nil && e.Type == typ {
+				found <- true
+				return
+			}
+		}
+		found <- false
+	}()
+	select {
+	case ok := <-found:
+		cmd.Process.Kill()
+		cmd.Wait()
+		if !ok {
+			t.Fatalf("wagent log -f %s ended before a %s event\n%s", id, typ, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("no %s event in session %s's log in 30s", typ, id)
 	}
 }
 
@@ -253,8 +299,8 @@ func TestKillDuringToolThenContinue(t *testing.T) {
 			env := map[string]string{"WAGENT_HOME": t.TempDir(), "WAGENT_CACHE_DIR": sharedE2ECache(t)}
 			id := "kill-" + tc.continue_[0]
 			p := start(t, env, "run", "--session", id, "--pipeline", pipe, "--provider", "openai", "--base-url", srv.URL, "--model", "m", "do it")
-			waitFor(t, "the model's first answer", func() bool { return len(srv.Requests()) == 1 })
-			time.Sleep(time.Second) // tool/call is durable a moment after the answer
+			waitFor(t, "the model's first answer", func() bool { return len(srv.Requests()) == 1 }) // the session exists
+			waitLogged(t, env, id, engine.EvToolCall)                                               // the intent is durable: the tool runs, held by the gate
 			p.cmd.Process.Kill()
 			p.wait(t)
 			if calls := dataOf[engine.ToolCallEvent](t, logEvents(t, env, id), engine.EvToolCall); len(calls) != 1 {
