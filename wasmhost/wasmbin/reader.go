@@ -36,9 +36,10 @@ var (
 	ErrImportKind = errors.New("unknown import kind")
 )
 
-// Reader reads values from a byte slice. The first error sticks: reads
-// of numbers and names after it return zero values and do not move, so
-// a caller may read a whole entry and check Err once.
+// Reader reads values from a byte slice. The first error sticks and
+// moves the Reader to the end: reads after it return zero values, so a
+// caller may read a whole entry and check Err once, and a loop that runs
+// while bytes are left stops.
 type Reader struct {
 	b   []byte
 	i   int
@@ -51,11 +52,13 @@ func NewReader(b []byte) *Reader { return &Reader{b: b} }
 // Err returns the first error a read met, or nil.
 func (r *Reader) Err() error { return r.err }
 
-// Fail records err unless an error is recorded already.
+// Fail records err unless an error is recorded already, and moves to
+// the end.
 func (r *Reader) Fail(err error) {
 	if r.err == nil {
 		r.err = err
 	}
+	r.i = len(r.b)
 }
 
 // Bytes returns all the bytes the Reader reads, from the start.
@@ -71,16 +74,16 @@ func (r *Reader) Len() int { return len(r.b) - r.i }
 func (r *Reader) Rest() []byte { return r.b[r.i:] }
 
 // Byte reads one byte. At the end it records ErrUnexpectedEnd and
-// returns 0. It reads even after an error, so that a loop over bytes
-// always moves.
+// returns 0.
 func (r *Reader) Byte() byte {
-	if r.i >= len(r.b) {
-		r.Fail(ErrUnexpectedEnd)
-		return 0
+	if i := r.i; i < len(r.b) {
+		r.i = i + 1
+		return r.b[i]
 	}
-	c := r.b[r.i]
-	r.i++
-	return c
+	if r.err == nil { // at the end already
+		r.err = ErrUnexpectedEnd
+	}
+	return 0
 }
 
 // Skip moves past n bytes; when fewer are left it records
@@ -88,7 +91,6 @@ func (r *Reader) Byte() byte {
 func (r *Reader) Skip(n int) {
 	if n < 0 || n > len(r.b)-r.i {
 		r.Fail(ErrUnexpectedEnd)
-		r.i = len(r.b)
 		return
 	}
 	r.i += n
@@ -101,7 +103,7 @@ func (r *Reader) Read(n uint32) []byte {
 		return nil
 	}
 	if uint64(n) > uint64(len(r.b)-r.i) {
-		r.err = ErrUnexpectedEnd
+		r.Fail(ErrUnexpectedEnd)
 		return nil
 	}
 	b := r.b[r.i : r.i+int(n) : r.i+int(n)]
@@ -111,15 +113,19 @@ func (r *Reader) Read(n uint32) []byte {
 
 // U32 reads an unsigned 32-bit LEB128 number.
 func (r *Reader) U32() uint32 {
-	// One byte is the common case (counts, indices, opcodes' immediates);
-	// kept small enough to inline.
-	if r.err == nil && r.i < len(r.b) && r.b[r.i] < 0x80 {
-		c := r.b[r.i]
-		r.i++
-		return uint32(c)
+	// One byte is the common case (counts, indices, immediates): kept
+	// small enough to inline. After an error i is at the end.
+	if i := r.i; i < len(r.b) {
+		if c := r.b[i]; c < 0x80 {
+			r.i = i + 1
+			return uint32(c)
+		}
 	}
-	return uint32(r.uleb(32))
+	return r.u32()
 }
+
+//go:noinline
+func (r *Reader) u32() uint32 { return uint32(r.uleb(32)) }
 
 // U64 reads an unsigned 64-bit LEB128 number.
 func (r *Reader) U64() uint64 { return r.uleb(64) }
@@ -142,18 +148,18 @@ func (r *Reader) uleb(bits uint) uint64 {
 	var v uint64
 	for shift := uint(0); ; shift += 7 {
 		if r.i >= len(r.b) {
-			r.err = ErrUnexpectedEnd
+			r.Fail(ErrUnexpectedEnd)
 			return 0
 		}
 		c := r.b[r.i]
 		r.i++
 		if shift+7 >= bits { // the last byte the type allows
 			if c&0x80 != 0 {
-				r.err = ErrTooLong
+				r.Fail(ErrTooLong)
 				return 0
 			}
 			if c>>(bits-shift) != 0 {
-				r.err = ErrOverflow
+				r.Fail(ErrOverflow)
 				return 0
 			}
 			return v | uint64(c)<<shift
@@ -174,21 +180,21 @@ func (r *Reader) sleb(bits uint) int64 {
 	var v int64
 	for shift := uint(0); ; shift += 7 {
 		if r.i >= len(r.b) {
-			r.err = ErrUnexpectedEnd
+			r.Fail(ErrUnexpectedEnd)
 			return 0
 		}
 		c := r.b[r.i]
 		r.i++
 		if shift+7 >= bits { // the last byte the type allows
 			if c&0x80 != 0 {
-				r.err = ErrTooLong
+				r.Fail(ErrTooLong)
 				return 0
 			}
 			// The bits from bits-1 (the sign) up to the byte's seventh
 			// must be all zeros or all ones.
 			rest := int8(c<<1) >> (bits - shift)
 			if rest != 0 && rest != -1 {
-				r.err = ErrOverflow
+				r.Fail(ErrOverflow)
 				return 0
 			}
 			v |= int64(c&0x7f) << shift
@@ -208,7 +214,7 @@ func (r *Reader) sleb(bits uint) int64 {
 func (r *Reader) Count(min int) uint32 {
 	n := r.U32()
 	if r.err == nil && uint64(n)*uint64(max(min, 1)) > uint64(len(r.b)-r.i) {
-		r.err = fmt.Errorf("%w: %d elements, %d bytes", ErrCount, n, len(r.b)-r.i)
+		r.Fail(fmt.Errorf("%w: %d elements, %d bytes", ErrCount, n, len(r.b)-r.i))
 		return 0
 	}
 	return n
@@ -296,7 +302,7 @@ func (r *Reader) Import() Import {
 		r.Byte() // attribute
 		imp.Type = r.U32()
 	default:
-		r.err = ErrImportKind
+		r.Fail(ErrImportKind)
 	}
 	return imp
 }
