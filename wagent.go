@@ -17,6 +17,7 @@ import (
 	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/badger"
@@ -128,7 +129,7 @@ func (a *Agent) Log() store.Log { return a.log }
 func (a *Agent) Session(ctx context.Context, id string) (*engine.Session, error) {
 	s, err := a.Host.Open(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return a.Host.Create(ctx, id, engine.SessionCreated{CreatedBy: "wagent (embedded)"})
+		return a.Host.Create(ctx, id, event.SessionCreated{CreatedBy: "wagent (embedded)"})
 	}
 	return s, err
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/badger"
 )
@@ -63,7 +64,7 @@ func BenchmarkThousandSessions(b *testing.B) {
 		log := &countingLog{Log: bl}
 		pl, _ := engine.NewPipeline(benchOps()...)
 		for j := 0; j < n; j++ {
-			if err := engine.Create(ctx, log, fmt.Sprintf("s%04d", j), engine.SessionCreated{}, et.Epoch); err != nil {
+			if err := engine.Create(ctx, log, fmt.Sprintf("s%04d", j), event.SessionCreated{}, et.Epoch); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sort"
 	"sync"
+
+	"github.com/wagent/wagent/event"
 )
 
 // Host runs several sessions in one process, each with its own driver,
@@ -27,7 +29,7 @@ type Host struct {
 // pipeline/changed applied. A long-lived host runs each session with what
 // it was started with. The host's Log is used whatever it returns, and only
 // the pipeline, provider and model are taken from it.
-type Resolver func(ctx context.Context, id string, settings *SessionCreated) (Config, error)
+type Resolver func(ctx context.Context, id string, settings *event.SessionCreated) (Config, error)
 
 // NewHost returns a host whose sessions use cfg (its Session field is
 // ignored; each session gets its own).
@@ -71,7 +73,7 @@ func (h *Host) notify(n Notification) {
 }
 
 // Create makes a new session and opens it.
-func (h *Host) Create(ctx context.Context, id string, info SessionCreated) (*Session, error) {
+func (h *Host) Create(ctx context.Context, id string, info event.SessionCreated) (*Session, error) {
 	if info.Pipeline == "" && h.cfg.Pipeline != nil {
 		info.Pipeline = h.cfg.Pipeline.Digest()
 	}

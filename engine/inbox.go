@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -46,7 +47,7 @@ type inboxIndex struct {
 }
 
 func (x *inboxIndex) list(name string) *[]hostabi.InputMessage {
-	if name == ListNextStep {
+	if name == event.ListNextStep {
 		return &x.nextStep
 	}
 	return &x.nextTurn
@@ -61,13 +62,13 @@ func (x inboxIndex) ids(list string, start, n int) []string {
 	return out
 }
 
-func (x *inboxIndex) apply(d *InboxSpliced) {
+func (x *inboxIndex) apply(d *event.InboxSpliced) {
 	l := x.list(d.List)
-	if next, _, err := spliceList(*l, d); err == nil {
+	if next, _, err := d.Splice(*l); err == nil {
 		*l = next
 	}
 	for _, m := range d.Inserted {
-		if _, generated := GeneratedID(m.ID); !generated {
+		if _, generated := event.GeneratedID(m.ID); !generated {
 			x.used[m.ID] = struct{}{}
 		}
 	}
@@ -76,19 +77,19 @@ func (x *inboxIndex) apply(d *InboxSpliced) {
 // see folds one appended event into the index.
 func (x *inboxIndex) see(e *store.Event) {
 	switch e.Type {
-	case EvTurnStart:
-		var d TurnStart
+	case event.EvTurnStart:
+		var d event.TurnStart
 		if json.Unmarshal(e.Data, &d) == nil {
 			x.turn, x.claimed = d.Turn, nil
 		}
-	case EvTurnEnd:
+	case event.EvTurnEnd:
 		x.turn, x.claimed = 0, nil
-	case EvInboxSpliced:
-		var d InboxSpliced
+	case event.EvInboxSpliced:
+		var d event.InboxSpliced
 		if json.Unmarshal(e.Data, &d) != nil {
 			return
 		}
-		if d.Removed > 0 && d.Outcome == OutcomeClaimed {
+		if d.Removed > 0 && d.Outcome == event.OutcomeClaimed {
 			x.claimed = append(x.claimed, x.ids(d.List, d.Start, d.Removed)...)
 		}
 		x.apply(&d)
@@ -99,7 +100,7 @@ func (x *inboxIndex) see(e *store.Event) {
 // find returns the list holding the queued input id and its index there
 // ("" and -1 when it is not queued).
 func (x *inboxIndex) find(id string) (string, int) {
-	for _, name := range []string{ListNextTurn, ListNextStep} {
+	for _, name := range []string{event.ListNextTurn, event.ListNextStep} {
 		for i, m := range *x.list(name) {
 			if m.ID == id {
 				return name, i
@@ -117,11 +118,11 @@ func newInboxLog(log store.Log, session string, clock func() time.Time) *inboxLo
 	return &inboxLog{Log: log, session: session, clock: clock}
 }
 
-func (l *inboxLog) init(st *State) {
+func (l *inboxLog) init(st *event.State) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.idx = inboxIndex{head: st.Head, nextTurn: st.NextTurn, nextStep: st.NextStep, used: map[string]struct{}{}}
-	for id := range st.ids {
+	for _, id := range st.UsedIDs() {
 		l.idx.used[id] = struct{}{}
 	}
 	if st.TurnOpen {
@@ -131,7 +132,7 @@ func (l *inboxLog) init(st *State) {
 
 // turnInput returns the ids of the input the open turn claimed: admitted
 // (its user messages still in memory) or waiting for admission.
-func turnInput(st *State) []string {
+func turnInput(st *event.State) []string {
 	var ids []string
 	for i := max(st.TurnFirstMessage, st.Stubbed); i < st.MessageCount(); i++ {
 		if m := st.Messages[i-st.Stubbed]; m.Role == "user" && m.ID != "" {
@@ -185,8 +186,8 @@ func (l *inboxLog) appendLocked(ctx context.Context, expectedHead uint64, events
 // enqueue appends an insert at the end of a list, with ids checked and
 // generated from the index.
 func (l *inboxLog) enqueue(ctx context.Context, list string, msgs []hostabi.InputMessage, sync bool) ([]string, error) {
-	if list != ListNextTurn && list != ListNextStep {
-		return nil, fmt.Errorf("%w: inbox list %q is neither %s nor %s", ErrRefused, list, ListNextTurn, ListNextStep)
+	if list != event.ListNextTurn && list != event.ListNextStep {
+		return nil, fmt.Errorf("%w: inbox list %q is neither %s nor %s", ErrRefused, list, event.ListNextTurn, event.ListNextStep)
 	}
 	if len(msgs) == 0 {
 		return nil, fmt.Errorf("%w: no messages to enqueue", ErrRefused)
@@ -209,8 +210,8 @@ func (l *inboxLog) enqueue(ctx context.Context, list string, msgs []hostabi.Inpu
 			seen[m.ID] = true
 			ins[i], ids[i] = m, m.ID
 		}
-		data, _ := encode(InboxSpliced{List: list, Start: len(*l.idx.list(list)), Inserted: ins})
-		evs := []store.Event{{Type: EvInboxSpliced, Time: l.clock(), Data: data}}
+		data, _ := encode(event.InboxSpliced{List: list, Start: len(*l.idx.list(list)), Inserted: ins})
+		evs := []store.Event{{Type: event.EvInboxSpliced, Time: l.clock(), Data: data}}
 		_, err := l.appendLocked(ctx, l.idx.head, evs)
 		if errors.Is(err, store.ErrConflict) && tries < 8 {
 			// Another writer (not through this session) appended: catch up.
@@ -237,7 +238,7 @@ func (l *inboxLog) enqueue(ctx context.Context, list string, msgs []hostabi.Inpu
 // known reports, with l.mu held, whether id names input sent to the
 // session (an id wagent made names a seq up to the head).
 func (l *inboxLog) known(id string) bool {
-	if n, generated := GeneratedID(id); generated {
+	if n, generated := event.GeneratedID(id); generated {
 		return n >= 1 && n <= l.idx.head
 	}
 	_, ok := l.idx.used[id]
@@ -247,15 +248,15 @@ func (l *inboxLog) known(id string) bool {
 // withdrawLocked removes queued input id from its list (a canceled
 // splice), with l.mu held, and reports whether it was queued. It unlocks
 // l.mu.
-func (l *inboxLog) withdrawLocked(ctx context.Context, id string, cause Cause, sync bool) (bool, error) {
+func (l *inboxLog) withdrawLocked(ctx context.Context, id string, cause event.Cause, sync bool) (bool, error) {
 	defer l.mu.Unlock()
 	for tries := 0; ; tries++ {
 		list, i := l.idx.find(id)
 		if i < 0 {
 			return false, nil
 		}
-		data, _ := encode(InboxSpliced{List: list, Start: i, Removed: 1, Outcome: OutcomeCanceled, Cause: &cause})
-		evs := []store.Event{{Type: EvInboxSpliced, Time: l.clock(), Data: data}}
+		data, _ := encode(event.InboxSpliced{List: list, Start: i, Removed: 1, Outcome: event.OutcomeCanceled, Cause: &cause})
+		evs := []store.Event{{Type: event.EvInboxSpliced, Time: l.clock(), Data: data}}
 		_, err := l.appendLocked(ctx, l.idx.head, evs)
 		if errors.Is(err, store.ErrConflict) && tries < 8 {
 			if err := l.catchUpLocked(ctx); err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -22,14 +23,6 @@ const (
 	DriverIdle        DriverPhase = "idle"
 	DriverRunning     DriverPhase = "running"
 	DriverMaintenance DriverPhase = "maintenance"
-)
-
-// Cause kinds for Cancel.
-const (
-	CauseUser     = "user"
-	CauseParent   = "parent"
-	CauseHook     = "hook"
-	CauseDisposed = "disposed"
 )
 
 // Notification kinds a session sends to its watchers.
@@ -79,15 +72,15 @@ type Session struct {
 	phase  DriverPhase
 	wake   bool // input arrived while running: the drain goes on
 	cancel context.CancelFunc
-	cause  *Cause
+	cause  *event.Cause
 	// discardTurn and discardStep are the inbox lengths when the recorded
 	// cancellation arrived: only that input is discarded.
 	discardTurn, discardStep int
 	closed                   bool
 	idle                     chan struct{} // closed while the driver is idle
 	lastErr                  error
-	waiting                  []WaitingCall // calls parked for a person, as of the last drain
-	summary                  Summary       // as of the last time the driver was idle
+	waiting                  []event.WaitingCall // calls parked for a person, as of the last drain
+	summary                  event.Summary       // as of the last time the driver was idle
 
 	// dropInput is the input a CancelInput withdraws with its turn: the
 	// abort does not put it back in the inbox.
@@ -142,8 +135,8 @@ func openSession(ctx context.Context, cfg Config, resolve Resolver) (*Session, e
 		m.reconfigure(rc)
 	}
 	s.m = m
-	s.waiting = WaitingCalls(m.st)
-	s.summary = Summarize(m.st)
+	s.waiting = event.WaitingCalls(m.st)
+	s.summary = event.Summarize(m.st)
 	return s, nil
 }
 
@@ -184,10 +177,10 @@ func (s *Session) notify(n Notification) {
 // inboxNotes turns appended inbox splices into notifications.
 func (s *Session) inboxNotes(evs []store.Event, before inboxIndex) {
 	for _, e := range evs {
-		if e.Type != EvInboxSpliced {
+		if e.Type != event.EvInboxSpliced {
 			continue
 		}
-		var d InboxSpliced
+		var d event.InboxSpliced
 		if jsonUnmarshal(e.Data, &d) != nil {
 			continue
 		}
@@ -200,7 +193,7 @@ func (s *Session) inboxNotes(evs []store.Event, before inboxIndex) {
 		}
 		if d.Removed > 0 {
 			kind := NoteDequeue
-			if d.Outcome == OutcomeCanceled {
+			if d.Outcome == event.OutcomeCanceled {
 				kind = NoteDiscard
 			}
 			s.notify(Notification{Kind: kind, List: d.List, IDs: before.ids(d.List, d.Start, d.Removed)})
@@ -228,7 +221,7 @@ func (s *Session) Phase() DriverPhase {
 
 // Send queues a prompt for its own turn and wakes the driver.
 func (s *Session) Send(ctx context.Context, text string) (string, error) {
-	return s.input(ctx, ListNextTurn, true, hostabi.InputMessage{Content: text})
+	return s.input(ctx, event.ListNextTurn, true, hostabi.InputMessage{Content: text})
 }
 
 // Followup is Send: a prompt for a later turn.
@@ -239,13 +232,13 @@ func (s *Session) Followup(ctx context.Context, text string) (string, error) {
 // Steer queues input for the next step of the running turn (or a new turn
 // if none runs) and wakes the driver.
 func (s *Session) Steer(ctx context.Context, text string) (string, error) {
-	return s.input(ctx, ListNextStep, true, hostabi.InputMessage{Content: text})
+	return s.input(ctx, event.ListNextStep, true, hostabi.InputMessage{Content: text})
 }
 
 // Inject queues input for the next step without waking the driver: it is
 // seen when something else makes the session run.
 func (s *Session) Inject(ctx context.Context, text string) (string, error) {
-	return s.input(ctx, ListNextStep, false, hostabi.InputMessage{Content: text})
+	return s.input(ctx, event.ListNextStep, false, hostabi.InputMessage{Content: text})
 }
 
 // Enqueue queues messages (ids optional) on a list, waking the driver if
@@ -345,9 +338,9 @@ func (s *Session) drain(ctx context.Context) {
 		due := s.m.SnapshotDue()
 		s.phase = DriverIdle
 		s.cancel()
-		s.waiting = WaitingCalls(s.m.st)
-		s.summary = Summarize(s.m.st)
-		if le := s.m.st.LastEnd; s.lastErr == nil && le != nil && le.Reason == ReasonError && s.m.st.Turn > turnsBefore && !s.m.st.TurnOpen {
+		s.waiting = event.WaitingCalls(s.m.st)
+		s.summary = event.Summarize(s.m.st)
+		if le := s.m.st.LastEnd; s.lastErr == nil && le != nil && le.Reason == event.ReasonError && s.m.st.Turn > turnsBefore && !s.m.st.TurnOpen {
 			s.lastErr = &TurnError{Turn: le.Turn, Message: le.Error}
 		}
 		wake := s.wake && !s.closed
@@ -408,9 +401,9 @@ func (s *Session) Err() error {
 // session it ends a turn parked for a person and (unless keepInbox)
 // discards the inbox. It reports whether this call's cause was the one
 // recorded.
-func (s *Session) Cancel(ctx context.Context, cause Cause, keepInbox bool) (bool, error) {
+func (s *Session) Cancel(ctx context.Context, cause event.Cause, keepInbox bool) (bool, error) {
 	s.mu.Lock()
-	if s.closed && cause.Kind != CauseDisposed {
+	if s.closed && cause.Kind != event.CauseDisposed {
 		s.mu.Unlock()
 		return false, ErrClosed
 	}
@@ -442,8 +435,8 @@ func (s *Session) Cancel(ctx context.Context, cause Cause, keepInbox bool) (bool
 		var err error
 		did, err = s.m.abortIfAny(ctx, cause, keepInbox)
 		s.mu.Lock()
-		s.waiting = WaitingCalls(s.m.st)
-		s.summary = Summarize(s.m.st)
+		s.waiting = event.WaitingCalls(s.m.st)
+		s.summary = event.Summarize(s.m.st)
 		s.mu.Unlock()
 		return err
 	})
@@ -463,7 +456,7 @@ func (s *Session) Cancel(ctx context.Context, cause Cause, keepInbox bool) (bool
 // comes between seeing which turn is open and cancelling it, so the turn
 // cancelled is the input's even when it was about to end and the next
 // one to start.
-func (s *Session) CancelInput(ctx context.Context, id string, cause Cause) (InputCanceled, error) {
+func (s *Session) CancelInput(ctx context.Context, id string, cause event.Cause) (InputCanceled, error) {
 	for {
 		s.mu.Lock()
 		if s.closed {
@@ -511,8 +504,8 @@ func (s *Session) CancelInput(ctx context.Context, id string, cause Cause) (Inpu
 			var err error
 			out, err = s.m.cancelInput(ctx, id, cause)
 			s.mu.Lock()
-			s.waiting = WaitingCalls(s.m.st)
-			s.summary = Summarize(s.m.st)
+			s.waiting = event.WaitingCalls(s.m.st)
+			s.summary = event.Summarize(s.m.st)
 			s.mu.Unlock()
 			return err
 		})
@@ -568,7 +561,7 @@ func (s *Session) Close(ctx context.Context) error {
 	if s.phase == DriverRunning && s.cause == nil {
 		// A parked or idle session is left as it is: closing a process is
 		// not cancelling its sessions' turns.
-		s.cause, s.discardTurn, s.discardStep, s.dropInput = &Cause{Kind: CauseDisposed}, 0, 0, ""
+		s.cause, s.discardTurn, s.discardStep, s.dropInput = &event.Cause{Kind: event.CauseDisposed}, 0, 0, ""
 		s.cancel()
 	}
 	s.mu.Unlock()
@@ -588,35 +581,9 @@ func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 var timeNow = time.Now
 
-// Summary is what a list of sessions shows of one.
-type Summary struct {
-	ID string `json:"id"`
-	// Status is "running", "waiting" (for a person's decision) or "idle".
-	Status       string        `json:"status"`
-	Waiting      []WaitingCall `json:"waiting,omitempty"`
-	Turns        int           `json:"turns"`
-	TurnOpen     bool          `json:"turn_open,omitempty"`
-	Queued       int           `json:"queued,omitempty"`
-	Title        string        `json:"title,omitempty"`
-	Usage        Usage         `json:"usage"`
-	LastActivity time.Time     `json:"last_activity"`
-	Head         uint64        `json:"head"`
-}
-
-// Summarize makes the summary of a folded state (status idle or waiting;
-// a driver knows whether it runs, see Session.Summary).
-func Summarize(st *State) Summary {
-	sum := Summary{ID: st.Session, Status: string(DriverIdle), Waiting: WaitingCalls(st), Turns: st.Turn, TurnOpen: st.TurnOpen,
-		Queued: len(st.NextTurn) + len(st.NextStep), Title: st.Title, Usage: st.Usage, LastActivity: st.LastActivity, Head: st.Head}
-	if len(sum.Waiting) > 0 {
-		sum.Status = "waiting"
-	}
-	return sum
-}
-
 // Summary returns the session's summary as of the last time its driver
 // was idle, with its status now (and, while it runs, the turn it runs).
-func (s *Session) Summary() Summary {
+func (s *Session) Summary() event.Summary {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sum := s.summary
@@ -631,48 +598,15 @@ func (s *Session) Summary() Summary {
 	return sum
 }
 
-// WaitingCall is a tool call parked for a person's decision.
-type WaitingCall struct {
-	// ID is the call's key (CallKey); ModelID the id the model gave it
-	// (not unique: models reuse ids). Digest is CallDigest of Name and
-	// Arguments: a surface that shows the call sends it back with the
-	// decision.
-	ID        string          `json:"id"`
-	ModelID   string          `json:"model_id,omitempty"`
-	Digest    string          `json:"digest"`
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-	// Owner is the op that offered the tool; Server and Annotations are
-	// what it said of the tool (the MCP server it comes from, its hints),
-	// so a prompt can name them. AskedBy is the guard that asks, and
-	// Reason why.
-	Owner       string                   `json:"owner,omitempty"`
-	Server      string                   `json:"server,omitempty"`
-	Annotations *hostabi.ToolAnnotations `json:"annotations,omitempty"`
-	AskedBy     string                   `json:"asked_by,omitempty"`
-	Reason      string                   `json:"reason,omitempty"`
-}
-
-// WaitingCalls lists the calls of st waiting for a person's decision.
-func WaitingCalls(st *State) []WaitingCall {
-	var out []WaitingCall
-	for _, id := range st.Waiting() {
-		c := st.Call(id)
-		out = append(out, WaitingCall{ID: c.ID, ModelID: c.ModelID, Digest: CallDigest(c.Name, c.Arguments), Name: c.Name, Arguments: c.Arguments, Owner: c.Owner, Server: c.Server, Annotations: c.Annotations,
-			AskedBy: c.AskedBy, Reason: c.AskReason})
-	}
-	return out
-}
-
 // Waiting returns the calls waiting for a person's decision as of the last
 // time the driver went idle (empty while it runs).
-func (s *Session) Waiting() []WaitingCall {
+func (s *Session) Waiting() []event.WaitingCall {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.phase == DriverRunning {
 		return nil
 	}
-	return append([]WaitingCall(nil), s.waiting...)
+	return append([]event.WaitingCall(nil), s.waiting...)
 }
 
 // Decide records decisions for waiting calls (see Machine.Decide) and, if
@@ -682,8 +616,8 @@ func (s *Session) Decide(ctx context.Context, ds ...Decision) error {
 	if err := s.exclusive(func() error {
 		err := s.m.Decide(ctx, ds...)
 		s.mu.Lock()
-		s.waiting = WaitingCalls(s.m.st)
-		s.summary = Summarize(s.m.st)
+		s.waiting = event.WaitingCalls(s.m.st)
+		s.summary = event.Summarize(s.m.st)
 		s.mu.Unlock()
 		return err
 	}); err != nil {
@@ -698,7 +632,7 @@ func (s *Session) Decide(ctx context.Context, ds ...Decision) error {
 // ChangePipeline records new settings while the session is idle (see
 // Machine.ChangePipeline); the session runs with them once reopened (see
 // Host.Reopen).
-func (s *Session) ChangePipeline(ctx context.Context, d PipelineChanged) error {
+func (s *Session) ChangePipeline(ctx context.Context, d event.PipelineChanged) error {
 	return s.exclusive(func() error { return s.m.ChangePipeline(ctx, d) })
 }
 
@@ -711,8 +645,8 @@ func (s *Session) Step(ctx context.Context) (Outcome, error) {
 		var err error
 		o, err = s.m.Advance(ctx)
 		s.mu.Lock()
-		s.waiting = WaitingCalls(s.m.st)
-		s.summary = Summarize(s.m.st)
+		s.waiting = event.WaitingCalls(s.m.st)
+		s.summary = event.Summarize(s.m.st)
 		s.mu.Unlock()
 		return err
 	})

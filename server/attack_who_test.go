@@ -2,11 +2,10 @@ package server_test
 
 import (
 	"context"
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/server"
 	"strings"
 	"testing"
-
-	"github.com/wagent/wagent/engine"
-	"github.com/wagent/wagent/server"
 )
 
 // Who decided is the person's or client's name, never an op's or the
@@ -60,7 +59,7 @@ func TestDecisionWhoIsAPersonsName(t *testing.T) {
 	}
 	evs, _ := untilIdle(t, f.client, "s", 1)
 	for _, e := range evs {
-		if e.Type == engine.EvApprovalDecision && !strings.Contains(string(e.Data), `"who":"Ada Lovelace (console)"`) {
+		if e.Type == event.EvApprovalDecision && !strings.Contains(string(e.Data), `"who":"Ada Lovelace (console)"`) {
 			t.Errorf("decision %s", e.Data)
 		}
 	}

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -52,17 +53,17 @@ type Options struct {
 	// model) from its settings (session/created's, with the latest
 	// pipeline/changed applied) and the secrets its creator handed over
 	// (kept in memory only).
-	Resolve func(ctx context.Context, id string, created *engine.SessionCreated, secrets map[string]string) (engine.Config, error)
+	Resolve func(ctx context.Context, id string, created *event.SessionCreated, secrets map[string]string) (engine.Config, error)
 	// Prepare checks a create request's settings (the pipeline loads, the
 	// provider is known) before anything is written, and returns what
 	// session/created records. Nil records the settings as given.
-	Prepare func(ctx context.Context, req *CreateRequest) (engine.SessionCreated, error)
+	Prepare func(ctx context.Context, req *CreateRequest) (event.SessionCreated, error)
 	// CheckSettings, if set, says whether settings a log records can be
 	// read by Resolve (engine.SettingsCheck): an import is refused, naming
 	// the seq, if it refuses those of session/created or of any later
 	// change, and nothing is written. Resolve should decode settings with
 	// the same function, so that every open reads what an import accepts.
-	CheckSettings engine.SettingsCheck
+	CheckSettings event.SettingsCheck
 	// Token is required of TCP clients ("Authorization: Bearer TOKEN").
 	Token string
 	// Version is reported by /v1/health; StoreName names the store there.
@@ -105,7 +106,7 @@ type Server struct {
 	mu      sync.Mutex
 	secrets map[string]map[string]string
 	// summaries caches the summary of sessions that are not open, by head.
-	summaries map[string]engine.Summary
+	summaries map[string]event.Summary
 	// decideMu serialises decisions per session, so that of two clients
 	// deciding one call, the second sees the first's decision.
 	decideMu map[string]*sync.Mutex
@@ -147,14 +148,14 @@ func New(o Options) (*Server, error) {
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 2 * time.Minute
 	}
-	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{}, pipes: map[string]*engine.Pipeline{},
+	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]event.Summary{}, decideMu: map[string]*sync.Mutex{}, pipes: map[string]*engine.Pipeline{},
 		writing: map[string]bool{}, creating: map[string]bool{}, subs: map[string]map[*follower]struct{}{}}
 	base := o.Base
 	base.Log = o.Log
 	if o.Wake != nil {
 		base.Passive = true
 	}
-	s.host = engine.NewHostWith(base, func(ctx context.Context, id string, settings *engine.SessionCreated) (engine.Config, error) {
+	s.host = engine.NewHostWith(base, func(ctx context.Context, id string, settings *event.SessionCreated) (engine.Config, error) {
 		s.mu.Lock()
 		sec := s.secrets[id]
 		s.mu.Unlock()
@@ -246,10 +247,10 @@ var table = []route{
 	{"GET /v1/sessions", func(s *Server) http.HandlerFunc { return s.list }},
 	{"POST /v1/sessions", func(s *Server) http.HandlerFunc { return s.create }},
 	{"GET /v1/sessions/{id}", func(s *Server) http.HandlerFunc { return s.get }},
-	{"POST /v1/sessions/{id}/send", func(s *Server) http.HandlerFunc { return s.input(engine.ListNextTurn, true) }},
-	{"POST /v1/sessions/{id}/followup", func(s *Server) http.HandlerFunc { return s.input(engine.ListNextTurn, true) }},
-	{"POST /v1/sessions/{id}/steer", func(s *Server) http.HandlerFunc { return s.input(engine.ListNextStep, true) }},
-	{"POST /v1/sessions/{id}/inject", func(s *Server) http.HandlerFunc { return s.input(engine.ListNextStep, false) }},
+	{"POST /v1/sessions/{id}/send", func(s *Server) http.HandlerFunc { return s.input(event.ListNextTurn, true) }},
+	{"POST /v1/sessions/{id}/followup", func(s *Server) http.HandlerFunc { return s.input(event.ListNextTurn, true) }},
+	{"POST /v1/sessions/{id}/steer", func(s *Server) http.HandlerFunc { return s.input(event.ListNextStep, true) }},
+	{"POST /v1/sessions/{id}/inject", func(s *Server) http.HandlerFunc { return s.input(event.ListNextStep, false) }},
 	{"POST /v1/sessions/{id}/cancel", func(s *Server) http.HandlerFunc { return s.cancel }},
 	{"POST /v1/sessions/{id}/resume", func(s *Server) http.HandlerFunc { return s.resume }},
 	{"POST /v1/sessions/{id}/step", func(s *Server) http.HandlerFunc { return s.step }},
@@ -416,13 +417,13 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 
 // summary returns a session's summary: live if the owner has it open,
 // otherwise folded from the store (cached by head).
-func (s *Server) summary(ctx context.Context, id string) (engine.Summary, error) {
+func (s *Server) summary(ctx context.Context, id string) (event.Summary, error) {
 	if sess, ok := s.host.Get(id); ok && !s.remote() {
 		return sess.Summary(), nil
 	}
 	head, err := s.o.Log.Head(ctx, id)
 	if err != nil {
-		return engine.Summary{}, err
+		return event.Summary{}, err
 	}
 	s.mu.Lock()
 	sum, ok := s.summaries[id]
@@ -432,13 +433,13 @@ func (s *Server) summary(ctx context.Context, id string) (engine.Summary, error)
 	}
 	evs, err := s.o.Log.Read(ctx, id, 1, 0)
 	if err != nil {
-		return engine.Summary{}, err
+		return event.Summary{}, err
 	}
-	st, err := engine.Fold(id, evs)
+	st, err := event.Fold(id, evs)
 	if err != nil {
-		return engine.Summary{ID: id, Status: "broken: " + err.Error(), Head: head}, nil
+		return event.Summary{ID: id, Status: "broken: " + err.Error(), Head: head}, nil
 	}
-	sum = engine.Summarize(st)
+	sum = event.Summarize(st)
 	if s.remote() {
 		sum.Status = logStatus(st)
 	}
@@ -454,7 +455,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	out := Sessions{Sessions: []engine.Summary{}}
+	out := Sessions{Sessions: []event.Summary{}}
 	for _, id := range ids {
 		sum, err := s.summary(r.Context(), id)
 		if errors.Is(err, store.ErrNotFound) {
@@ -495,7 +496,7 @@ func (s *Server) commands(id string) []Command {
 		}
 	}
 	if !owned["compact"] {
-		out = append(out, Command{Name: "compact", Op: engine.HostOp})
+		out = append(out, Command{Name: "compact", Op: event.HostOp})
 	}
 	return out
 }

@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/store"
 	"sync"
 	"time"
-
-	"github.com/wagent/wagent/engine"
-	"github.com/wagent/wagent/store"
 )
 
 // ErrSuperseded: another writer took the session over; this incarnation
@@ -74,10 +73,10 @@ func (f *fencedLog) saw(evs []store.Event) {
 	defer f.mu.Unlock()
 	for _, e := range evs {
 		f.seen = max(f.seen, e.Seq)
-		if e.Type != engine.EvSessionWriter {
+		if e.Type != event.EvSessionWriter {
 			continue
 		}
-		var w engine.SessionWriter
+		var w event.SessionWriter
 		if json.Unmarshal(e.Data, &w) != nil {
 			continue
 		}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/server"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,9 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/wagent/wagent/engine"
-	"github.com/wagent/wagent/server"
 )
 
 // BenchmarkSteerLatency measures `wagent steer S TEXT` as a user types it
@@ -100,7 +99,7 @@ func BenchmarkSteerLatency(b *testing.B) {
 		}
 		spliced := make(chan string, 1024)
 		go cl.Stream(ctx, "S", evs.Head+1, func(ev server.StreamEvent) error {
-			if ev.Event != nil && ev.Event.Type == engine.EvInboxSpliced {
+			if ev.Event != nil && ev.Event.Type == event.EvInboxSpliced {
 				spliced <- string(ev.Event.Data)
 			}
 			return nil

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/internal/fakeopenai"
+	"github.com/wagent/wagent/server"
 	"io"
 	"net"
 	"net/http"
@@ -13,10 +16,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/wagent/wagent/engine"
-	"github.com/wagent/wagent/internal/fakeopenai"
-	"github.com/wagent/wagent/server"
 )
 
 // One owner, many clients, through the real binary: while `wagent run`
@@ -109,7 +108,7 @@ func TestKilledOwnerLosesNoAcknowledgedInput(t *testing.T) {
 	}
 	evs := logEvents(t, env, "k")
 	logged := map[string]bool{}
-	for _, d := range dataOf[engine.InboxSpliced](t, evs, engine.EvInboxSpliced) {
+	for _, d := range dataOf[event.InboxSpliced](t, evs, event.EvInboxSpliced) {
 		for _, m := range d.Inserted {
 			logged[m.Content] = true
 		}
@@ -123,7 +122,7 @@ func TestKilledOwnerLosesNoAcknowledgedInput(t *testing.T) {
 		t.Errorf("only %d of 10 sends were acknowledged", len(acked))
 	}
 	decided := 0
-	for _, d := range dataOf[engine.ApprovalDecision](t, evs, engine.EvApprovalDecision) {
+	for _, d := range dataOf[event.ApprovalDecision](t, evs, event.EvApprovalDecision) {
 		if d.Who == "cli" {
 			decided++
 		}

@@ -4,13 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/wagent/wagent/engine/provider/anthropic"
+	"github.com/wagent/wagent/engine/provider/openai"
+	"github.com/wagent/wagent/event"
 	"path/filepath"
 	"reflect"
 	"strings"
-
-	"github.com/wagent/wagent/engine"
-	"github.com/wagent/wagent/engine/provider/anthropic"
-	"github.com/wagent/wagent/engine/provider/openai"
 )
 
 // readSettings decodes settings a session records (session/created's, or
@@ -81,7 +80,7 @@ func (s settings) provider() string {
 
 // checkSettings is the owner's engine.SettingsCheck (server.Options): the
 // settings read as every open reads them.
-func checkSettings(set *engine.SessionCreated) error {
+func checkSettings(set *event.SessionCreated) error {
 	_, err := readSettings(set.Settings)
 	return err
 }

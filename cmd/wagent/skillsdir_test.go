@@ -2,13 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/wagent/wagent/event"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
-
-	"github.com/wagent/wagent/engine"
 )
 
 // The default skills folder follows the data directory; WAGENT_SKILLS
@@ -50,10 +49,10 @@ func TestDefaultPipelineOffersTheDataDirectorysSkills(t *testing.T) {
 		t.Fatalf("run: %d %s", r.code, r.stderr)
 	}
 	for _, e := range events(t, home, "sk") {
-		if e.Type != engine.EvRequestHeader {
+		if e.Type != event.EvRequestHeader {
 			continue
 		}
-		var h engine.RequestHeader
+		var h event.RequestHeader
 		json.Unmarshal(e.Data, &h)
 		for _, p := range h.PromptParts {
 			if p.Op == "skills" && strings.Contains(p.Text, "changelog") {
