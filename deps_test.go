@@ -24,7 +24,8 @@ func TestDependencyRules(t *testing.T) {
 		{pkg: mod + "/hostabi", stdlib: true},
 		// The schema and the fold sit below the machine (DESIGN.md §12).
 		{pkg: mod + "/event", only: []string{mod + "/store", mod + "/hostabi"}},
-		{pkg: mod + "/engine", forbid: []string{"github.com/tetratelabs/wazero", "github.com/dgraph-io/badger", "net/http", "github.com/urfave/cli", mod + "/wasmhost", mod + "/store/badger", mod + "/pipeline", "github.com/modelcontextprotocol", mod + "/tools/"}},
+		{pkg: mod + "/engine", forbid: []string{"github.com/tetratelabs/wazero", "github.com/dgraph-io/badger", "net/http", "github.com/urfave/cli", mod + "/wasmhost", mod + "/store/badger", mod + "/pipeline", "github.com/modelcontextprotocol", mod + "/tools/", mod + "/engine/session"}},
+		{pkg: mod + "/engine/session", forbid: []string{"github.com/tetratelabs/wazero", "github.com/dgraph-io/badger", "net/http", "github.com/urfave/cli", mod + "/wasmhost", mod + "/store/", mod + "/pipeline", "github.com/modelcontextprotocol", mod + "/tools/", mod + "/server", mod + "/worker"}},
 		{pkg: mod + "/tools/mcp", forbid: []string{mod + "/store/", mod + "/wasmhost", mod + "/pipeline", "github.com/urfave/cli", "github.com/tetratelabs/wazero"}},
 		{pkg: mod + "/store", forbid: []string{mod + "/store/", mod + "/engine", "github.com/dgraph-io/badger", "github.com/nats-io"}},
 		{pkg: mod + "/store/storetest", forbid: []string{mod + "/store/", mod + "/engine"}},

@@ -11,6 +11,7 @@ import (
 	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/provider/script"
+	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/store/badger"
@@ -64,10 +65,10 @@ replies:
 	}
 
 	// 4. A host runs sessions; watch what they do.
-	host := engine.NewHost(engine.Config{Log: log, Pipeline: loaded.Pipeline, Provider: model})
+	host := session.NewHost(engine.Config{Log: log, Pipeline: loaded.Pipeline, Provider: model})
 	defer host.Close(ctx)
-	host.Watch(func(n engine.Notification) {
-		if n.Kind == engine.NoteLive && n.Live.Kind == "event" {
+	host.Watch(func(n session.Notification) {
+		if n.Kind == session.NoteLive && n.Live.Kind == "event" {
 			switch n.Live.Event.Type {
 			case event.EvApprovalRequest, event.EvToolCall, event.EvToolResult, event.EvTurnEnd:
 				fmt.Println("event:", n.Live.Event.Type)

@@ -27,6 +27,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/pipeline"
@@ -218,9 +219,9 @@ func thousand(b *testing.B, p *engine.Pipeline) (int64, time.Duration) {
 	}
 	log.appends.Store(0)
 	start := time.Now()
-	sessions := make([]*engine.Session, n)
+	sessions := make([]*session.Session, n)
 	for j := range sessions {
-		s, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: fmt.Sprintf("s%04d", j), Pipeline: p, Provider: zeroLatency, Durability: engine.SyncNever})
+		s, err := session.OpenSession(ctx, engine.Config{Log: log, Session: fmt.Sprintf("s%04d", j), Pipeline: p, Provider: zeroLatency, Durability: engine.SyncNever})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -288,7 +289,7 @@ func BenchmarkWasmPipelineIdleMemory(b *testing.B) {
 		}
 		// A turn in one session warms the pools, as a long-lived process
 		// has them.
-		s0, err := engine.OpenSession(ctx, engine.Config{Log: l, Session: "s00000", Pipeline: wp, Provider: zeroLatency, Durability: engine.SyncNever})
+		s0, err := session.OpenSession(ctx, engine.Config{Log: l, Session: "s00000", Pipeline: wp, Provider: zeroLatency, Durability: engine.SyncNever})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -302,9 +303,9 @@ func BenchmarkWasmPipelineIdleMemory(b *testing.B) {
 		base := resident()
 		b.ReportMetric(float64(base)/(1<<20), "base-MiB")
 		b.StartTimer()
-		sessions := make([]*engine.Session, n)
+		sessions := make([]*session.Session, n)
 		for j := range sessions {
-			s, err := engine.OpenSession(ctx, engine.Config{Log: l, Session: fmt.Sprintf("s%05d", j), Pipeline: wp, Provider: zeroLatency, Durability: engine.SyncNever})
+			s, err := session.OpenSession(ctx, engine.Config{Log: l, Session: fmt.Sprintf("s%05d", j), Pipeline: wp, Provider: zeroLatency, Durability: engine.SyncNever})
 			if err != nil {
 				b.Fatal(err)
 			}

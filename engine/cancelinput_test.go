@@ -11,6 +11,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
@@ -22,7 +23,7 @@ import (
 // cancels the turn that claimed it while that turn is open, and otherwise
 // does nothing.
 
-func send(t *testing.T, s *engine.Session, list, id, text string) {
+func send(t *testing.T, s *session.Session, list, id, text string) {
 	t.Helper()
 	if _, err := s.Enqueue(context.Background(), list, true, hostabi.InputMessage{ID: id, Content: text}); err != nil {
 		t.Fatal(err)
@@ -100,8 +101,8 @@ func TestCancelInputCancelsOnlyTheTurnItsInputOpened(t *testing.T) {
 	ctx := context.Background()
 	streaming := make(chan struct{})
 	var once sync.Once
-	h.sess.Watch(func(n engine.Notification) {
-		if n.Kind == engine.NoteLive && n.Live.Kind == "delta" {
+	h.sess.Watch(func(n session.Notification) {
+		if n.Kind == session.NoteLive && n.Live.Kind == "delta" {
 			once.Do(func() { close(streaming) })
 		}
 	})

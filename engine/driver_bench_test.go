@@ -11,6 +11,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/badger"
@@ -71,9 +72,9 @@ func BenchmarkThousandSessions(b *testing.B) {
 		log.appends.Store(0)
 		b.StartTimer()
 		start := time.Now()
-		sessions := make([]*engine.Session, n)
+		sessions := make([]*session.Session, n)
 		for j := range sessions {
-			s, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: fmt.Sprintf("s%04d", j), Pipeline: pl, Provider: zeroLatency, Durability: engine.SyncNever})
+			s, err := session.OpenSession(ctx, engine.Config{Log: log, Session: fmt.Sprintf("s%04d", j), Pipeline: pl, Provider: zeroLatency, Durability: engine.SyncNever})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -3,12 +3,13 @@ package engine_test
 import (
 	"encoding/json"
 	"errors"
-	et "github.com/wagent/wagent/engine/enginetest"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/store"
 	"strings"
 	"testing"
 	"time"
+
+	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/store"
 )
 
 // ev makes an event; turn and step events are placed where their data

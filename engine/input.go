@@ -43,7 +43,7 @@ func CheckInputID(id string) error {
 // synced unless the machine's durability is SyncNever: input that was
 // acknowledged is never lost.
 func (m *Machine) Enqueue(ctx context.Context, list string, msgs ...hostabi.InputMessage) ([]string, error) {
-	ids, err := m.lg.enqueue(ctx, list, msgs, m.cfg.Durability != SyncNever)
+	ids, err := m.lg.Enqueue(ctx, list, msgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -271,30 +271,21 @@ func (m *Machine) ChangePipeline(ctx context.Context, d event.PipelineChanged) e
 // inbox is discarded (with canceled splices) and claimed input is dropped;
 // with it, claimed input goes back to the front of its list.
 func (m *Machine) Abort(ctx context.Context, cause event.Cause, keepInbox bool) error {
-	_, err := m.abortIfAny(ctx, cause, keepInbox)
-	return err
-}
-
-// abortIfAny is Abort reporting whether there was anything to end or
-// discard (as of the log's head): with nothing, nothing is appended.
-func (m *Machine) abortIfAny(ctx context.Context, cause event.Cause, keepInbox bool) (bool, error) {
 	discard := -1
 	if keepInbox {
 		discard = 0
 	}
-	return m.abortN(ctx, cause, discard, discard, "")
-}
-
-// abort is Abort discarding the first n items of each list (-1: all), so
-// that input sent after a cancellation is not discarded with it. Claimed
-// input whose id is drop is not put back: it is what the cancellation
-// withdraws (Session.CancelInput).
-func (m *Machine) abort(ctx context.Context, cause event.Cause, nTurn, nStep int, drop string) error {
-	_, err := m.abortN(ctx, cause, nTurn, nStep, drop)
+	_, err := m.AbortN(ctx, cause, discard, discard, "")
 	return err
 }
 
-func (m *Machine) abortN(ctx context.Context, cause event.Cause, nTurn, nStep int, drop string) (bool, error) {
+// AbortN is Abort discarding the first nTurn and nStep items of the two
+// lists (-1: all; 0 and 0 keeps the inbox), so that input sent after a
+// cancellation is not discarded with it. Claimed input whose id is drop
+// is not put back: it is what the cancellation withdraws (a driver's
+// CancelInput). It reports whether there was anything to end or discard
+// (as of the log's head): with nothing, nothing is appended.
+func (m *Machine) AbortN(ctx context.Context, cause event.Cause, nTurn, nStep int, drop string) (bool, error) {
 	keepInbox := nTurn == 0 && nStep == 0
 	did := false
 	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
@@ -323,7 +314,8 @@ func (m *Machine) abortN(ctx context.Context, cause event.Cause, nTurn, nStep in
 	return did && err == nil, err
 }
 
-// InputCanceled says what a cancellation of one input did (CancelInput).
+// InputCanceled says what a cancellation of one input did (CancelInput,
+// and a driver's).
 type InputCanceled struct {
 	// Withdrawn: the input was still queued; it is removed from its list
 	// (a canceled splice) and no turn will claim it.
@@ -335,11 +327,12 @@ type InputCanceled struct {
 	Recorded bool
 }
 
-// cancelInput cancels what input id started, on a machine no drain runs:
-// it withdraws the input while it is queued, or aborts the open turn that
-// claimed it (keeping the rest of the inbox, and all claimed input but
-// this one), or does nothing when neither holds.
-func (m *Machine) cancelInput(ctx context.Context, id string, cause event.Cause) (InputCanceled, error) {
+// CancelInput cancels what input id started, on a machine nothing else
+// drives meanwhile (no drain runs): it withdraws the input while it is
+// queued, or aborts the open turn that claimed it (keeping the rest of the
+// inbox, and all claimed input but this one), or does nothing when neither
+// holds.
+func (m *Machine) CancelInput(ctx context.Context, id string, cause event.Cause) (InputCanceled, error) {
 	var out InputCanceled
 	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
 		s := m.st

@@ -142,7 +142,7 @@ func (o Outcome) String() string {
 // use; one goroutine drives it (the driver serialises callers).
 type Machine struct {
 	cfg Config
-	lg  *inboxLog
+	lg  *Inbox
 	st  *event.State
 	// partial is text a cancelled stream had shown, kept for Abort.
 	partial *event.AssistantMessage
@@ -209,9 +209,9 @@ func Open(ctx context.Context, cfg Config) (*Machine, error) {
 		who.PID = os.Getpid()
 	}
 	who.ID = cfg.Writer
-	lg, ok := cfg.Log.(*inboxLog)
+	lg, ok := cfg.Log.(*Inbox)
 	if !ok {
-		lg = newInboxLog(cfg.Log, cfg.Session, cfg.Clock)
+		lg = newInbox(cfg.Log, cfg.Session, cfg.Clock, cfg.Durability != SyncNever)
 		cfg.Log = lg
 	}
 	m := &Machine{cfg: cfg, lg: lg, st: event.NewState(cfg.Session), who: who}
@@ -262,6 +262,22 @@ func (m *Machine) reconfigure(rc Config) {
 // State returns a copy of the folded state, safe to keep and read while
 // the machine goes on.
 func (m *Machine) State() *event.State { return m.st.Clone() }
+
+// Inbox returns the inbox the machine's appends go through: input sent
+// through it while the machine runs is folded at its next transition.
+func (m *Machine) Inbox() *Inbox { return m.lg }
+
+// Summary is event.Summarize of the machine's state (without copying it).
+func (m *Machine) Summary() event.Summary { return event.Summarize(m.st) }
+
+// LastEnd returns how the latest closed turn ended (nil before the first).
+func (m *Machine) LastEnd() *event.TurnEnd {
+	if m.st.LastEnd == nil {
+		return nil
+	}
+	te := *m.st.LastEnd
+	return &te
+}
 
 // Writer returns this incarnation's id.
 func (m *Machine) Writer() string { return m.cfg.Writer }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 )
@@ -22,14 +23,14 @@ func TestRecorderFollowsOtherWriters(t *testing.T) {
 	if err := engine.Create(ctx, log, "s", event.SessionCreated{}, et.Epoch); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: "s", Passive: true, Durability: engine.SyncNever})
+	rec, err := session.OpenSession(ctx, engine.Config{Log: log, Session: "s", Passive: true, Durability: engine.SyncNever})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rec.Close(ctx)
 	drive := func() {
 		t.Helper()
-		d, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: "s", Provider: &et.Scripted{Answer: et.Echo}, Durability: engine.SyncNever})
+		d, err := session.OpenSession(ctx, engine.Config{Log: log, Session: "s", Provider: &et.Scripted{Answer: et.Echo}, Durability: engine.SyncNever})
 		if err != nil {
 			t.Fatal(err)
 		}

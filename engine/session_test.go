@@ -15,6 +15,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
@@ -23,7 +24,7 @@ import (
 type harness struct {
 	t      *testing.T
 	log    store.Log
-	sess   *engine.Session
+	sess   *session.Session
 	mu     sync.Mutex
 	status []string
 }
@@ -39,18 +40,18 @@ func newHarness(t *testing.T, p provider.Provider, ops ...engine.Operation) *har
 	return h
 }
 
-func (h *harness) open(p provider.Provider, ops ...engine.Operation) *engine.Session {
+func (h *harness) open(p provider.Provider, ops ...engine.Operation) *session.Session {
 	h.t.Helper()
 	pl, err := engine.NewPipeline(ops...)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	s, err := engine.OpenSession(context.Background(), engine.Config{Log: h.log, Session: "s", Pipeline: pl, Provider: p, Durability: engine.SyncNever, Clock: func() time.Time { return et.Epoch }})
+	s, err := session.OpenSession(context.Background(), engine.Config{Log: h.log, Session: "s", Pipeline: pl, Provider: p, Durability: engine.SyncNever, Clock: func() time.Time { return et.Epoch }})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	s.Watch(func(n engine.Notification) {
-		if n.Kind == engine.NoteStatus {
+	s.Watch(func(n session.Notification) {
+		if n.Kind == session.NoteStatus {
 			h.mu.Lock()
 			h.status = append(h.status, n.Status)
 			h.mu.Unlock()
@@ -229,8 +230,8 @@ func TestCancelDuringModelStreamKeepsShownText(t *testing.T) {
 	var started sync.WaitGroup
 	started.Add(1)
 	var once sync.Once
-	h.sess.Watch(func(n engine.Notification) {
-		if n.Kind == engine.NoteLive && n.Live.Kind == "delta" {
+	h.sess.Watch(func(n session.Notification) {
+		if n.Kind == session.NoteLive && n.Live.Kind == "delta" {
 			once.Do(started.Done)
 		}
 	})
@@ -369,15 +370,15 @@ func TestCancelDuringRetryWait(t *testing.T) {
 	log := store.NewMemory()
 	ctx := context.Background()
 	engine.Create(ctx, log, "s", event.SessionCreated{}, et.Epoch)
-	sess, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: "s", Pipeline: pl, Provider: &et.Scripted{Answer: answer}, Durability: engine.SyncNever})
+	sess, err := session.OpenSession(ctx, engine.Config{Log: log, Session: "s", Pipeline: pl, Provider: &et.Scripted{Answer: answer}, Durability: engine.SyncNever})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, log: log, sess: sess}
 	waiting := make(chan struct{})
 	var once sync.Once
-	sess.Watch(func(n engine.Notification) {
-		if n.Kind == engine.NoteLive && n.Live.Kind == "event" && n.Live.Event.Type == event.EvRetryScheduled {
+	sess.Watch(func(n session.Notification) {
+		if n.Kind == session.NoteLive && n.Live.Kind == "event" && n.Live.Event.Type == event.EvRetryScheduled {
 			once.Do(func() { close(waiting) })
 		}
 	})
@@ -440,8 +441,8 @@ func TestFirstCauseWins(t *testing.T) {
 	ctx := context.Background()
 	streaming := make(chan struct{})
 	var once sync.Once
-	h.sess.Watch(func(n engine.Notification) {
-		if n.Kind == engine.NoteLive && n.Live.Kind == "delta" {
+	h.sess.Watch(func(n session.Notification) {
+		if n.Kind == session.NoteLive && n.Live.Kind == "delta" {
 			once.Do(func() { close(streaming) })
 		}
 	})
@@ -467,8 +468,8 @@ func TestLateCauseNotRecorded(t *testing.T) {
 	ctx := context.Background()
 	streaming := make(chan struct{})
 	var once sync.Once
-	h.sess.Watch(func(n engine.Notification) {
-		if n.Kind == engine.NoteLive && n.Live.Kind == "delta" {
+	h.sess.Watch(func(n session.Notification) {
+		if n.Kind == session.NoteLive && n.Live.Kind == "delta" {
 			once.Do(func() { close(streaming) })
 		}
 	})
@@ -497,7 +498,7 @@ func TestMaintenanceOnlyFromIdle(t *testing.T) {
 	h.sess.Send(ctx, "one")
 	<-g.entered
 	err := h.sess.RunMaintenance(ctx, func(ctx context.Context, l store.Log) error { return nil })
-	if !errors.Is(err, engine.ErrBusy) {
+	if !errors.Is(err, session.ErrBusy) {
 		t.Fatalf("maintenance while running: %v", err)
 	}
 	close(g.release)
@@ -505,14 +506,14 @@ func TestMaintenanceOnlyFromIdle(t *testing.T) {
 	ran := false
 	err = h.sess.RunMaintenance(ctx, func(ctx context.Context, l store.Log) error {
 		ran = true
-		if h.sess.Status() != "idle" || h.sess.Phase() != engine.DriverMaintenance {
+		if h.sess.Status() != "idle" || h.sess.Phase() != session.DriverMaintenance {
 			t.Errorf("during maintenance: status %s phase %s", h.sess.Status(), h.sess.Phase())
 		}
 		// Input during maintenance waits for it to end.
 		if _, err := h.sess.Send(ctx, "two"); err != nil {
 			t.Error(err)
 		}
-		if h.sess.Phase() != engine.DriverMaintenance {
+		if h.sess.Phase() != session.DriverMaintenance {
 			t.Errorf("a send started a drain during maintenance")
 		}
 		return nil
@@ -537,11 +538,11 @@ func TestSessionsShareOpsAndStore(t *testing.T) {
 		}
 		return et.Reply{Text: "total " + last.Content}
 	}}
-	var sessions []*engine.Session
+	var sessions []*session.Session
 	for i := 0; i < 20; i++ {
 		id := fmt.Sprintf("s%d", i)
 		engine.Create(ctx, log, id, event.SessionCreated{}, et.Epoch)
-		s, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: id, Pipeline: pl, Provider: p, Durability: engine.SyncNever})
+		s, err := session.OpenSession(ctx, engine.Config{Log: log, Session: id, Pipeline: pl, Provider: p, Durability: engine.SyncNever})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -580,11 +581,11 @@ func TestHammer(t *testing.T) {
 		return et.Reply{Text: "ok"}
 	}}
 	const nSessions, nWorkers, nOps = 4, 6, 60
-	var sessions []*engine.Session
+	var sessions []*session.Session
 	for i := 0; i < nSessions; i++ {
 		id := fmt.Sprintf("h%d", i)
 		engine.Create(ctx, log, id, event.SessionCreated{}, et.Epoch)
-		s, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: id, Pipeline: pl, Provider: p, Durability: engine.SyncNever})
+		s, err := session.OpenSession(ctx, engine.Config{Log: log, Session: id, Pipeline: pl, Provider: p, Durability: engine.SyncNever})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -611,7 +612,7 @@ func TestHammer(t *testing.T) {
 				case 5:
 					s.Wake()
 				}
-				if err != nil && !errors.Is(err, engine.ErrBusy) {
+				if err != nil && !errors.Is(err, session.ErrBusy) {
 					t.Errorf("worker %d: %v", w, err)
 				}
 			}
@@ -694,7 +695,7 @@ func TestInboxRebuiltFromLog(t *testing.T) {
 		ctx := context.Background()
 		engine.Create(ctx, log, "p", event.SessionCreated{}, et.Epoch)
 		pl, _ := engine.NewPipeline(et.Calculator())
-		s, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: "p", Pipeline: pl, Provider: &et.Scripted{Answer: et.Echo}, Durability: engine.SyncNever})
+		s, err := session.OpenSession(ctx, engine.Config{Log: log, Session: "p", Pipeline: pl, Provider: &et.Scripted{Answer: et.Echo}, Durability: engine.SyncNever})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -729,11 +730,11 @@ func TestInboxRebuiltFromLog(t *testing.T) {
 func TestHostNotifiesCreatedAndDisposed(t *testing.T) {
 	ctx := context.Background()
 	pl, _ := engine.NewPipeline(et.Calculator())
-	h := engine.NewHost(engine.Config{Log: store.NewMemory(), Pipeline: pl, Provider: &et.Scripted{Answer: et.Echo}, Durability: engine.SyncNever})
+	h := session.NewHost(engine.Config{Log: store.NewMemory(), Pipeline: pl, Provider: &et.Scripted{Answer: et.Echo}, Durability: engine.SyncNever})
 	var mu sync.Mutex
 	var kinds []string
-	h.Watch(func(n engine.Notification) {
-		if n.Kind == engine.NoteLive {
+	h.Watch(func(n session.Notification) {
+		if n.Kind == session.NoteLive {
 			return
 		}
 		mu.Lock()

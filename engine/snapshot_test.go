@@ -14,6 +14,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
@@ -183,7 +184,7 @@ func TestSnapshotAfterDrainAndStubsReadBack(t *testing.T) {
 	if err := engine.Create(context.Background(), log, "s", event.SessionCreated{}, et.Epoch); err != nil {
 		t.Fatal(err)
 	}
-	sess, err := engine.OpenSession(context.Background(), engine.Config{Log: log, Session: "s", Pipeline: pl, Provider: p, SnapshotEvery: 20, Durability: engine.SyncNever})
+	sess, err := session.OpenSession(context.Background(), engine.Config{Log: log, Session: "s", Pipeline: pl, Provider: p, SnapshotEvery: 20, Durability: engine.SyncNever})
 	if err != nil {
 		t.Fatal(err)
 	}

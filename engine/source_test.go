@@ -10,6 +10,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
@@ -164,7 +165,7 @@ func TestGuardsSeeTheToolsServerAndAnnotations(t *testing.T) {
 		Provider: &et.Replay{Replies: []et.Reply{{Calls: []hostabi.ToolCall{et.Call("c1", "fs__rm", `{}`)}}}},
 		Ops:      func() []engine.Operation { return []engine.Operation{et.Approver(nil, nil), source(nil, tools, nil)} }}
 	env2.Create(t)
-	sess, err := engine.OpenSession(context.Background(), engine.Config{Log: env2.Log, Session: "s", Pipeline: mustPipeline(t, env2.Ops()...), Provider: env2.Provider, Durability: engine.SyncNever})
+	sess, err := session.OpenSession(context.Background(), engine.Config{Log: env2.Log, Session: "s", Pipeline: mustPipeline(t, env2.Ops()...), Provider: env2.Provider, Durability: engine.SyncNever})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,13 +14,14 @@ package render
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/hostabi"
-	"github.com/wagent/wagent/store"
 	"io"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/store"
 )
 
 // Options say how Log writes.

@@ -4,14 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/hostabi"
-	"github.com/wagent/wagent/render"
-	"github.com/wagent/wagent/store"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/render"
+	"github.com/wagent/wagent/store"
 )
 
 // session is a short session as the engine logs it: a question, a tool

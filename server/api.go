@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 )

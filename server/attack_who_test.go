@@ -2,10 +2,11 @@ package server_test
 
 import (
 	"context"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/server"
 	"strings"
 	"testing"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/server"
 )
 
 // Who decided is the person's or client's name, never an op's or the

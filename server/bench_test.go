@@ -18,6 +18,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/server"
@@ -119,9 +120,9 @@ func BenchmarkThousandSessionsAPI(b *testing.B) {
 
 		// In process.
 		log = benchBadger(b)
-		host := engine.NewHost(engine.Config{Log: log, Pipeline: pl, Provider: zeroLatency, Durability: engine.SyncNever})
+		host := session.NewHost(engine.Config{Log: log, Pipeline: pl, Provider: zeroLatency, Durability: engine.SyncNever})
 		start = time.Now()
-		sessions := make([]*engine.Session, n)
+		sessions := make([]*session.Session, n)
 		for i := range sessions {
 			s, err := host.Create(ctx, fmt.Sprintf("s%04d", i), event.SessionCreated{})
 			if err != nil {

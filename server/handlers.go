@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
@@ -462,7 +463,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusConflict, CodeAlreadyDecided, decided)
 			return
 		}
-		if errors.Is(err, engine.ErrBusy) {
+		if errors.Is(err, session.ErrBusy) {
 			// Only a parked session waits for decisions: another client's
 			// answer let the turn go on.
 			writeError(w, http.StatusConflict, CodeNotWaiting, fmt.Sprintf("call %s is not waiting for a decision: session %s is running", strings.Join(ids, ", "), sess.ID()))

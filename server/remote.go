@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 )
@@ -52,9 +52,9 @@ func logStatus(st *event.State) string {
 	case len(st.Waiting()) > 0:
 		return "waiting"
 	case st.TurnOpen || len(st.NextTurn) > 0:
-		return string(engine.DriverRunning)
+		return string(session.DriverRunning)
 	}
-	return string(engine.DriverIdle)
+	return string(session.DriverIdle)
 }
 
 // logFollower folds a streamed session's log as the stream writes it, to

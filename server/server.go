@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
@@ -100,7 +101,7 @@ type Options struct {
 // Server serves one store's sessions. It is an http.Handler.
 type Server struct {
 	o    Options
-	host *engine.Host
+	host *session.Host
 	mux  *http.ServeMux
 
 	mu      sync.Mutex
@@ -155,7 +156,7 @@ func New(o Options) (*Server, error) {
 	if o.Wake != nil {
 		base.Passive = true
 	}
-	s.host = engine.NewHostWith(base, func(ctx context.Context, id string, settings *event.SessionCreated) (engine.Config, error) {
+	s.host = session.NewHostWith(base, func(ctx context.Context, id string, settings *event.SessionCreated) (engine.Config, error) {
 		s.mu.Lock()
 		sec := s.secrets[id]
 		s.mu.Unlock()
@@ -180,7 +181,7 @@ func (s *Server) SetToken(token string) {
 }
 
 // Host returns the engine host that drives the sessions.
-func (s *Server) Host() *engine.Host { return s.host }
+func (s *Server) Host() *session.Host { return s.host }
 
 // Close disposes of every open session (a running turn ends "disposed").
 func (s *Server) Close(ctx context.Context) error { return s.host.Close(ctx) }
@@ -362,9 +363,9 @@ func fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, strings.TrimPrefix(err.Error(), "engine: refused: "))
 	case errors.Is(err, store.ErrExists):
 		writeError(w, http.StatusConflict, CodeExists, err.Error())
-	case errors.Is(err, engine.ErrBusy):
+	case errors.Is(err, session.ErrBusy):
 		writeError(w, http.StatusConflict, CodeBusy, err.Error())
-	case errors.Is(err, engine.ErrClosed), errors.Is(err, store.ErrClosed):
+	case errors.Is(err, session.ErrClosed), errors.Is(err, store.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "the owner is shutting down: "+err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, CodeInternal, err.Error())
@@ -372,7 +373,7 @@ func fail(w http.ResponseWriter, err error) {
 }
 
 // session opens the path's session, writing the error if it cannot.
-func (s *Server) session(w http.ResponseWriter, r *http.Request) (*engine.Session, bool) {
+func (s *Server) session(w http.ResponseWriter, r *http.Request) (*session.Session, bool) {
 	id := r.PathValue("id")
 	if err := store.ValidSessionID(id); err != nil {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
@@ -381,7 +382,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) (*engine.Sessio
 	s.mu.Lock()
 	writing := s.writing[id]
 	s.mu.Unlock()
-	var sess *engine.Session
+	var sess *session.Session
 	err := store.ErrNotFound
 	if !writing {
 		sess, err = s.host.Open(r.Context(), id)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
+
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
 	"github.com/wagent/wagent/event"

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/store"
 	"sync"
 	"time"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/store"
 )
 
 // ErrSuperseded: another writer took the session over; this incarnation

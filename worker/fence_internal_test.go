@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/store"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/store"
 )
 
 func writerEvent(id string) store.Event {

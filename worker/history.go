@@ -3,10 +3,11 @@ package worker
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/store"
 	"strconv"
 	"strings"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/store"
 )
 
 // WriterID is the writer id a worker named name records in session/writer

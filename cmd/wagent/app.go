@@ -15,10 +15,11 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/badger"
-	"golang.org/x/term"
 )
 
 // Exit codes (DESIGN.md §11).

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ergochat/readline"
+
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/fakeopenai"
 )

@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/server"
 	"io"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/server"
 )
 
 // gatedOutput is a terminal whose write of a line containing hold waits

@@ -3,10 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/internal/npmtest"
-	"github.com/wagent/wagent/internal/procbox"
-	"github.com/wagent/wagent/wasmhost"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +11,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/internal/npmtest"
+	"github.com/wagent/wagent/internal/procbox"
+	"github.com/wagent/wagent/wasmhost"
 )
 
 // The process box through the real binary (issue 27): what a granted

@@ -1,16 +1,17 @@
 package main
 
 import (
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/hostabi"
-	"github.com/wagent/wagent/internal/procbox"
-	"github.com/wagent/wagent/wasmhost"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/internal/procbox"
+	"github.com/wagent/wagent/wasmhost"
 )
 
 // A coding session through the real binary, as a user runs one (issue 15):

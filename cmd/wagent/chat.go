@@ -18,6 +18,7 @@ import (
 
 	"github.com/ergochat/readline"
 	"github.com/urfave/cli/v2"
+
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"

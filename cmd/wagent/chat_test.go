@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/fakeopenai"
 )

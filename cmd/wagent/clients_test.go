@@ -3,13 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/store"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/store"
 )
 
 // Clients are not owners (issue 28, defect 7): two `wagent run --session

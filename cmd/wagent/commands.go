@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/pipeline"
@@ -219,7 +220,7 @@ Example:
 				return apiFail(err)
 			}
 			switch {
-			case before.TurnOpen || before.Status == string(engine.DriverRunning):
+			case before.TurnOpen || before.Status == string(session.DriverRunning):
 				tprintf(env.stdout, "turn %d aborted\n", before.Turns)
 			default:
 				tprintln(env.stdout, "no turn was open")
@@ -388,7 +389,7 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 					if c.Bool("json") {
 						status += ": " + strings.Join(ids, " ")
 					}
-				case s.Status == string(engine.DriverRunning):
+				case s.Status == string(session.DriverRunning):
 					status = "running"
 				case s.TurnOpen:
 					status = fmt.Sprintf("turn %d open (it stopped: wagent resume goes on with it)", s.Turns)

@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/internal/fakeopenai"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/internal/fakeopenai"
 )
 
 // Issue 28, "a decision lands on the call the person saw, and every screen

@@ -5,10 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/hostabi"
-	"github.com/wagent/wagent/internal/fakeopenai"
-	"github.com/wagent/wagent/store"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +13,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/internal/fakeopenai"
+	"github.com/wagent/wagent/store"
 )
 
 // End-to-end tests of the real binary: built once with `go build`, run as a

@@ -3,13 +3,14 @@
 package main
 
 import (
-	"github.com/wagent/wagent/event"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wagent/wagent/event"
 )
 
 // Issue 27, item 4, through the real binary: a FIFO in the project (the

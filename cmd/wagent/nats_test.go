@@ -5,11 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/internal/natstest"
-	"github.com/wagent/wagent/server"
-	"github.com/wagent/wagent/store"
-	"github.com/wagent/wagent/worker"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +15,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/internal/natstest"
+	"github.com/wagent/wagent/server"
+	"github.com/wagent/wagent/store"
+	"github.com/wagent/wagent/worker"
 )
 
 // TestStoreURLs: --store takes a directory, badger:DIR or a NATS URL, and

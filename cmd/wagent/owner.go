@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/server"
@@ -228,7 +229,7 @@ func (o *owner) shutdown() {
 		for {
 			var running []string
 			for _, id := range o.srv.Host().Sessions() {
-				if s, ok := o.srv.Host().Get(id); ok && s.Status() == string(engine.DriverRunning) {
+				if s, ok := o.srv.Host().Get(id); ok && s.Status() == string(session.DriverRunning) {
 					running = append(running, id)
 				}
 			}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/server"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/server"
 )
 
 // BenchmarkSteerLatency measures `wagent steer S TEXT` as a user types it

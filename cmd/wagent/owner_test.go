@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/internal/fakeopenai"
-	"github.com/wagent/wagent/server"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +13,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/internal/fakeopenai"
+	"github.com/wagent/wagent/server"
 )
 
 // One owner, many clients, through the real binary: while `wagent run`

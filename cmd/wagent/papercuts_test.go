@@ -2,13 +2,14 @@ package main
 
 import (
 	"encoding/json"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/internal/fakeopenai"
-	"github.com/wagent/wagent/store"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/internal/fakeopenai"
+	"github.com/wagent/wagent/store"
 )
 
 // What a newcomer ran into on day one (issue 17), one test each.

@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/render"
-	"github.com/wagent/wagent/server"
 	"io"
 	"regexp"
 	"sync"
 	"sync/atomic"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/render"
+	"github.com/wagent/wagent/server"
 )
 
 // decisionFeed follows a session while a terminal asks about its waiting

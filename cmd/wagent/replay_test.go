@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/wagent/wagent/engine/replay"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/fakeopenai"

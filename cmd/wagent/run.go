@@ -22,6 +22,7 @@ import (
 	"github.com/wagent/wagent/engine/provider/anthropic"
 	"github.com/wagent/wagent/engine/provider/openai"
 	"github.com/wagent/wagent/engine/provider/script"
+	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/render"
@@ -609,7 +610,7 @@ func (f *follower) follow(ctx context.Context, from uint64, start func() error) 
 			out.finish()
 			return own.outcome(id)
 		}
-		if status == string(engine.DriverIdle) && own != nil {
+		if status == string(session.DriverIdle) && own != nil {
 			// Idle with the input not answered: a cancellation's drive
 			// ended before the next took it, or the drive failed. Wake the
 			// session once for each time it stops.
@@ -769,7 +770,7 @@ func streamOwn(ctx context.Context, cl *server.Client, id string, from uint64, o
 				return server.ErrStop
 			}
 		case "status":
-			if ev.Status == string(engine.DriverRunning) {
+			if ev.Status == string(session.DriverRunning) {
 				status = ""
 			} else {
 				status, head = ev.Status, ev.Head

@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/wagent/wagent/engine/provider/anthropic"
-	"github.com/wagent/wagent/engine/provider/openai"
-	"github.com/wagent/wagent/event"
 	"path/filepath"
 	"reflect"
 	"strings"
+
+	"github.com/wagent/wagent/engine/provider/anthropic"
+	"github.com/wagent/wagent/engine/provider/openai"
+	"github.com/wagent/wagent/event"
 )
 
 // readSettings decodes settings a session records (session/created's, or

@@ -2,12 +2,13 @@ package main
 
 import (
 	"encoding/json"
-	"github.com/wagent/wagent/event"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/wagent/wagent/event"
 )
 
 // The default skills folder follows the data directory; WAGENT_SKILLS

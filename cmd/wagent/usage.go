@@ -3,14 +3,15 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/render"
-	"github.com/wagent/wagent/store"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/render"
+	"github.com/wagent/wagent/store"
 )
 
 // Token usage and its cost: per step and per turn at the end of a turn

@@ -3,10 +3,11 @@ package replay
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
+
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
-	"strings"
 )
 
 // What the recorded log holds, read once before the replay: each event's

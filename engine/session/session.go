@@ -1,14 +1,12 @@
-package engine
+package session
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
-	"time"
 
+	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
@@ -50,14 +48,14 @@ type Notification struct {
 	// Error describes a failure (kind error).
 	Error string `json:"error,omitempty"`
 	// Live is a machine event (kind live): log events, deltas, op logs.
-	Live *Live `json:"live,omitempty"`
+	Live *engine.Live `json:"live,omitempty"`
 }
 
 // ErrBusy: maintenance was asked for while the session was not idle.
-var ErrBusy = errors.New("engine: session is busy")
+var ErrBusy = errors.New("session: busy")
 
 // ErrClosed: the session was closed (disposed).
-var ErrClosed = errors.New("engine: session closed")
+var ErrClosed = errors.New("session: closed")
 
 // Session drives one session's machine: input arrives through its verbs
 // while the agent works, queued prompts drain in one running period,
@@ -65,8 +63,11 @@ var ErrClosed = errors.New("engine: session closed")
 // are safe for concurrent use.
 type Session struct {
 	id string
-	m  *Machine
-	lg *inboxLog
+	m  *engine.Machine
+	lg *engine.Inbox
+	// passive and warn are the config's Passive and Warn.
+	passive bool
+	warn    func(msg string)
 
 	mu     sync.Mutex
 	phase  DriverPhase
@@ -96,48 +97,45 @@ type Session struct {
 }
 
 // OpenSession opens a session's machine and returns its driver, idle. The
-// config's Log is wrapped so that input from the verbs and the machine's own
-// appends are serialised; its Observer, if any, still receives live events.
+// machine's appends and input from the verbs go through its engine.Inbox,
+// which serialises them; the config's Observer, if any, still receives
+// live events.
 // A turn a process that died left open goes on at the next drain (see
-// Machine.Advance); nothing is repaired here.
-func OpenSession(ctx context.Context, cfg Config) (*Session, error) {
+// engine.Machine.Advance); nothing is repaired here.
+func OpenSession(ctx context.Context, cfg engine.Config) (*Session, error) {
 	return openSession(ctx, cfg, nil)
 }
 
 // openSession is OpenSession; with resolve, the session's pipeline,
-// provider and model come from its settings once the log is folded.
-func openSession(ctx context.Context, cfg Config, resolve Resolver) (*Session, error) {
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	lg := newInboxLog(cfg.Log, cfg.Session, cfg.Clock)
-	s := &Session{id: cfg.Session, lg: lg, phase: DriverIdle, idle: make(chan struct{}), watchers: map[int]func(Notification){}}
-	lg.onAppend = s.inboxNotes
+// provider and model come from its settings once the log is folded
+// (engine.OpenWith).
+func openSession(ctx context.Context, cfg engine.Config, resolve engine.Resolver) (*Session, error) {
+	s := &Session{id: cfg.Session, passive: cfg.Passive, warn: cfg.Warn, phase: DriverIdle, idle: make(chan struct{}), watchers: map[int]func(Notification){}}
 	close(s.idle)
 	observer := cfg.Observer
-	cfg.Log = lg
-	cfg.Observer = func(l Live) {
+	cfg.Observer = func(l engine.Live) {
 		if observer != nil {
 			observer(l)
 		}
 		s.notify(Notification{Kind: NoteLive, Live: &l})
 	}
-	m, err := Open(ctx, cfg)
+	m, err := engine.OpenWith(ctx, cfg, resolve)
 	if err != nil {
 		return nil, err
 	}
-	if resolve != nil {
-		set := m.st.Settings
-		rc, err := resolve(ctx, cfg.Session, &set)
-		if err != nil {
-			return nil, err
-		}
-		m.reconfigure(rc)
-	}
-	s.m = m
-	s.waiting = event.WaitingCalls(m.st)
-	s.summary = event.Summarize(m.st)
+	s.m, s.lg = m, m.Inbox()
+	s.lg.OnSplice(s.inboxNote)
+	s.observe()
 	return s, nil
+}
+
+// observe takes what the session shows while idle from the machine, which
+// it must have to itself (a drain ending, or in exclusive).
+func (s *Session) observe() {
+	sum := s.m.Summary()
+	s.mu.Lock()
+	s.waiting, s.summary = sum.Waiting, sum
+	s.mu.Unlock()
 }
 
 // ID returns the session id.
@@ -174,31 +172,21 @@ func (s *Session) notify(n Notification) {
 	}
 }
 
-// inboxNotes turns appended inbox splices into notifications.
-func (s *Session) inboxNotes(evs []store.Event, before inboxIndex) {
-	for _, e := range evs {
-		if e.Type != event.EvInboxSpliced {
-			continue
+// inboxNote turns an appended inbox splice into notifications.
+func (s *Session) inboxNote(d *event.InboxSpliced, removed []string) {
+	if len(d.Inserted) > 0 {
+		ids := make([]string, len(d.Inserted))
+		for i, m := range d.Inserted {
+			ids[i] = m.ID
 		}
-		var d event.InboxSpliced
-		if jsonUnmarshal(e.Data, &d) != nil {
-			continue
+		s.notify(Notification{Kind: NoteEnqueue, List: d.List, IDs: ids})
+	}
+	if d.Removed > 0 {
+		kind := NoteDequeue
+		if d.Outcome == event.OutcomeCanceled {
+			kind = NoteDiscard
 		}
-		if len(d.Inserted) > 0 {
-			ids := make([]string, len(d.Inserted))
-			for i, m := range d.Inserted {
-				ids[i] = m.ID
-			}
-			s.notify(Notification{Kind: NoteEnqueue, List: d.List, IDs: ids})
-		}
-		if d.Removed > 0 {
-			kind := NoteDequeue
-			if d.Outcome == event.OutcomeCanceled {
-				kind = NoteDiscard
-			}
-			s.notify(Notification{Kind: kind, List: d.List, IDs: before.ids(d.List, d.Start, d.Removed)})
-		}
-		before.apply(&d)
+		s.notify(Notification{Kind: kind, List: d.List, IDs: removed})
 	}
 }
 
@@ -247,7 +235,7 @@ func (s *Session) Enqueue(ctx context.Context, list string, wake bool, msgs ...h
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	ids, err := s.lg.enqueue(ctx, list, msgs, s.m.cfg.Durability != SyncNever)
+	ids, err := s.lg.Enqueue(ctx, list, msgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +263,7 @@ func (s *Session) isClosed() bool {
 // latches, so the running drain picks the new input up before it stops;
 // during maintenance the drain starts when maintenance ends.
 func (s *Session) Wake() {
-	if s.m.cfg.Passive {
+	if s.passive {
 		return
 	}
 	s.statusMu.Lock()
@@ -309,7 +297,7 @@ func (s *Session) drain(ctx context.Context) {
 	s.mu.Lock()
 	s.lastErr = nil
 	s.mu.Unlock()
-	turnsBefore := s.m.st.Turn
+	turnsBefore := s.m.Summary().Turns
 	for {
 		_, err := s.m.Run(ctx)
 		s.mu.Lock()
@@ -318,7 +306,7 @@ func (s *Session) drain(ctx context.Context) {
 		if cause != nil {
 			// Cancelled: record the abort (with a fresh context: the
 			// cancellation is what we record).
-			if aerr := s.m.abort(context.Background(), *cause, nTurn, nStep, drop); aerr != nil {
+			if _, aerr := s.m.AbortN(context.Background(), *cause, nTurn, nStep, drop); aerr != nil {
 				s.fail(aerr)
 			}
 			err = nil
@@ -336,11 +324,11 @@ func (s *Session) drain(ctx context.Context) {
 		}
 		// Decided while this drain still owns the machine.
 		due := s.m.SnapshotDue()
+		sum, le := s.m.Summary(), s.m.LastEnd()
 		s.phase = DriverIdle
 		s.cancel()
-		s.waiting = event.WaitingCalls(s.m.st)
-		s.summary = event.Summarize(s.m.st)
-		if le := s.m.st.LastEnd; s.lastErr == nil && le != nil && le.Reason == event.ReasonError && s.m.st.Turn > turnsBefore && !s.m.st.TurnOpen {
+		s.waiting, s.summary = sum.Waiting, sum
+		if s.lastErr == nil && le != nil && le.Reason == event.ReasonError && sum.Turns > turnsBefore && !sum.TurnOpen {
 			s.lastErr = &TurnError{Turn: le.Turn, Message: le.Error}
 		}
 		wake := s.wake && !s.closed
@@ -356,7 +344,9 @@ func (s *Session) drain(ctx context.Context) {
 			// that arrives meanwhile starts a drain when it ends.
 			s.exclusive(func() error {
 				if err := s.m.Snapshot(context.Background()); err != nil {
-					s.m.warn("session %s: snapshot: %v", s.id, err)
+					if s.warn != nil {
+						s.warn(fmt.Sprintf("session %s: snapshot: %v", s.id, err))
+					}
 				}
 				return nil
 			})
@@ -416,7 +406,7 @@ func (s *Session) Cancel(ctx context.Context, cause event.Cause, keepInbox bool)
 		c := cause
 		s.cause, s.discardTurn, s.discardStep, s.dropInput = &c, 0, 0, ""
 		if !keepInbox {
-			nt, ns := s.lg.snapshot()
+			nt, ns := s.lg.Lists()
 			s.discardTurn, s.discardStep = len(nt), len(ns)
 		}
 		s.cancel()
@@ -433,11 +423,12 @@ func (s *Session) Cancel(ctx context.Context, cause event.Cause, keepInbox bool)
 	did := false
 	err := s.exclusive(func() error {
 		var err error
-		did, err = s.m.abortIfAny(ctx, cause, keepInbox)
-		s.mu.Lock()
-		s.waiting = event.WaitingCalls(s.m.st)
-		s.summary = event.Summarize(s.m.st)
-		s.mu.Unlock()
+		discard := -1
+		if keepInbox {
+			discard = 0
+		}
+		did, err = s.m.AbortN(ctx, cause, discard, discard, "")
+		s.observe()
 		return err
 	})
 	return did && err == nil, err
@@ -456,57 +447,56 @@ func (s *Session) Cancel(ctx context.Context, cause event.Cause, keepInbox bool)
 // comes between seeing which turn is open and cancelling it, so the turn
 // cancelled is the input's even when it was about to end and the next
 // one to start.
-func (s *Session) CancelInput(ctx context.Context, id string, cause event.Cause) (InputCanceled, error) {
+func (s *Session) CancelInput(ctx context.Context, id string, cause event.Cause) (engine.InputCanceled, error) {
 	for {
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
-			return InputCanceled{}, ErrClosed
+			return engine.InputCanceled{}, ErrClosed
 		}
 		if s.phase == DriverRunning {
-			// Lock order: s.mu, then the log's (as Cancel's snapshot).
-			s.lg.mu.Lock()
-			if !s.lg.known(id) {
-				s.lg.mu.Unlock()
-				s.mu.Unlock()
-				return InputCanceled{}, fmt.Errorf("%w: no input %q was sent to session %s", ErrRefused, id, s.id)
-			}
-			if _, i := s.lg.idx.find(id); i >= 0 {
-				s.mu.Unlock()
-				ok, err := s.lg.withdrawLocked(ctx, id, cause, s.m.cfg.Durability != SyncNever)
-				return InputCanceled{Withdrawn: ok}, err
-			}
-			out := InputCanceled{}
-			if s.lg.idx.turn != 0 && slices.Contains(s.lg.idx.claimed, id) {
-				out.Turn = s.lg.idx.turn
+			// Lock order: s.mu, then the inbox's (as Cancel's Lists).
+			var place engine.InputPlace
+			out := engine.InputCanceled{}
+			s.lg.Locate(id, func(p engine.InputPlace) {
+				place = p
+				if !p.Known || p.Queued || p.Turn == 0 {
+					return
+				}
+				out.Turn = p.Turn
 				if s.cause == nil {
 					c := cause
 					s.cause, s.discardTurn, s.discardStep, s.dropInput = &c, 0, 0, id
 					s.cancel()
 					out.Recorded = true
 				}
-			}
-			s.lg.mu.Unlock()
+			})
 			s.mu.Unlock()
+			if !place.Known {
+				return engine.InputCanceled{}, fmt.Errorf("%w: no input %q was sent to session %s", engine.ErrRefused, id, s.id)
+			}
+			if place.Queued {
+				ok, err := s.lg.Withdraw(ctx, id, cause)
+				if err != nil || ok {
+					return engine.InputCanceled{Withdrawn: ok}, err
+				}
+				continue // a turn claimed it meanwhile: look again
+			}
 			return out, nil
 		}
 		s.mu.Unlock()
-		s.lg.mu.Lock()
-		known := s.lg.known(id)
-		s.lg.mu.Unlock()
+		known := false
+		s.lg.Locate(id, func(p engine.InputPlace) { known = p.Known })
 		if !known {
-			return InputCanceled{}, fmt.Errorf("%w: no input %q was sent to session %s", ErrRefused, id, s.id)
+			return engine.InputCanceled{}, fmt.Errorf("%w: no input %q was sent to session %s", engine.ErrRefused, id, s.id)
 		}
 		// Idle (a turn may be parked for a person): with the machine to
 		// ourselves (after a chore that has it now).
-		var out InputCanceled
+		var out engine.InputCanceled
 		err := s.exclusive(func() error {
 			var err error
-			out, err = s.m.cancelInput(ctx, id, cause)
-			s.mu.Lock()
-			s.waiting = event.WaitingCalls(s.m.st)
-			s.summary = event.Summarize(s.m.st)
-			s.mu.Unlock()
+			out, err = s.m.CancelInput(ctx, id, cause)
+			s.observe()
 			return err
 		})
 		if errors.Is(err, ErrBusy) {
@@ -574,12 +564,8 @@ func (s *Session) Close(ctx context.Context) error {
 
 // Inbox returns copies of the two inbox lists as the log has them now.
 func (s *Session) Inbox() (nextTurn, nextStep []hostabi.InputMessage) {
-	return s.lg.snapshot()
+	return s.lg.Lists()
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
-
-var timeNow = time.Now
 
 // Summary returns the session's summary as of the last time its driver
 // was idle, with its status now (and, while it runs, the turn it runs).
@@ -609,16 +595,13 @@ func (s *Session) Waiting() []event.WaitingCall {
 	return append([]event.WaitingCall(nil), s.waiting...)
 }
 
-// Decide records decisions for waiting calls (see Machine.Decide) and, if
+// Decide records decisions for waiting calls (see engine.Machine.Decide) and, if
 // none is left waiting, wakes the driver so the turn goes on. It refuses
 // with ErrBusy unless the session is idle.
-func (s *Session) Decide(ctx context.Context, ds ...Decision) error {
+func (s *Session) Decide(ctx context.Context, ds ...engine.Decision) error {
 	if err := s.exclusive(func() error {
 		err := s.m.Decide(ctx, ds...)
-		s.mu.Lock()
-		s.waiting = event.WaitingCalls(s.m.st)
-		s.summary = event.Summarize(s.m.st)
-		s.mu.Unlock()
+		s.observe()
 		return err
 	}); err != nil {
 		return err
@@ -630,7 +613,7 @@ func (s *Session) Decide(ctx context.Context, ds ...Decision) error {
 }
 
 // ChangePipeline records new settings while the session is idle (see
-// Machine.ChangePipeline); the session runs with them once reopened (see
+// engine.Machine.ChangePipeline); the session runs with them once reopened (see
 // Host.Reopen).
 func (s *Session) ChangePipeline(ctx context.Context, d event.PipelineChanged) error {
 	return s.exclusive(func() error { return s.m.ChangePipeline(ctx, d) })
@@ -639,15 +622,12 @@ func (s *Session) ChangePipeline(ctx context.Context, d event.PipelineChanged) e
 // Step makes one transition while the session is idle (its public status
 // stays idle) and reports what it left the session in; wagent step is
 // this. It refuses with ErrBusy unless the session is idle.
-func (s *Session) Step(ctx context.Context) (Outcome, error) {
-	var o Outcome
+func (s *Session) Step(ctx context.Context) (engine.Outcome, error) {
+	var o engine.Outcome
 	err := s.exclusive(func() error {
 		var err error
 		o, err = s.m.Advance(ctx)
-		s.mu.Lock()
-		s.waiting = event.WaitingCalls(s.m.st)
-		s.summary = event.Summarize(s.m.st)
-		s.mu.Unlock()
+		s.observe()
 		return err
 	})
 	return o, err
