@@ -63,7 +63,7 @@ type Options struct {
 
 // Agent runs sessions with the options' store, pipeline and provider. Its
 // Host methods (Create, Open, Watch, Sessions, Dispose) are those of
-// engine.Host. It is safe for concurrent use.
+// session.Host. It is safe for concurrent use.
 type Agent struct {
 	*session.Host
 	log store.Log

@@ -21,7 +21,7 @@ import (
 // the host chooses what to summarise (a call and its result never apart;
 // the open turn kept unless it alone overflows, then its oldest completed
 // steps), makes one extra model request for the summary, whose
-// request/header (RequestHeader.Compaction) is appended before it is
+// request/header (event.RequestHeader.Compaction) is appended before it is
 // sent, and appends context/compacted with the answer and its usage.
 // Nothing is deleted: requests from then on send the latest summary and
 // the messages after its range, and the log keeps every message.
@@ -169,7 +169,7 @@ func (m *Machine) cut() int {
 	return 0
 }
 
-// cutCache holds the cut points (CutPoints) of the live messages, found
+// cutCache holds the cut points (event.CutPoints) of the live messages, found
 // as messages are added: before each request the compaction check asks
 // for the latest one, and scanning the whole conversation for it every
 // time would make a request's cost grow with the session's length.

@@ -92,10 +92,10 @@
 // does (hostabi.ToolSpec.Server and Annotations). The step's header
 // freezes both: a read-only or idempotent hint makes the call idempotent
 // for crash handling (run again instead of TOOL_OUTCOME_UNKNOWN), and
-// guards see the server and hints on each pending call, as does a
-// WaitingCall, so rules and prompts can use them. The source's calls take
-// the same path as any owner's: guards decide, tool/call is durable, then
-// the owner runs it.
+// guards see the server and hints on each pending call, as does an
+// event.WaitingCall, so rules and prompts can use them. The source's
+// calls take the same path as any owner's: guards decide, tool/call is
+// durable, then the owner runs it.
 //
 // A started call runs with a context that the turn's cancellation does
 // not end, so its result is always recorded; TurnDone tells the owner the

@@ -14,7 +14,7 @@ import (
 // log the engine would refuse to open.
 
 // Fork makes session id a copy of origin's log up to and including seq,
-// which must be a turn boundary (ForkPoint), followed by session/forked
+// which must be a turn boundary (event.ForkPoint), followed by session/forked
 // naming the origin and seq. The new session goes on independently of
 // the origin; its settings are the origin's at seq. It fails with
 // store.ErrExists if id exists.
@@ -42,8 +42,8 @@ func Fork(ctx context.Context, log store.Log, origin string, seq uint64, id stri
 
 // Import makes session id hold events, a whole log from seq 1 (from
 // another store: wagent import). The log is folded first and refused,
-// naming the seq, if it breaks an invariant (ErrCorruptLog), or if check
-// (when not nil) refuses the settings it records (*SettingsError); nothing
+// naming the seq, if it breaks an invariant (event.ErrCorruptLog), or if check
+// (when not nil) refuses the settings it records (*event.SettingsError); nothing
 // is written then. It fails with store.ErrExists if id exists.
 func Import(ctx context.Context, log store.Log, id string, events []store.Event, check event.SettingsCheck) error {
 	if err := store.ValidSessionID(id); err != nil {

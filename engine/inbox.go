@@ -171,7 +171,7 @@ func (l *Inbox) Append(ctx context.Context, session string, expectedHead uint64,
 func (l *Inbox) appendLocked(ctx context.Context, expectedHead uint64, events []store.Event) (uint64, error) {
 	// Checked under the lock: a cancellation that saw the index (which
 	// turn is open) knows that nothing the cancelled context would append
-	// comes after it (Session.CancelInput).
+	// comes after it (session.Session.CancelInput).
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}

@@ -37,7 +37,7 @@ func CheckInputID(id string) error {
 	return nil
 }
 
-// Enqueue appends input to an inbox list (ListNextTurn or ListNextStep),
+// Enqueue appends input to an inbox list (event.ListNextTurn or event.ListNextStep),
 // through the same inbox path as a Session's verbs. Messages without an id
 // get one derived from the event's seq. It returns the ids. The append is
 // synced unless the machine's durability is SyncNever: input that was
@@ -64,9 +64,9 @@ var ErrDecided = errors.New("engine: already decided")
 // Decision is a person's (or another program's) answer to an approval
 // request.
 type Decision struct {
-	// CallID is the call's key (CallKey), never the model's id.
+	// CallID is the call's key (event.CallKey), never the model's id.
 	CallID string
-	// Digest, when set, is CallDigest of the tool and arguments the
+	// Digest, when set, is event.CallDigest of the tool and arguments the
 	// person was shown: the decision is recorded only if the call still
 	// has them.
 	Digest string

@@ -48,7 +48,7 @@ type Config struct {
 	// PromptParts are the host's own prompt parts (a system prompt the
 	// person set), put before the ops' in each step's request header,
 	// where their Source records where each came from. Op is set to
-	// HostOp.
+	// event.HostOp.
 	PromptParts []event.Contribution
 
 	Durability Durability

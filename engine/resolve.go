@@ -16,7 +16,7 @@ type Resolver func(ctx context.Context, id string, settings *event.SessionCreate
 // OpenWith is Open for a machine whose pipeline, provider and model come
 // from the session's own settings: it folds the log, hands resolve the
 // settings (session/created's, with the latest pipeline/changed applied)
-// and runs with what it returns, as a Host built with NewHostWith does.
+// and runs with what it returns, as a session.Host built with session.NewHostWith does.
 // A worker that drives any session it is woken for opens each this way,
 // with a writer id of its own per session (Config.Writer).
 func OpenWith(ctx context.Context, cfg Config, resolve Resolver) (*Machine, error) {

@@ -379,7 +379,7 @@ type turnDoneKey struct{}
 
 // TurnDone returns, for the context an owner is given to run a started
 // call, a channel closed when the turn that started the call is cancelled
-// (Ctrl-C, Session.Cancel), and the cancellation's cause. The context
+// (Ctrl-C, session.Session.Cancel), and the cancellation's cause. The context
 // itself is not cancelled with the turn: a started call's result is
 // always recorded (exactly once), so the owner decides how to stop. An
 // owner that can stop a call cleanly (an MCP server told

@@ -130,7 +130,7 @@ type CancelRequest struct {
 	// is recorded with the cause.
 	By string `json:"by,omitempty"`
 	// Message, if set, cancels only what the input of that id started
-	// (engine.Session.CancelInput): it is withdrawn while queued, or the
+	// (session.Session.CancelInput): it is withdrawn while queued, or the
 	// turn that claimed it is cancelled while open; nothing else, and the
 	// rest of the inbox is kept (KeepInbox is not used). A client cancels
 	// its own turn this way, never one another client's input opened.

@@ -73,7 +73,7 @@ func benchBadger(b *testing.B) *countingLog {
 // BenchmarkThousandSessionsAPI runs 1,000 concurrent sessions, each a
 // tool turn, once driven through the HTTP API (create with the prompt,
 // follow the stream until idle) and once by the in-process driver
-// (engine.Host), on badger without fsync, in one run, and reports
+// (session.Host), on badger without fsync, in one run, and reports
 // transitions per second and the ratio (goal ≥ 0.5).
 func BenchmarkThousandSessionsAPI(b *testing.B) {
 	const n = 1000

@@ -60,7 +60,7 @@ type Options struct {
 	// session/created records. Nil records the settings as given.
 	Prepare func(ctx context.Context, req *CreateRequest) (event.SessionCreated, error)
 	// CheckSettings, if set, says whether settings a log records can be
-	// read by Resolve (engine.SettingsCheck): an import is refused, naming
+	// read by Resolve (event.SettingsCheck): an import is refused, naming
 	// the seq, if it refuses those of session/created or of any later
 	// change, and nothing is written. Resolve should decode settings with
 	// the same function, so that every open reads what an import accepts.

@@ -79,7 +79,7 @@ func (s settings) provider() string {
 	return "openai"
 }
 
-// checkSettings is the owner's engine.SettingsCheck (server.Options): the
+// checkSettings is the owner's event.SettingsCheck (server.Options): the
 // settings read as every open reads them.
 func checkSettings(set *event.SessionCreated) error {
 	_, err := readSettings(set.Settings)

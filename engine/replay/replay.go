@@ -74,7 +74,7 @@ type Options struct {
 	Pipeline func(settings event.SessionCreated) (*engine.Pipeline, error)
 	// From, if above 1, replays from that seq: the events before it are
 	// taken as recorded. The event before it must be a turn boundary
-	// (engine.ForkPoint).
+	// (event.ForkPoint).
 	From uint64
 	// MaxAttempts and MaxFaultsPerTurn are the engine's (defaults as there).
 	MaxAttempts, MaxFaultsPerTurn int
