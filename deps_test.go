@@ -2,6 +2,7 @@ package wagent_test
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -16,10 +17,16 @@ func TestDependencyRules(t *testing.T) {
 		pkg    string
 		forbid []string // import path prefixes
 		stdlib bool     // only the standard library (and the package itself)
+		// only, when set, lists the packages besides the standard library
+		// it may import.
+		only []string
 	}{
 		{pkg: mod + "/hostabi", stdlib: true},
 		{pkg: mod + "/wasmhost/wasmbin", stdlib: true}, // guests/opbuild reads modules with it
-		{pkg: mod + "/engine", forbid: []string{"github.com/tetratelabs/wazero", "github.com/dgraph-io/badger", "net/http", "github.com/urfave/cli", mod + "/wasmhost", mod + "/store/badger", mod + "/pipeline", "github.com/modelcontextprotocol", mod + "/tools/"}},
+		// The schema and the fold sit below the machine (DESIGN.md §12).
+		{pkg: mod + "/event", only: []string{mod + "/store", mod + "/hostabi"}},
+		{pkg: mod + "/engine", forbid: []string{"github.com/tetratelabs/wazero", "github.com/dgraph-io/badger", "net/http", "github.com/urfave/cli", mod + "/wasmhost", mod + "/store/badger", mod + "/pipeline", "github.com/modelcontextprotocol", mod + "/tools/", mod + "/engine/session"}},
+		{pkg: mod + "/engine/session", forbid: []string{"github.com/tetratelabs/wazero", "github.com/dgraph-io/badger", "net/http", "github.com/urfave/cli", mod + "/wasmhost", mod + "/store/", mod + "/pipeline", "github.com/modelcontextprotocol", mod + "/tools/", mod + "/server", mod + "/worker"}},
 		{pkg: mod + "/tools/mcp", forbid: []string{mod + "/store/", mod + "/wasmhost", mod + "/pipeline", "github.com/urfave/cli", "github.com/tetratelabs/wazero"}},
 		{pkg: mod + "/store", forbid: []string{mod + "/store/", mod + "/engine", "github.com/dgraph-io/badger", "github.com/nats-io"}},
 		{pkg: mod + "/store/storetest", forbid: []string{mod + "/store/", mod + "/engine"}},
@@ -27,7 +34,7 @@ func TestDependencyRules(t *testing.T) {
 		{pkg: mod + "/pipeline", forbid: []string{mod + "/store/", "github.com/dgraph-io/badger", "github.com/urfave/cli", mod + "/builtins"}},
 		{pkg: mod + "/builtins", forbid: []string{mod + "/store/", "github.com/dgraph-io/badger", "github.com/urfave/cli"}},
 		{pkg: mod + "/worker", forbid: []string{"github.com/tetratelabs/wazero", "github.com/dgraph-io/badger", "github.com/urfave/cli", mod + "/wasmhost", mod + "/store/badger", mod + "/pipeline", mod + "/server", mod + "/tools/"}},
-		{pkg: mod + "/render", forbid: []string{mod + "/store/", mod + "/wasmhost", mod + "/pipeline", "github.com/tetratelabs/wazero", "github.com/dgraph-io/badger", "github.com/urfave/cli", "net/http"}},
+		{pkg: mod + "/render", forbid: []string{mod + "/engine", mod + "/store/", mod + "/wasmhost", mod + "/pipeline", "github.com/tetratelabs/wazero", "github.com/dgraph-io/badger", "github.com/urfave/cli", "net/http"}},
 	}
 	for _, r := range rules {
 		t.Run(strings.TrimPrefix(r.pkg, mod+"/"), func(t *testing.T) {
@@ -37,6 +44,9 @@ func TestDependencyRules(t *testing.T) {
 				}
 				if r.stdlib {
 					t.Errorf("%s imports %s; it may import only the standard library", r.pkg, dep)
+				}
+				if r.only != nil && !isStdlib(dep) && !slices.Contains(r.only, dep) {
+					t.Errorf("%s imports %s; besides the standard library it may import only %v", r.pkg, dep, r.only)
 				}
 				for _, f := range r.forbid {
 					if dep == f || strings.HasSuffix(f, "/") && strings.HasPrefix(dep, f) || strings.HasPrefix(dep, f+"/") {

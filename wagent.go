@@ -17,6 +17,8 @@ import (
 	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/badger"
@@ -61,9 +63,9 @@ type Options struct {
 
 // Agent runs sessions with the options' store, pipeline and provider. Its
 // Host methods (Create, Open, Watch, Sessions, Dispose) are those of
-// engine.Host. It is safe for concurrent use.
+// session.Host. It is safe for concurrent use.
 type Agent struct {
-	*engine.Host
+	*session.Host
 	log store.Log
 	rt  *wasmhost.Runtime
 	mcp *mcp.Hub // the pipeline's MCP servers, shared by its sessions
@@ -117,7 +119,7 @@ func New(ctx context.Context, o Options) (*Agent, error) {
 			return nil, fmt.Errorf("wagent: %w", err)
 		}
 	}
-	host := engine.NewHost(engine.Config{Log: log, Pipeline: loaded.Pipeline, Provider: o.Provider, Model: o.Model, Durability: o.Durability})
+	host := session.NewHost(engine.Config{Log: log, Pipeline: loaded.Pipeline, Provider: o.Provider, Model: o.Model, Durability: o.Durability})
 	return &Agent{Host: host, log: log, rt: rt, mcp: hub}, nil
 }
 
@@ -125,10 +127,10 @@ func New(ctx context.Context, o Options) (*Agent, error) {
 func (a *Agent) Log() store.Log { return a.log }
 
 // Session opens the session id, creating it if it does not exist.
-func (a *Agent) Session(ctx context.Context, id string) (*engine.Session, error) {
+func (a *Agent) Session(ctx context.Context, id string) (*session.Session, error) {
 	s, err := a.Host.Open(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return a.Host.Create(ctx, id, engine.SessionCreated{CreatedBy: "wagent (embedded)"})
+		return a.Host.Create(ctx, id, event.SessionCreated{CreatedBy: "wagent (embedded)"})
 	}
 	return s, err
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
 )
@@ -22,14 +23,14 @@ func TestLosingCreateKeepsTheWinnersSecrets(t *testing.T) {
 	seen := map[string]string{} // id -> the "key" secret Resolve was last handed
 	loserIn, loserGo := make(chan struct{}), make(chan struct{})
 	f := newFixture(t, func(o *server.Options) {
-		o.Prepare = func(ctx context.Context, req *server.CreateRequest) (engine.SessionCreated, error) {
+		o.Prepare = func(ctx context.Context, req *server.CreateRequest) (event.SessionCreated, error) {
 			if req.Secrets["key"] == "loser" {
 				close(loserIn)
 				<-loserGo // past the exists check; the winner creates now
 			}
-			return engine.SessionCreated{Settings: req.Settings, CreatedBy: req.CreatedBy}, nil
+			return event.SessionCreated{Settings: req.Settings, CreatedBy: req.CreatedBy}, nil
 		}
-		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated, secrets map[string]string) (engine.Config, error) {
+		o.Resolve = func(ctx context.Context, id string, c *event.SessionCreated, secrets map[string]string) (engine.Config, error) {
 			mu.Lock()
 			seen[id] = secrets["key"]
 			mu.Unlock()
@@ -77,7 +78,7 @@ func TestPanickingCreateDoesNotWedgeTheID(t *testing.T) {
 	var mu sync.Mutex
 	panics := 1
 	f := newFixture(t, func(o *server.Options) {
-		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated, secrets map[string]string) (engine.Config, error) {
+		o.Resolve = func(ctx context.Context, id string, c *event.SessionCreated, secrets map[string]string) (engine.Config, error) {
 			mu.Lock()
 			p := panics > 0
 			panics--

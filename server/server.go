@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -52,17 +54,17 @@ type Options struct {
 	// model) from its settings (session/created's, with the latest
 	// pipeline/changed applied) and the secrets its creator handed over
 	// (kept in memory only).
-	Resolve func(ctx context.Context, id string, created *engine.SessionCreated, secrets map[string]string) (engine.Config, error)
+	Resolve func(ctx context.Context, id string, created *event.SessionCreated, secrets map[string]string) (engine.Config, error)
 	// Prepare checks a create request's settings (the pipeline loads, the
 	// provider is known) before anything is written, and returns what
 	// session/created records. Nil records the settings as given.
-	Prepare func(ctx context.Context, req *CreateRequest) (engine.SessionCreated, error)
+	Prepare func(ctx context.Context, req *CreateRequest) (event.SessionCreated, error)
 	// CheckSettings, if set, says whether settings a log records can be
-	// read by Resolve (engine.SettingsCheck): an import is refused, naming
+	// read by Resolve (event.SettingsCheck): an import is refused, naming
 	// the seq, if it refuses those of session/created or of any later
 	// change, and nothing is written. Resolve should decode settings with
 	// the same function, so that every open reads what an import accepts.
-	CheckSettings engine.SettingsCheck
+	CheckSettings event.SettingsCheck
 	// Token is required of TCP clients ("Authorization: Bearer TOKEN").
 	Token string
 	// Version is reported by /v1/health; StoreName names the store there.
@@ -99,13 +101,13 @@ type Options struct {
 // Server serves one store's sessions. It is an http.Handler.
 type Server struct {
 	o    Options
-	host *engine.Host
+	host *session.Host
 	mux  *http.ServeMux
 
 	mu      sync.Mutex
 	secrets map[string]map[string]string
 	// summaries caches the summary of sessions that are not open, by head.
-	summaries map[string]engine.Summary
+	summaries map[string]event.Summary
 	// decideMu serialises decisions per session, so that of two clients
 	// deciding one call, the second sees the first's decision.
 	decideMu map[string]*sync.Mutex
@@ -147,14 +149,14 @@ func New(o Options) (*Server, error) {
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 2 * time.Minute
 	}
-	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{}, pipes: map[string]*engine.Pipeline{},
+	s := &Server{o: o, secrets: map[string]map[string]string{}, summaries: map[string]event.Summary{}, decideMu: map[string]*sync.Mutex{}, pipes: map[string]*engine.Pipeline{},
 		writing: map[string]bool{}, creating: map[string]bool{}, subs: map[string]map[*follower]struct{}{}}
 	base := o.Base
 	base.Log = o.Log
 	if o.Wake != nil {
 		base.Passive = true
 	}
-	s.host = engine.NewHostWith(base, func(ctx context.Context, id string, settings *engine.SessionCreated) (engine.Config, error) {
+	s.host = session.NewHostWith(base, func(ctx context.Context, id string, settings *event.SessionCreated) (engine.Config, error) {
 		s.mu.Lock()
 		sec := s.secrets[id]
 		s.mu.Unlock()
@@ -179,7 +181,7 @@ func (s *Server) SetToken(token string) {
 }
 
 // Host returns the engine host that drives the sessions.
-func (s *Server) Host() *engine.Host { return s.host }
+func (s *Server) Host() *session.Host { return s.host }
 
 // Close disposes of every open session (a running turn ends "disposed").
 func (s *Server) Close(ctx context.Context) error { return s.host.Close(ctx) }
@@ -246,10 +248,10 @@ var table = []route{
 	{"GET /v1/sessions", func(s *Server) http.HandlerFunc { return s.list }},
 	{"POST /v1/sessions", func(s *Server) http.HandlerFunc { return s.create }},
 	{"GET /v1/sessions/{id}", func(s *Server) http.HandlerFunc { return s.get }},
-	{"POST /v1/sessions/{id}/send", func(s *Server) http.HandlerFunc { return s.input(engine.ListNextTurn, true) }},
-	{"POST /v1/sessions/{id}/followup", func(s *Server) http.HandlerFunc { return s.input(engine.ListNextTurn, true) }},
-	{"POST /v1/sessions/{id}/steer", func(s *Server) http.HandlerFunc { return s.input(engine.ListNextStep, true) }},
-	{"POST /v1/sessions/{id}/inject", func(s *Server) http.HandlerFunc { return s.input(engine.ListNextStep, false) }},
+	{"POST /v1/sessions/{id}/send", func(s *Server) http.HandlerFunc { return s.input(event.ListNextTurn, true) }},
+	{"POST /v1/sessions/{id}/followup", func(s *Server) http.HandlerFunc { return s.input(event.ListNextTurn, true) }},
+	{"POST /v1/sessions/{id}/steer", func(s *Server) http.HandlerFunc { return s.input(event.ListNextStep, true) }},
+	{"POST /v1/sessions/{id}/inject", func(s *Server) http.HandlerFunc { return s.input(event.ListNextStep, false) }},
 	{"POST /v1/sessions/{id}/cancel", func(s *Server) http.HandlerFunc { return s.cancel }},
 	{"POST /v1/sessions/{id}/resume", func(s *Server) http.HandlerFunc { return s.resume }},
 	{"POST /v1/sessions/{id}/step", func(s *Server) http.HandlerFunc { return s.step }},
@@ -361,9 +363,9 @@ func fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, strings.TrimPrefix(err.Error(), "engine: refused: "))
 	case errors.Is(err, store.ErrExists):
 		writeError(w, http.StatusConflict, CodeExists, err.Error())
-	case errors.Is(err, engine.ErrBusy):
+	case errors.Is(err, session.ErrBusy):
 		writeError(w, http.StatusConflict, CodeBusy, err.Error())
-	case errors.Is(err, engine.ErrClosed), errors.Is(err, store.ErrClosed):
+	case errors.Is(err, session.ErrClosed), errors.Is(err, store.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "the owner is shutting down: "+err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, CodeInternal, err.Error())
@@ -371,7 +373,7 @@ func fail(w http.ResponseWriter, err error) {
 }
 
 // session opens the path's session, writing the error if it cannot.
-func (s *Server) session(w http.ResponseWriter, r *http.Request) (*engine.Session, bool) {
+func (s *Server) session(w http.ResponseWriter, r *http.Request) (*session.Session, bool) {
 	id := r.PathValue("id")
 	if err := store.ValidSessionID(id); err != nil {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
@@ -380,7 +382,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) (*engine.Sessio
 	s.mu.Lock()
 	writing := s.writing[id]
 	s.mu.Unlock()
-	var sess *engine.Session
+	var sess *session.Session
 	err := store.ErrNotFound
 	if !writing {
 		sess, err = s.host.Open(r.Context(), id)
@@ -416,13 +418,13 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 
 // summary returns a session's summary: live if the owner has it open,
 // otherwise folded from the store (cached by head).
-func (s *Server) summary(ctx context.Context, id string) (engine.Summary, error) {
+func (s *Server) summary(ctx context.Context, id string) (event.Summary, error) {
 	if sess, ok := s.host.Get(id); ok && !s.remote() {
 		return sess.Summary(), nil
 	}
 	head, err := s.o.Log.Head(ctx, id)
 	if err != nil {
-		return engine.Summary{}, err
+		return event.Summary{}, err
 	}
 	s.mu.Lock()
 	sum, ok := s.summaries[id]
@@ -432,13 +434,13 @@ func (s *Server) summary(ctx context.Context, id string) (engine.Summary, error)
 	}
 	evs, err := s.o.Log.Read(ctx, id, 1, 0)
 	if err != nil {
-		return engine.Summary{}, err
+		return event.Summary{}, err
 	}
-	st, err := engine.Fold(id, evs)
+	st, err := event.Fold(id, evs)
 	if err != nil {
-		return engine.Summary{ID: id, Status: "broken: " + err.Error(), Head: head}, nil
+		return event.Summary{ID: id, Status: "broken: " + err.Error(), Head: head}, nil
 	}
-	sum = engine.Summarize(st)
+	sum = event.Summarize(st)
 	if s.remote() {
 		sum.Status = logStatus(st)
 	}
@@ -454,7 +456,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	out := Sessions{Sessions: []engine.Summary{}}
+	out := Sessions{Sessions: []event.Summary{}}
 	for _, id := range ids {
 		sum, err := s.summary(r.Context(), id)
 		if errors.Is(err, store.ErrNotFound) {
@@ -495,7 +497,7 @@ func (s *Server) commands(id string) []Command {
 		}
 	}
 	if !owned["compact"] {
-		out = append(out, Command{Name: "compact", Op: engine.HostOp})
+		out = append(out, Command{Name: "compact", Op: event.HostOp})
 	}
 	return out
 }

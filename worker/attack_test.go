@@ -11,9 +11,9 @@ import (
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/worker"
@@ -210,7 +210,7 @@ func TestPausedWorkerWakesUpAppending(t *testing.T) {
 				return et.Reply{Text: "ok"}
 			}})
 			sleeper := f.proc()
-			late := newGate(sleeper.log, hasType(engine.EvToolResult))
+			late := newGate(sleeper.log, hasType(event.EvToolResult))
 			w, err := worker.New(worker.Options{Log: late, Bus: sleeper.bus, Base: cfg, Name: "sleeper", Logger: quiet(), Grace: 100 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
@@ -271,7 +271,7 @@ func TestPausedWorkerWakesUpAppending(t *testing.T) {
 				close(late.release)
 				waitFor(t, 20*time.Second, "the sleeper's late result", func() bool {
 					for _, e := range events(t, client.log, "p") {
-						if e.Type == engine.EvToolResult {
+						if e.Type == event.EvToolResult {
 							return true
 						}
 					}

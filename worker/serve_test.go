@@ -14,6 +14,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/server"
 )
 
@@ -25,7 +26,7 @@ func serveRemote(t *testing.T, f *fleet) *server.Client {
 	srv, err := server.New(server.Options{
 		Log:  p.log,
 		Wake: p.bus.Wake, Interrupt: p.bus.Interrupt,
-		Resolve: func(ctx context.Context, id string, created *engine.SessionCreated, secrets map[string]string) (engine.Config, error) {
+		Resolve: func(ctx context.Context, id string, created *event.SessionCreated, secrets map[string]string) (engine.Config, error) {
 			return engine.Config{}, nil // recording needs no pipeline or provider
 		},
 		Token: "t0ken",
@@ -176,8 +177,8 @@ func TestCancelInterruptsTheWorker(t *testing.T) {
 	checkSession(t, "c", evs, nil)
 	var reasons []string
 	for _, e := range evs {
-		if e.Type == engine.EvTurnEnd {
-			var te engine.TurnEnd
+		if e.Type == event.EvTurnEnd {
+			var te event.TurnEnd
 			json.Unmarshal(e.Data, &te)
 			reasons = append(reasons, te.Reason)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/worker"
 )
@@ -114,7 +115,7 @@ func TestInputDuringADriveIsNotLost(t *testing.T) {
 	const more = 4
 	for i := range more {
 		time.Sleep(150 * time.Millisecond)
-		if _, err := m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{Content: fmt.Sprintf("more %d", i)}); err != nil {
+		if _, err := m.Enqueue(ctx, event.ListNextTurn, hostabi.InputMessage{Content: fmt.Sprintf("more %d", i)}); err != nil {
 			t.Fatal(err)
 		}
 		if err := client.bus.Wake(ctx, "busy"); err != nil {

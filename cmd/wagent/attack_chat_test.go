@@ -9,7 +9,7 @@ import (
 
 	"github.com/ergochat/readline"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/fakeopenai"
 )
 
@@ -84,7 +84,7 @@ func TestChatApprovalPromptTakesNoTypeAhead(t *testing.T) {
 	if code := s.exit(); code != 0 {
 		t.Fatalf("exit %d after Ctrl-D\n%s", code, s.text())
 	}
-	ds := dataOf[engine.ApprovalDecision](t, logEvents(t, env, "paste"), engine.EvApprovalDecision)
+	ds := dataOf[event.ApprovalDecision](t, logEvents(t, env, "paste"), event.EvApprovalDecision)
 	if len(ds) != 1 || ds[0].Allow || ds[0].Note != "not now" {
 		t.Fatalf("decisions %+v, want 1.1.1 denied at the prompt, after it showed", ds)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
@@ -55,7 +55,7 @@ Examples:
 				return apiFail(err)
 			}
 			h := jsonl.Header{Session: id, Exported: time.Now().UTC(), By: "wagent " + version}
-			if st, err := engine.Fold(id, evs.Events); err == nil {
+			if st, err := event.Fold(id, evs.Events); err == nil {
 				h.Pipeline = st.Settings.Pipeline
 				mods, err := moduleDigests(env, st.Settings)
 				if err != nil {
@@ -84,7 +84,7 @@ Examples:
 
 // moduleDigests lists the modules the session's pipeline names now, with
 // their digests.
-func moduleDigests(env *cliEnv, set engine.SessionCreated) ([]jsonl.Module, error) {
+func moduleDigests(env *cliEnv, set event.SessionCreated) ([]jsonl.Module, error) {
 	var s settings
 	if len(set.Settings) > 0 {
 		json.Unmarshal(set.Settings, &s)

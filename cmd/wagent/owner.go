@@ -17,6 +17,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/server/console"
@@ -227,7 +229,7 @@ func (o *owner) shutdown() {
 		for {
 			var running []string
 			for _, id := range o.srv.Host().Sessions() {
-				if s, ok := o.srv.Host().Get(id); ok && s.Status() == string(engine.DriverRunning) {
+				if s, ok := o.srv.Host().Get(id); ok && s.Status() == string(session.DriverRunning) {
 					running = append(running, id)
 				}
 			}
@@ -264,7 +266,7 @@ const secretAPIKey = "api_key"
 // for an owner that drives, the pipeline (loaded once per file contents,
 // shared by the sessions that name it). An owner that only records or
 // reads needs neither.
-func (o *owner) resolve(ctx context.Context, id string, set *engine.SessionCreated, secrets map[string]string) (engine.Config, error) {
+func (o *owner) resolve(ctx context.Context, id string, set *event.SessionCreated, secrets map[string]string) (engine.Config, error) {
 	if o.mode != modeDrive {
 		return engine.Config{}, nil
 	}
@@ -290,7 +292,7 @@ func (o *owner) resolve(ctx context.Context, id string, set *engine.SessionCreat
 	}
 	cfg := engine.Config{Pipeline: l.Pipeline, Provider: prov, Model: s.Model}
 	if s.System != "" {
-		cfg.PromptParts = []engine.Contribution{{Source: s.SystemSource, Text: s.System}}
+		cfg.PromptParts = []event.Contribution{{Source: s.SystemSource, Text: s.System}}
 	}
 	return cfg, nil
 }
@@ -298,34 +300,34 @@ func (o *owner) resolve(ctx context.Context, id string, set *engine.SessionCreat
 // prepare checks a create's (or a change's) settings before anything is
 // written: the provider is known and has what it needs, and the pipeline
 // loads.
-func (o *owner) prepare(ctx context.Context, req *server.CreateRequest) (engine.SessionCreated, error) {
+func (o *owner) prepare(ctx context.Context, req *server.CreateRequest) (event.SessionCreated, error) {
 	s, err := readSettings(req.Settings)
 	if err != nil {
-		return engine.SessionCreated{}, fmt.Errorf("settings: %v", err)
+		return event.SessionCreated{}, fmt.Errorf("settings: %v", err)
 	}
 	s = s.withDefaults(o.env)
 	if err := s.check(); err != nil {
-		return engine.SessionCreated{}, err
+		return event.SessionCreated{}, err
 	}
 	if o.mode == modeDrive {
 		if err := o.sessionFiles(s); err != nil {
-			return engine.SessionCreated{}, fail(exitFailure, "%v", err)
+			return event.SessionCreated{}, fail(exitFailure, "%v", err)
 		}
 	}
 	if _, err := buildProvider(o.env, s, req.Secrets[secretAPIKey], o.shared); err != nil {
-		return engine.SessionCreated{}, err
+		return event.SessionCreated{}, err
 	}
-	info := engine.SessionCreated{Model: s.Model, CreatedBy: req.CreatedBy}
+	info := event.SessionCreated{Model: s.Model, CreatedBy: req.CreatedBy}
 	if o.bus != nil && s.Pipeline != "" {
 		// Workers load it; check here that it reads, so a typo fails now.
 		if _, err := pipeline.ParseFile(s.Pipeline); err != nil {
-			return engine.SessionCreated{}, fail(exitFailure, "%v", err)
+			return event.SessionCreated{}, fail(exitFailure, "%v", err)
 		}
 	}
 	if o.mode == modeDrive {
 		l, err := o.pipeline(ctx, s)
 		if err != nil {
-			return engine.SessionCreated{}, err
+			return event.SessionCreated{}, err
 		}
 		info.Pipeline = l.Pipeline.Digest()
 	}

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/fakeopenai"
 	"github.com/wagent/wagent/server"
 )
@@ -37,7 +37,7 @@ func TestSecondShellWhileRunStreams(t *testing.T) {
 	env := map[string]string{"WAGENT_HOME": t.TempDir(), "WAGENT_CACHE_DIR": sharedE2ECache(t)}
 	run := start(t, env, "run", "--session", "A", "--pipeline", pipe, "--provider", "openai", "--base-url", srv.URL, "--model", "m", "work on it")
 	waitFor(t, "the model's first answer", func() bool { return len(srv.Requests()) == 1 }) // the session exists
-	waitLogged(t, env, "A", engine.EvToolCall)                                              // the tool runs, held by the gate
+	waitLogged(t, env, "A", event.EvToolCall)                                               // the tool runs, held by the gate
 
 	// A second shell, while the tool holds the turn.
 	if r := exe(t, env, "steer", "A", "be brief"); r.code != exitOK || !strings.Contains(r.stdout, "queued") {
@@ -108,7 +108,7 @@ func TestKilledOwnerLosesNoAcknowledgedInput(t *testing.T) {
 	}
 	evs := logEvents(t, env, "k")
 	logged := map[string]bool{}
-	for _, d := range dataOf[engine.InboxSpliced](t, evs, engine.EvInboxSpliced) {
+	for _, d := range dataOf[event.InboxSpliced](t, evs, event.EvInboxSpliced) {
 		for _, m := range d.Inserted {
 			logged[m.Content] = true
 		}
@@ -122,7 +122,7 @@ func TestKilledOwnerLosesNoAcknowledgedInput(t *testing.T) {
 		t.Errorf("only %d of 10 sends were acknowledged", len(acked))
 	}
 	decided := 0
-	for _, d := range dataOf[engine.ApprovalDecision](t, evs, engine.EvApprovalDecision) {
+	for _, d := range dataOf[event.ApprovalDecision](t, evs, event.EvApprovalDecision) {
 		if d.Who == "cli" {
 			decided++
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
@@ -52,7 +53,7 @@ func promptsProperty(t *testing.T, seed uint64) {
 	}
 	srv, err := server.New(server.Options{
 		Log: store.NewMemory(), Version: "test", Token: "t", Base: engine.Config{Durability: engine.SyncNever},
-		Resolve: func(ctx context.Context, id string, c *engine.SessionCreated, secrets map[string]string) (engine.Config, error) {
+		Resolve: func(ctx context.Context, id string, c *event.SessionCreated, secrets map[string]string) (engine.Config, error) {
 			p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
 			return engine.Config{Pipeline: p, Provider: &et.Scripted{Answer: model}, Model: "m"}, err
 		},
@@ -171,7 +172,7 @@ func promptsProperty(t *testing.T, seed uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := engine.Fold("p", evs.Events)
+	st, err := event.Fold("p", evs.Events)
 	if err != nil {
 		t.Fatalf("the fold refuses the log: %v", err)
 	}
@@ -179,13 +180,13 @@ func promptsProperty(t *testing.T, seed uint64) {
 		t.Fatalf("turn %d (open %v), want %d ended", st.Turn, st.TurnOpen, turns)
 	}
 	digests := map[string]string{}
-	for _, am := range dataOf[engine.AssistantMessage](t, evs.Events, engine.EvAssistantMessage) {
+	for _, am := range dataOf[event.AssistantMessage](t, evs.Events, event.EvAssistantMessage) {
 		for _, c := range am.ToolCalls {
-			digests[c.ID] = engine.CallDigest(c.Name, c.Arguments)
+			digests[c.ID] = event.CallDigest(c.Name, c.Arguments)
 		}
 	}
 	who := map[string]string{}
-	for _, d := range dataOf[engine.ApprovalDecision](t, evs.Events, engine.EvApprovalDecision) {
+	for _, d := range dataOf[event.ApprovalDecision](t, evs.Events, event.EvApprovalDecision) {
 		if _, twice := who[d.CallID]; twice {
 			t.Errorf("call %s decided twice", d.CallID)
 		}

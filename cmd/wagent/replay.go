@@ -15,6 +15,7 @@ import (
 	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/replay"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/tools/mcp"
 	"github.com/wagent/wagent/wasmhost"
@@ -139,7 +140,7 @@ func (p *replayPipelines) label() string {
 	return p.used
 }
 
-func (p *replayPipelines) build(set engine.SessionCreated) (*engine.Pipeline, error) {
+func (p *replayPipelines) build(set event.SessionCreated) (*engine.Pipeline, error) {
 	ctx := context.Background()
 	var s settings
 	if len(set.Settings) > 0 {

@@ -8,9 +8,9 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/provider/anthropic"
 	"github.com/wagent/wagent/engine/provider/openai"
+	"github.com/wagent/wagent/event"
 )
 
 // readSettings decodes settings a session records (session/created's, or
@@ -79,9 +79,9 @@ func (s settings) provider() string {
 	return "openai"
 }
 
-// checkSettings is the owner's engine.SettingsCheck (server.Options): the
+// checkSettings is the owner's event.SettingsCheck (server.Options): the
 // settings read as every open reads them.
-func checkSettings(set *engine.SessionCreated) error {
+func checkSettings(set *event.SessionCreated) error {
 	_, err := readSettings(set.Settings)
 	return err
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/server/console"
 	"github.com/wagent/wagent/tools/mcp"
@@ -112,7 +113,7 @@ Examples:
 			warn := func(msg string) { tprintln(env.stderr, "wagent: "+oneLine(msg)) }
 			opts := worker.Options{
 				Log: l, Bus: bus, Name: c.String("name"), Concurrency: c.Int("concurrency"),
-				Resolve: func(ctx context.Context, id string, set *engine.SessionCreated) (engine.Config, error) {
+				Resolve: func(ctx context.Context, id string, set *event.SessionCreated) (engine.Config, error) {
 					return o.resolve(ctx, id, set, nil)
 				},
 				Base:   engine.Config{Durability: engine.SyncAtBoundaries, Warn: warn},

@@ -21,6 +21,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/server/console"
@@ -62,7 +63,7 @@ func newServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	srv, err := server.New(server.Options{
 		Log: store.NewMemory(), Token: "tok", Console: console.FS(),
-		Resolve: func(ctx context.Context, id string, c *engine.SessionCreated, _ map[string]string) (engine.Config, error) {
+		Resolve: func(ctx context.Context, id string, c *event.SessionCreated, _ map[string]string) (engine.Config, error) {
 			return engine.Config{}, nil
 		},
 	})
@@ -149,7 +150,7 @@ func TestConsoleDenyReasonReachesTheModel(t *testing.T) {
 	}
 	type step = map[string]string
 	// The console sends the digest of the call its card shows.
-	shown := engine.CallDigest("calc_add", json.RawMessage(`{"value":2}`))
+	shown := event.CallDigest("calc_add", json.RawMessage(`{"value":2}`))
 	cases := []struct {
 		name   string
 		steps  []step
@@ -249,7 +250,7 @@ func startReasonOwner(t *testing.T) *reasonOwner {
 	srv, err := server.New(server.Options{
 		Log: store.NewMemory(), Token: "tok", Console: console.FS(),
 		Base: engine.Config{Durability: engine.SyncNever},
-		Resolve: func(ctx context.Context, id string, c *engine.SessionCreated, _ map[string]string) (engine.Config, error) {
+		Resolve: func(ctx context.Context, id string, c *event.SessionCreated, _ map[string]string) (engine.Config, error) {
 			p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
 			return engine.Config{Pipeline: p, Provider: o.model, Model: "scripted"}, err
 		},
@@ -313,7 +314,7 @@ func (o *reasonOwner) follow(t *testing.T, want string) {
 		switch ev.Kind {
 		case "event":
 			last = ev.Event.Seq
-			ended = ended || ev.Event.Type == engine.EvTurnEnd
+			ended = ended || ev.Event.Type == event.EvTurnEnd
 		case "status":
 			if ev.Status != "running" {
 				status, head = ev.Status, ev.Head

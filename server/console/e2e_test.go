@@ -29,6 +29,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/server/console"
@@ -187,7 +188,7 @@ func startOwner(t *testing.T) *owner {
 	srv, err := server.New(server.Options{
 		Log: store.NewMemory(), Token: token, Version: "e2e", Console: console.FS(),
 		Base: engine.Config{Durability: engine.SyncNever},
-		Resolve: func(ctx context.Context, id string, c *engine.SessionCreated, _ map[string]string) (engine.Config, error) {
+		Resolve: func(ctx context.Context, id string, c *event.SessionCreated, _ map[string]string) (engine.Config, error) {
 			ops := append([]engine.Operation{guard(), et.Calculator()}, hostileOps()...)
 			p, err := engine.NewPipeline(ops...)
 			return engine.Config{Pipeline: p, Provider: provider.Func(o.model), Model: "scripted"}, err
