@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/wagent/wagent/builtins"
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/store"
@@ -288,7 +288,7 @@ func TestRestrictedPipelineFileMountsOutsideProjectRoots(t *testing.T) {
 		n := driveNode(t, c.o)
 		s.By = c.by
 		raw, _ := json.Marshal(s)
-		_, err := n.Resolve(context.Background(), "s1", &engine.SessionCreated{Settings: raw})
+		_, err := n.Resolve(context.Background(), "s1", &event.SessionCreated{Settings: raw})
 		check("open: "+c.name, n, s, err)
 	}
 	n := driveNode(t, Options{Getenv: getenv, Exposed: true})
@@ -360,7 +360,7 @@ func TestRestrictedErrorsDoNotQuoteFilesForTheCreator(t *testing.T) {
 		// The same settings, recorded by a remote client (an import) and
 		// opened.
 		recorded := strings.TrimSuffix(set, "}") + `,"v":1,"by":"remote"}`
-		if _, err := exposed.Resolve(context.Background(), "s1", &engine.SessionCreated{Settings: []byte(recorded)}); err != nil && strings.Contains(err.Error(), "TOPSECRET123") {
+		if _, err := exposed.Resolve(context.Background(), "s1", &event.SessionCreated{Settings: []byte(recorded)}); err != nil && strings.Contains(err.Error(), "TOPSECRET123") {
 			t.Errorf("open %s: the creator is told the file's contents: %v", recorded, err)
 		}
 	}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/tools/mcp"
@@ -95,8 +97,8 @@ type Options struct {
 	// Prepare (if set) checks creates and CheckSettings imports; without
 	// them, settings are recorded as given and imports unchecked.
 	Resolve       engine.Resolver
-	Prepare       func(ctx context.Context, p Principal, req Request) (engine.SessionCreated, error)
-	CheckSettings engine.SettingsCheck
+	Prepare       func(ctx context.Context, p Principal, req Request) (event.SessionCreated, error)
+	CheckSettings event.SettingsCheck
 }
 
 // PipelineSource is a pipeline from bytes: its YAML and the modules its
@@ -125,7 +127,7 @@ const SecretAPIKey = "api_key"
 type Node struct {
 	o         Options
 	getenv    func(string) string
-	host      *engine.Host
+	host      *session.Host
 	providers map[string]ProviderFactory
 	mcp       *mcp.Hub
 
@@ -221,12 +223,12 @@ func Open(ctx context.Context, o Options) (*Node, error) {
 	if o.Wake != nil || !o.Drive {
 		base.Passive = true
 	}
-	n.host = engine.NewHostWith(base, n.resolve)
+	n.host = session.NewHostWith(base, n.resolve)
 	return n, nil
 }
 
 // Host is the engine host that holds the node's open sessions.
-func (n *Node) Host() *engine.Host { return n.host }
+func (n *Node) Host() *session.Host { return n.host }
 
 // Log is the node's store.
 func (n *Node) Log() store.Log { return n.o.Log }
@@ -334,7 +336,7 @@ func (n *Node) policyOf(s Settings) Policy {
 
 // resolve is the host's engine.Resolver: the session's recorded settings
 // made into a pipeline and a provider.
-func (n *Node) resolve(ctx context.Context, id string, set *engine.SessionCreated) (engine.Config, error) {
+func (n *Node) resolve(ctx context.Context, id string, set *event.SessionCreated) (engine.Config, error) {
 	var cfg engine.Config
 	var err error
 	if n.o.Resolve != nil {
@@ -355,7 +357,7 @@ func (n *Node) resolve(ctx context.Context, id string, set *engine.SessionCreate
 // that drives, the pipeline (loaded once per file contents, shared by the
 // sessions that name it). A node that only records or reads needs
 // neither.
-func (n *Node) Resolve(ctx context.Context, id string, set *engine.SessionCreated) (engine.Config, error) {
+func (n *Node) Resolve(ctx context.Context, id string, set *event.SessionCreated) (engine.Config, error) {
 	if !n.o.Drive {
 		return engine.Config{}, nil
 	}
@@ -382,7 +384,7 @@ func (n *Node) Resolve(ctx context.Context, id string, set *engine.SessionCreate
 	}
 	cfg := engine.Config{Pipeline: l.Pipeline, Provider: prov, Model: s.Model}
 	if s.System != "" {
-		cfg.PromptParts = []engine.Contribution{{Source: s.SystemSource, Text: s.System}}
+		cfg.PromptParts = []event.Contribution{{Source: s.SystemSource, Text: s.System}}
 	}
 	return cfg, nil
 }
@@ -409,26 +411,26 @@ type Request struct {
 // Settings a local client sends are whole (it resolved its own config);
 // for anyone else, and for a request naming a profile, what they leave
 // out comes from the node's config: its profile, its top level.
-func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (engine.SessionCreated, error) {
+func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (event.SessionCreated, error) {
 	if n.o.Prepare != nil {
 		return n.o.Prepare(ctx, p, req)
 	}
 	if n.o.Resolve != nil {
-		return engine.SessionCreated{Settings: req.Settings, CreatedBy: req.CreatedBy}, nil
+		return event.SessionCreated{Settings: req.Settings, CreatedBy: req.CreatedBy}, nil
 	}
 	s, err := readSettings(req.Settings, n.knows)
 	if err != nil {
-		return engine.SessionCreated{}, Errorf(Invalid, "settings: %v", err)
+		return event.SessionCreated{}, Errorf(Invalid, "settings: %v", err)
 	}
 	if req.Profile != "" || p.Kind != KindLocal {
 		if s, err = n.withConfig(s, req.Profile); err != nil {
-			return engine.SessionCreated{}, err
+			return event.SessionCreated{}, err
 		}
 	}
 	s = s.WithDefaults(n.getenv)
 	s.Version, s.By = SettingsVersion, p.String()
 	if err := s.check(n.knows); err != nil {
-		return engine.SessionCreated{}, err
+		return event.SessionCreated{}, err
 	}
 	pol := n.o.Policy(p)
 	if n.o.SharedLog {
@@ -436,25 +438,25 @@ func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (engine.Se
 		pol = n.o.Policy(Worker)
 	}
 	if err := n.checkQuota(ctx, p, pol); err != nil {
-		return engine.SessionCreated{}, err
+		return event.SessionCreated{}, err
 	}
 	if err := n.sessionFiles(s, pol); err != nil && (n.o.Drive || n.o.SharedLog || pol.Pipeline != nil) {
-		return engine.SessionCreated{}, err
+		return event.SessionCreated{}, err
 	}
 	if _, err := n.buildProvider(s, req.Secrets[SecretAPIKey], pol); err != nil {
-		return engine.SessionCreated{}, err
+		return event.SessionCreated{}, err
 	}
-	info := engine.SessionCreated{Model: s.Model, CreatedBy: req.CreatedBy}
+	info := event.SessionCreated{Model: s.Model, CreatedBy: req.CreatedBy}
 	if n.o.Wake != nil && s.Pipeline != "" && !n.isRegistered(s.Pipeline) {
 		// Workers load it; check here that it reads, so a typo fails now.
 		if _, err := pipeline.ParseFile(s.Pipeline); err != nil {
-			return engine.SessionCreated{}, Errorf(Failed, "%v", err)
+			return event.SessionCreated{}, Errorf(Failed, "%v", err)
 		}
 	}
 	if n.o.Drive && n.o.Wake == nil {
 		l, err := n.pipeline(ctx, s, pol)
 		if err != nil {
-			return engine.SessionCreated{}, err
+			return event.SessionCreated{}, err
 		}
 		info.Pipeline = l.Pipeline.Digest()
 	}
@@ -469,11 +471,11 @@ func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (engine.Se
 // CheckImport is the settings check for a log p imports: the settings
 // read as every open reads them, and name no principal p could not be
 // (an import must not make its sessions trusted as the local user's).
-func (n *Node) CheckImport(p Principal) engine.SettingsCheck {
+func (n *Node) CheckImport(p Principal) event.SettingsCheck {
 	if n.o.Resolve != nil {
 		return n.o.CheckSettings
 	}
-	return func(set *engine.SessionCreated) error {
+	return func(set *event.SessionCreated) error {
 		s, err := readSettings(set.Settings, n.knows)
 		if err != nil {
 			return err
@@ -739,7 +741,7 @@ func (n *Node) checkQuota(ctx context.Context, p Principal, pol Policy) error {
 			if err != nil || len(evs) == 0 {
 				continue
 			}
-			var c engine.SessionCreated
+			var c event.SessionCreated
 			if json.Unmarshal(evs[0].Data, &c) == nil {
 				if s, err := ReadSettings(c.Settings); err == nil && s.By != "" {
 					counts[s.By]++
@@ -794,7 +796,7 @@ func (n *Node) MayAccess(ctx context.Context, p Principal, id string) bool {
 		if err != nil || len(evs) == 0 {
 			return errors.Is(err, store.ErrNotFound) || (err == nil && len(evs) == 0)
 		}
-		var c engine.SessionCreated
+		var c event.SessionCreated
 		if json.Unmarshal(evs[0].Data, &c) == nil {
 			if s, err := readSettings(c.Settings, n.knows); err == nil {
 				by = s.By
@@ -812,7 +814,7 @@ func (n *Node) MayAccess(ctx context.Context, p Principal, id string) bool {
 
 // Create prepares and creates the session id for p (see Prepare), with
 // the request's secrets kept in memory for it.
-func (n *Node) Create(ctx context.Context, p Principal, id string, req Request) (*engine.Session, error) {
+func (n *Node) Create(ctx context.Context, p Principal, id string, req Request) (*session.Session, error) {
 	info, err := n.Prepare(ctx, p, req)
 	if err != nil {
 		return nil, err
@@ -825,7 +827,7 @@ func (n *Node) Create(ctx context.Context, p Principal, id string, req Request) 
 
 // Session opens the session id (ErrNotFound from package store if there
 // is none) with its recorded settings.
-func (n *Node) Session(ctx context.Context, id string) (*engine.Session, error) {
+func (n *Node) Session(ctx context.Context, id string) (*session.Session, error) {
 	return n.host.Open(ctx, id)
 }
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 )
 
@@ -37,7 +37,7 @@ func TestCheckImportPrincipal(t *testing.T) {
 			{Local, `{"v":1,"provider":"openai","model":"m","by":"remote"}`, ""},
 			{Local, `{"provider":"openai","model":"m"}`, ""},
 		} {
-			err := n.CheckImport(c.by)(&engine.SessionCreated{Settings: json.RawMessage(c.raw)})
+			err := n.CheckImport(c.by)(&event.SessionCreated{Settings: json.RawMessage(c.raw)})
 			if c.refuse == "" && err != nil || c.refuse != "" && (err == nil || !strings.Contains(err.Error(), c.refuse) || strings.Contains(err.Error(), "\n")) {
 				t.Errorf("exposed %v: import of %s by %s: %v, want refused with %q", exposed, c.raw, c.by, err, c.refuse)
 			}
@@ -45,7 +45,7 @@ func TestCheckImportPrincipal(t *testing.T) {
 		// Settings naming no principal: an exposed node opens them as a
 		// remote client's, so a remote import may bring them; a node no
 		// remote client reaches would open them as the local user's.
-		err = n.CheckImport(Remote)(&engine.SessionCreated{Settings: json.RawMessage(`{"provider":"openai","model":"m"}`)})
+		err = n.CheckImport(Remote)(&event.SessionCreated{Settings: json.RawMessage(`{"provider":"openai","model":"m"}`)})
 		if exposed && err != nil || !exposed && (err == nil || !strings.Contains(err.Error(), `must record its own (by: "remote")`)) {
 			t.Errorf("exposed %v: a remote import of settings naming no principal: %v", exposed, err)
 		}
@@ -137,7 +137,7 @@ func TestPrincipalDecidesFilesAndKeys(t *testing.T) {
 				c.n.SwapSecrets(id, map[string]string{SecretAPIKey: c.key})
 				defer c.n.SwapSecrets(id, nil)
 			}
-			cfg, err := c.n.Resolve(context.Background(), id, &engine.SessionCreated{Settings: raw})
+			cfg, err := c.n.Resolve(context.Background(), id, &event.SessionCreated{Settings: raw})
 			if c.refuse == "" {
 				if err != nil || cfg.Pipeline == nil || cfg.Provider == nil {
 					t.Fatalf("open of %s: %+v, %v", raw, cfg, err)

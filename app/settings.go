@@ -9,9 +9,9 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/provider/anthropic"
 	"github.com/wagent/wagent/engine/provider/openai"
+	"github.com/wagent/wagent/event"
 )
 
 // SettingsVersion is the version of the settings schema this build
@@ -138,9 +138,9 @@ func (s Settings) ProviderName() string {
 	return "openai"
 }
 
-// CheckSettings is an engine.SettingsCheck: the settings read as every
+// CheckSettings is an event.SettingsCheck: the settings read as every
 // open reads them.
-func CheckSettings(set *engine.SessionCreated) error {
+func CheckSettings(set *event.SessionCreated) error {
 	_, err := ReadSettings(set.Settings)
 	return err
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/store"
@@ -130,7 +131,7 @@ func both(t *testing.T, name string, scenario func(t *testing.T, rebuild bool) [
 	if diff := cmp.Diff(et.Lines(cont), et.Lines(reb)); diff != "" {
 		t.Fatalf("continuous and rebuilding runs differ (-continuous +rebuilding):\n%s", diff)
 	}
-	if _, err := engine.Fold("b", cont); err != nil {
+	if _, err := event.Fold("b", cont); err != nil {
 		t.Fatalf("fold refuses the log: %v", err)
 	}
 	golden(t, name, cont)
@@ -167,7 +168,7 @@ func TestApprovalAskThenDecide(t *testing.T) {
 			t.Fatalf("outcome %v, want waiting", o)
 		}
 		// Nothing runs while a person decides.
-		if n := len(data[engine.ToolCallEvent](t, r.env.Events(t), engine.EvToolCall)); n != 0 {
+		if n := len(data[event.ToolCallEvent](t, r.env.Events(t), event.EvToolCall)); n != 0 {
 			t.Fatalf("%d calls ran before the decision", n)
 		}
 		// The decision comes from a fresh machine (another process).
@@ -180,7 +181,7 @@ func TestApprovalAskThenDecide(t *testing.T) {
 		return r.env.Events(t)
 	})
 	runs := 0
-	for _, c := range data[engine.ToolCallEvent](t, evs, engine.EvToolCall) {
+	for _, c := range data[event.ToolCallEvent](t, evs, event.EvToolCall) {
 		if c.CallID == "1.1.1" {
 			runs++
 		}
@@ -206,11 +207,11 @@ func TestApprovalDenyRules(t *testing.T) {
 		}
 		return r.env.Events(t)
 	})
-	ds := data[engine.ApprovalDecision](t, evs, engine.EvApprovalDecision)
+	ds := data[event.ApprovalDecision](t, evs, event.EvApprovalDecision)
 	if len(ds) != 2 || ds[0].Allow || !ds[1].Allow {
 		t.Fatalf("decisions %+v, want c1 denied and c2 allowed", ds)
 	}
-	for _, r := range data[engine.ToolResult](t, evs, engine.EvToolResult) {
+	for _, r := range data[event.ToolResult](t, evs, event.EvToolResult) {
 		if r.CallID == "1.1.1" && r.Code != hostabi.CodeDenied {
 			t.Errorf("c1 result code %q", r.Code)
 		}
@@ -238,7 +239,7 @@ func TestApprovalAlwaysIsRemembered(t *testing.T) {
 			t.Fatalf("second turn outcome %v, want idle (no second question)", o)
 		}
 		evs := r.env.Events(t)
-		if n := len(data[engine.ApprovalRequest](t, evs, engine.EvApprovalRequest)); n != 1 {
+		if n := len(data[event.ApprovalRequest](t, evs, event.EvApprovalRequest)); n != 1 {
 			t.Errorf("%d approval requests, want 1", n)
 		}
 		return evs
@@ -264,11 +265,11 @@ func TestSkillsListedAndLoaded(t *testing.T) {
 		}
 		return r.env.Events(t)
 	})
-	res := data[engine.ToolResult](t, evs, engine.EvToolResult)
+	res := data[event.ToolResult](t, evs, event.EvToolResult)
 	if len(res) != 1 || !strings.Contains(res[0].Content, "\n\nStart with one sentence") || !strings.HasPrefix(res[0].Content, "Skill release-notes, in the folder /skills/release-notes.") || res[0].IsError {
 		t.Errorf("load_skill result %+v", res)
 	}
-	reply := data[engine.CommandReply](t, evs, engine.EvCommandReply)
+	reply := data[event.CommandReply](t, evs, event.EvCommandReply)
 	if len(reply) != 1 || !strings.Contains(reply[0].Text, "- code-review") {
 		t.Errorf("/skills reply %+v", reply)
 	}
@@ -291,15 +292,15 @@ func TestRetry(t *testing.T) {
 		sleeps = r.env.Sleeps
 		return r.env.Events(t)
 	})
-	sched := data[engine.RetryScheduled](t, evs, engine.EvRetryScheduled)
+	sched := data[event.RetryScheduled](t, evs, event.EvRetryScheduled)
 	if len(sched) != 2 || sched[0].DelayMS != 1500 || sched[1].DelayMS != 200 {
 		t.Errorf("retries %+v, want 1500 ms (Retry-After) then 200 ms (backoff)", sched)
 	}
 	if diff := cmp.Diff([]time.Duration{1500 * time.Millisecond, 200 * time.Millisecond}, sleeps); diff != "" {
 		t.Errorf("waits (-want +got):\n%s", diff)
 	}
-	ends := data[engine.TurnEnd](t, evs, engine.EvTurnEnd)
-	if len(ends) != 2 || ends[0].Reason != engine.ReasonCompleted || ends[1].Reason != engine.ReasonError {
+	ends := data[event.TurnEnd](t, evs, event.EvTurnEnd)
+	if len(ends) != 2 || ends[0].Reason != event.ReasonCompleted || ends[1].Reason != event.ReasonError {
 		t.Errorf("turn ends %+v, want completed then error (auth is not retried)", ends)
 	}
 }
@@ -310,7 +311,7 @@ func TestRetryLongRetryAfterIsNotRetried(t *testing.T) {
 	r.env.Send(t, "x")
 	r.go_(t, false)
 	evs := r.env.Events(t)
-	if n := len(data[engine.RetryScheduled](t, evs, engine.EvRetryScheduled)); n != 0 {
+	if n := len(data[event.RetryScheduled](t, evs, event.EvRetryScheduled)); n != 0 {
 		t.Errorf("%d retries for a 60 s Retry-After over the 5 s cap", n)
 	}
 }
@@ -323,7 +324,7 @@ func TestTurnStoppingContinuesOnceThenEnds(t *testing.T) {
 		r.go_(t, rebuild)
 		return r.env.Events(t)
 	})
-	steps := data[engine.StepEnd](t, evs, engine.EvStepEnd)
+	steps := data[event.StepEnd](t, evs, event.EvStepEnd)
 	if len(steps) != 2 || steps[0].Outcome != "steered" {
 		t.Errorf("steps %+v, want one steered continuation then the end", steps)
 	}
@@ -340,8 +341,8 @@ func TestMaxTurnsEndsWithLimit(t *testing.T) {
 		}
 		return r.env.Events(t)
 	})
-	ends := data[engine.TurnEnd](t, evs, engine.EvTurnEnd)
-	if len(ends) != 1 || ends[0].Reason != engine.ReasonLimit || !strings.Contains(ends[0].Message, "budget of 2") {
+	ends := data[event.TurnEnd](t, evs, event.EvTurnEnd)
+	if len(ends) != 1 || ends[0].Reason != event.ReasonLimit || !strings.Contains(ends[0].Message, "budget of 2") {
 		t.Errorf("turn end %+v", ends)
 	}
 }
@@ -354,7 +355,7 @@ func TestUnknownTool(t *testing.T) {
 		r.go_(t, rebuild)
 		return r.env.Events(t)
 	})
-	res := data[engine.ToolResult](t, evs, engine.EvToolResult)
+	res := data[event.ToolResult](t, evs, event.EvToolResult)
 	if len(res) != 1 || res[0].Op != "unknown-tool" || res[0].Code != hostabi.CodeUnknownTool ||
 		!strings.Contains(res[0].Content, `no tool named "shell"`) || !strings.Contains(res[0].Content, "calc_add, calc_divide") {
 		t.Errorf("result %+v", res)
@@ -372,14 +373,14 @@ func TestFinalOutput(t *testing.T) {
 		r.go_(t, rebuild)
 		return r.env.Events(t)
 	})
-	res := data[engine.ToolResult](t, evs, engine.EvToolResult)
+	res := data[event.ToolResult](t, evs, event.EvToolResult)
 	// Arguments that do not fit the schema are answered by the host before
 	// the op (and any guard) sees them; the op takes the next call.
 	if len(res) != 2 || !res[0].IsError || res[0].Code != hostabi.CodeBadArguments || !strings.Contains(res[0].Content, "at '/answer': got number, want string") || !res[1].ConcludesTurn || res[1].Content != `{"answer":"42"}` {
 		t.Errorf("results %+v", res)
 	}
-	ends := data[engine.TurnEnd](t, evs, engine.EvTurnEnd)
-	if len(ends) != 1 || ends[0].Reason != engine.ReasonCompleted {
+	ends := data[event.TurnEnd](t, evs, event.EvTurnEnd)
+	if len(ends) != 1 || ends[0].Reason != event.ReasonCompleted {
 		t.Errorf("turn ends %+v", ends)
 	}
 }
@@ -406,18 +407,18 @@ func TestFaultsInEveryBuiltin(t *testing.T) {
 			r.env.Send(t, tc.send)
 			r.go_(t, false)
 			evs := r.env.Events(t)
-			fs := data[engine.OpFault](t, evs, engine.EvOpFault)
+			fs := data[event.OpFault](t, evs, event.EvOpFault)
 			if len(fs) == 0 || fs[0].Op != tc.name {
 				t.Fatalf("faults %+v, want one from %s\n%s", fs, tc.name, et.Lines(evs))
 			}
-			if _, err := engine.Fold("b", evs); err != nil {
+			if _, err := event.Fold("b", evs); err != nil {
 				t.Fatal(err)
 			}
 			if tc.name == "approval" {
-				if n := len(data[engine.ToolCallEvent](t, evs, engine.EvToolCall)); n != 0 {
+				if n := len(data[event.ToolCallEvent](t, evs, event.EvToolCall)); n != 0 {
 					t.Errorf("a call ran although approval faulted")
 				}
-				res := data[engine.ToolResult](t, evs, engine.EvToolResult)
+				res := data[event.ToolResult](t, evs, event.EvToolResult)
 				if len(res) != 1 || res[0].Code != hostabi.CodeDenied {
 					t.Errorf("results %+v, want the call denied", res)
 				}

@@ -11,6 +11,8 @@ import (
 	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/provider/script"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/store/badger"
 	"github.com/wagent/wagent/wasmhost"
@@ -63,17 +65,17 @@ replies:
 	}
 
 	// 4. A host runs sessions; watch what they do.
-	host := engine.NewHost(engine.Config{Log: log, Pipeline: loaded.Pipeline, Provider: model})
+	host := session.NewHost(engine.Config{Log: log, Pipeline: loaded.Pipeline, Provider: model})
 	defer host.Close(ctx)
-	host.Watch(func(n engine.Notification) {
-		if n.Kind == engine.NoteLive && n.Live.Kind == "event" {
+	host.Watch(func(n session.Notification) {
+		if n.Kind == session.NoteLive && n.Live.Kind == "event" {
 			switch n.Live.Event.Type {
-			case engine.EvApprovalRequest, engine.EvToolCall, engine.EvToolResult, engine.EvTurnEnd:
+			case event.EvApprovalRequest, event.EvToolCall, event.EvToolResult, event.EvTurnEnd:
 				fmt.Println("event:", n.Live.Event.Type)
 			}
 		}
 	})
-	sess, err := host.Create(ctx, "example", engine.SessionCreated{CreatedBy: "example"})
+	sess, err := host.Create(ctx, "example", event.SessionCreated{CreatedBy: "example"})
 	if err != nil {
 		panic(err)
 	}
@@ -91,7 +93,7 @@ replies:
 
 	evs, _ := log.Read(ctx, "example", 1, 0)
 	for _, e := range evs {
-		if e.Type == engine.EvAssistantMessage && strings.Contains(string(e.Data), "The total is") {
+		if e.Type == event.EvAssistantMessage && strings.Contains(string(e.Data), "The total is") {
 			fmt.Println("answer:", string(e.Data))
 		}
 	}

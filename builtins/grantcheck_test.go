@@ -12,6 +12,7 @@ import (
 	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/wasmhost"
@@ -143,20 +144,20 @@ func TestApprovalIsNotAskedAboutCallsTheGrantsRefuse(t *testing.T) {
 				t.Fatalf("outcome %v, want waiting for echo", o)
 			}
 			evs := r.env.Events(t)
-			for _, a := range data[engine.ApprovalRequest](t, evs, engine.EvApprovalRequest) {
+			for _, a := range data[event.ApprovalRequest](t, evs, event.EvApprovalRequest) {
 				if len(a.CallIDs) != 1 || a.CallIDs[0] != "1.1.3" {
 					t.Errorf("a person was asked about %v; want only echo", a.CallIDs)
 				}
 			}
-			res := map[string]engine.ToolResult{}
-			for _, x := range data[engine.ToolResult](t, evs, engine.EvToolResult) {
+			res := map[string]event.ToolResult{}
+			for _, x := range data[event.ToolResult](t, evs, event.EvToolResult) {
 				res[x.CallID] = x
 			}
 			for id, want := range map[string]string{
 				"1.1.1": "rm -rf / matches no exec grant of op shell (granted: echo **; ls *; sh -c 'echo start && echo *')",
 				"1.1.2": "example.com:443 is not granted (granted: 127.0.0.1:1)",
 			} {
-				if x := res[id]; !x.IsError || x.Code != hostabi.CodeNotGranted || x.Op != engine.HostOp || !strings.Contains(x.Content, want) {
+				if x := res[id]; !x.IsError || x.Code != hostabi.CodeNotGranted || x.Op != event.HostOp || !strings.Contains(x.Content, want) {
 					t.Errorf("%s answered %+v; want the host's TOOL_NOT_GRANTED saying %q", id, x, want)
 				}
 			}
@@ -168,18 +169,18 @@ func TestApprovalIsNotAskedAboutCallsTheGrantsRefuse(t *testing.T) {
 			}
 			evs = r.env.Events(t)
 			var ran []string
-			for _, c := range data[engine.ToolCallEvent](t, evs, engine.EvToolCall) {
+			for _, c := range data[event.ToolCallEvent](t, evs, event.EvToolCall) {
 				ran = append(ran, c.CallID)
 			}
 			if len(ran) != 1 || ran[0] != "1.1.3" {
 				t.Errorf("calls run %v; want only echo", ran)
 			}
-			for _, x := range data[engine.ToolResult](t, evs, engine.EvToolResult) {
+			for _, x := range data[event.ToolResult](t, evs, event.EvToolResult) {
 				if x.CallID == "1.1.3" && (x.IsError || !strings.Contains(x.Content, "--- stdout ---\nhi\n")) {
 					t.Errorf("echo answered %+v", x)
 				}
 			}
-			if _, err := engine.Fold("b", evs); err != nil {
+			if _, err := event.Fold("b", evs); err != nil {
 				t.Fatalf("fold refuses the log: %v", err)
 			}
 		})

@@ -27,6 +27,8 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/store"
@@ -84,7 +86,7 @@ func openBadger(b *testing.B) store.Log {
 func template(b *testing.B, p *engine.Pipeline) []store.Event {
 	ctx := context.Background()
 	l := store.NewMemory()
-	if err := engine.Create(ctx, l, "t", engine.SessionCreated{}, et.Epoch); err != nil {
+	if err := engine.Create(ctx, l, "t", event.SessionCreated{}, et.Epoch); err != nil {
 		b.Fatal(err)
 	}
 	m, err := engine.Open(ctx, engine.Config{Log: l, Session: "t", Pipeline: p, Provider: zeroLatency, Durability: engine.SyncNever})
@@ -92,7 +94,7 @@ func template(b *testing.B, p *engine.Pipeline) []store.Event {
 		b.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		if _, err := m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{Content: "add one"}); err != nil {
+		if _, err := m.Enqueue(ctx, event.ListNextTurn, hostabi.InputMessage{Content: "add one"}); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := m.Run(ctx); err != nil {
@@ -136,7 +138,7 @@ func turn(b *testing.B, l store.Log, session string, p *engine.Pipeline) (int, t
 	runtime.GC()
 	before := m.State().Head
 	cpu0, start := cpuDur(), time.Now()
-	if _, err := m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{Content: "add one"}); err != nil {
+	if _, err := m.Enqueue(ctx, event.ListNextTurn, hostabi.InputMessage{Content: "add one"}); err != nil {
 		b.Fatal(err)
 	}
 	n := 1
@@ -211,15 +213,15 @@ func thousand(b *testing.B, p *engine.Pipeline) (int64, time.Duration) {
 	defer bl.Close()
 	log := &countingLog{Log: bl}
 	for j := 0; j < n; j++ {
-		if err := engine.Create(ctx, log, fmt.Sprintf("s%04d", j), engine.SessionCreated{}, et.Epoch); err != nil {
+		if err := engine.Create(ctx, log, fmt.Sprintf("s%04d", j), event.SessionCreated{}, et.Epoch); err != nil {
 			b.Fatal(err)
 		}
 	}
 	log.appends.Store(0)
 	start := time.Now()
-	sessions := make([]*engine.Session, n)
+	sessions := make([]*session.Session, n)
 	for j := range sessions {
-		s, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: fmt.Sprintf("s%04d", j), Pipeline: p, Provider: zeroLatency, Durability: engine.SyncNever})
+		s, err := session.OpenSession(ctx, engine.Config{Log: log, Session: fmt.Sprintf("s%04d", j), Pipeline: p, Provider: zeroLatency, Durability: engine.SyncNever})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -287,7 +289,7 @@ func BenchmarkWasmPipelineIdleMemory(b *testing.B) {
 		}
 		// A turn in one session warms the pools, as a long-lived process
 		// has them.
-		s0, err := engine.OpenSession(ctx, engine.Config{Log: l, Session: "s00000", Pipeline: wp, Provider: zeroLatency, Durability: engine.SyncNever})
+		s0, err := session.OpenSession(ctx, engine.Config{Log: l, Session: "s00000", Pipeline: wp, Provider: zeroLatency, Durability: engine.SyncNever})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -301,9 +303,9 @@ func BenchmarkWasmPipelineIdleMemory(b *testing.B) {
 		base := resident()
 		b.ReportMetric(float64(base)/(1<<20), "base-MiB")
 		b.StartTimer()
-		sessions := make([]*engine.Session, n)
+		sessions := make([]*session.Session, n)
 		for j := range sessions {
-			s, err := engine.OpenSession(ctx, engine.Config{Log: l, Session: fmt.Sprintf("s%05d", j), Pipeline: wp, Provider: zeroLatency, Durability: engine.SyncNever})
+			s, err := session.OpenSession(ctx, engine.Config{Log: l, Session: fmt.Sprintf("s%05d", j), Pipeline: wp, Provider: zeroLatency, Durability: engine.SyncNever})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -36,10 +37,10 @@ func TestAlwaysCoversTheOtherPendingCalls(t *testing.T) {
 	if w := env.Open(t).State().Waiting(); len(w) != 1 || w[0] != "1.1.3" {
 		t.Fatalf("waiting %v after always on c1; want only c3 (another tool)", w)
 	}
-	var got []engine.ApprovalDecision
+	var got []event.ApprovalDecision
 	for _, e := range env.Events(t) {
-		if e.Type == engine.EvApprovalDecision {
-			var d engine.ApprovalDecision
+		if e.Type == event.EvApprovalDecision {
+			var d event.ApprovalDecision
 			mustDecode(t, e, &d)
 			got = append(got, d)
 		}
@@ -79,8 +80,8 @@ func TestAlwaysWithEveryCallDecided(t *testing.T) {
 	}
 	n := 0
 	for _, e := range env.Events(t) {
-		if e.Type == engine.EvApprovalDecision {
-			var d engine.ApprovalDecision
+		if e.Type == event.EvApprovalDecision {
+			var d event.ApprovalDecision
 			mustDecode(t, e, &d)
 			if d.Note != "" {
 				t.Errorf("decision %+v came from the always, not its own", d)

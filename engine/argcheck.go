@@ -11,6 +11,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 )
 
@@ -137,7 +138,7 @@ func argumentsError(params, args json.RawMessage) error {
 // (TOOL_BAD_ARGUMENTS), or that the owner's grants would refuse, as its
 // host tells (GrantChecker; TOOL_NOT_GRANTED). It reports whether it
 // answered any.
-func (m *Machine) cannotRun(mv *move, pending []*CallState) bool {
+func (m *Machine) cannotRun(mv *move, pending []*event.CallState) bool {
 	h := m.st.Header
 	if h == nil {
 		return false
@@ -147,18 +148,18 @@ func (m *Machine) cannotRun(mv *move, pending []*CallState) bool {
 		if c.Owner == "" || c.Started || len(c.Verdicts) > 0 || len(c.Asked) > 0 {
 			continue
 		}
-		t := h.tool(c.Name)
+		t := h.Tool(c.Name)
 		if t == nil {
 			continue
 		}
 		if why := twiceSaid(c.Arguments); why != "" {
-			mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeBadArguments, Op: HostOp,
+			mv.add(event.EvToolResult, event.ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeBadArguments, Op: event.HostOp,
 				Content: clipArgs(fmt.Sprintf("the call was not run: its arguments %s, and a tool may read one where a person read the other; call %s again with each argument once", why, c.Name))})
 			answered = true
 			continue
 		}
 		if err := argumentsError(t.Parameters, c.Arguments); err != nil {
-			mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeBadArguments, Op: HostOp,
+			mv.add(event.EvToolResult, event.ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeBadArguments, Op: event.HostOp,
 				Content: clipArgs(fmt.Sprintf("the call was not run: its arguments do not fit the parameters of %s: %v; call it again with arguments that do", c.Name, err))})
 			answered = true
 			continue
@@ -166,7 +167,7 @@ func (m *Machine) cannotRun(mv *move, pending []*CallState) bool {
 		if op, _, ok := m.cfg.Pipeline.Lookup(c.Owner); ok {
 			if g, ok := op.(GrantChecker); ok {
 				if err := g.CheckGrants(c.Name, c.Arguments); err != nil {
-					mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeNotGranted, Op: HostOp,
+					mv.add(event.EvToolResult, event.ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeNotGranted, Op: event.HostOp,
 						Content: clipArgs(fmt.Sprintf("the call was not run: its op's grants do not allow it: %v", err))})
 					answered = true
 				}

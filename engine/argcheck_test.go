@@ -9,6 +9,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -36,15 +37,15 @@ func TestBadArgumentsAreAnsweredBeforeAnyoneIsAsked(t *testing.T) {
 	if w := env.Open(t).State().Waiting(); len(w) != 1 || w[0] != "1.1.3" {
 		t.Fatalf("waiting %v; want only c3, whose arguments fit", w)
 	}
-	res := map[string]engine.ToolResult{}
+	res := map[string]event.ToolResult{}
 	for _, e := range env.Events(t) {
 		switch e.Type {
-		case engine.EvToolResult:
-			var r engine.ToolResult
+		case event.EvToolResult:
+			var r event.ToolResult
 			mustDecode(t, e, &r)
 			res[r.CallID] = r
-		case engine.EvApprovalRequest:
-			var a engine.ApprovalRequest
+		case event.EvApprovalRequest:
+			var a event.ApprovalRequest
 			mustDecode(t, e, &a)
 			if len(a.CallIDs) != 1 || a.CallIDs[0] != "1.1.3" {
 				t.Errorf("a person was asked about %v; want only c3", a.CallIDs)
@@ -53,11 +54,11 @@ func TestBadArgumentsAreAnsweredBeforeAnyoneIsAsked(t *testing.T) {
 	}
 	for id, want := range map[string]string{"1.1.1": "missing property 'value'", "1.1.2": "value"} {
 		r := res[id]
-		if !r.IsError || r.Code != hostabi.CodeBadArguments || r.Op != engine.HostOp || !strings.Contains(r.Content, want) || !strings.Contains(r.Content, "calc_add") {
+		if !r.IsError || r.Code != hostabi.CodeBadArguments || r.Op != event.HostOp || !strings.Contains(r.Content, want) || !strings.Contains(r.Content, "calc_add") {
 			t.Errorf("%s answered %+v; want the host's TOOL_BAD_ARGUMENTS naming %q", id, r, want)
 		}
 	}
-	if _, err := engine.Fold("s", env.Events(t)); err != nil {
+	if _, err := event.Fold("s", env.Events(t)); err != nil {
 		t.Fatalf("the fold refuses the log: %v", err)
 	}
 }
@@ -134,27 +135,27 @@ func TestCallsTheGrantsRefuseAreAnsweredBeforeAnyoneIsAsked(t *testing.T) {
 			t.Errorf("the grants were asked about %s, whose arguments do not fit", c)
 		}
 	}
-	res := map[string]engine.ToolResult{}
+	res := map[string]event.ToolResult{}
 	var ran []string
 	for _, e := range env.Events(t) {
 		switch e.Type {
-		case engine.EvToolResult:
-			var r engine.ToolResult
+		case event.EvToolResult:
+			var r event.ToolResult
 			mustDecode(t, e, &r)
 			res[r.CallID] = r
-		case engine.EvToolCall:
-			var c engine.ToolCallEvent
+		case event.EvToolCall:
+			var c event.ToolCallEvent
 			mustDecode(t, e, &c)
 			ran = append(ran, c.CallID)
-		case engine.EvApprovalRequest:
-			var a engine.ApprovalRequest
+		case event.EvApprovalRequest:
+			var a event.ApprovalRequest
 			mustDecode(t, e, &a)
 			if len(a.CallIDs) != 1 || a.CallIDs[0] != "1.1.2" {
 				t.Errorf("a person was asked about %v; want only c2", a.CallIDs)
 			}
 		}
 	}
-	if r := res["1.1.1"]; !r.IsError || r.Code != hostabi.CodeNotGranted || r.Op != engine.HostOp || !strings.Contains(r.Content, "value 4000 is over the granted 100") {
+	if r := res["1.1.1"]; !r.IsError || r.Code != hostabi.CodeNotGranted || r.Op != event.HostOp || !strings.Contains(r.Content, "value 4000 is over the granted 100") {
 		t.Errorf("c1 answered %+v; want the host's TOOL_NOT_GRANTED with the reason", r)
 	}
 	if r := res["1.1.3"]; r.Code != hostabi.CodeBadArguments {
@@ -166,7 +167,7 @@ func TestCallsTheGrantsRefuseAreAnsweredBeforeAnyoneIsAsked(t *testing.T) {
 	if len(ran) != 1 || ran[0] != "1.1.2" {
 		t.Errorf("calls run %v; want only c2", ran)
 	}
-	if _, err := engine.Fold("s", env.Events(t)); err != nil {
+	if _, err := event.Fold("s", env.Events(t)); err != nil {
 		t.Fatalf("the fold refuses the log: %v", err)
 	}
 }

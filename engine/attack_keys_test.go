@@ -11,6 +11,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -64,7 +65,7 @@ func rekey(t *testing.T, evs []store.Event, turn int, from, to string) []store.E
 	return out
 }
 
-// A call's key names one call in the session (DESIGN.md §12). Calls
+// A call's key names one call in the session (README.md, "The log"). Calls
 // without keys are those of logs written before keys, so an answer
 // without keys cannot come after one with them: a forged log (wagent
 // import, POST …/import) whose second turn names its call by the first
@@ -75,17 +76,17 @@ func rekey(t *testing.T, evs []store.Event, turn int, from, to string) []store.E
 func TestImportRefusesAKeyReusedByAnUnkeyedAnswer(t *testing.T) {
 	evs := rekey(t, keyedTwoTurns(t), 2, "2.1.1", "1.1.1")
 	err := engine.Import(context.Background(), store.NewMemory(), "forged", evs, nil)
-	if !errors.Is(err, engine.ErrCorruptLog) || !strings.Contains(err.Error(), "has no key") {
+	if !errors.Is(err, event.ErrCorruptLog) || !strings.Contains(err.Error(), "has no key") {
 		t.Fatalf("import: %v, want ErrCorruptLog: an answer without keys after one with them", err)
 	}
 	// Any id at all, once the session has keys.
 	evs = rekey(t, keyedTwoTurns(t), 2, "2.1.1", "legacy-id")
-	if _, err := engine.Fold("s", evs); !errors.Is(err, engine.ErrCorruptLog) {
+	if _, err := event.Fold("s", evs); !errors.Is(err, event.ErrCorruptLog) {
 		t.Fatalf("fold: %v, want ErrCorruptLog", err)
 	}
 	// A log written before keys throughout is still read.
 	evs = rekey(t, rekey(t, keyedTwoTurns(t), 1, "1.1.1", "c"), 2, "2.1.1", "c")
-	if _, err := engine.Fold("s", evs); err != nil {
+	if _, err := event.Fold("s", evs); err != nil {
 		t.Fatalf("a log without keys: %v", err)
 	}
 }
@@ -149,10 +150,10 @@ func TestArgumentsThatSayTwoThingsAreNotPutToAnyone(t *testing.T) {
 	if w := env.Open(t).State().Waiting(); len(w) != 1 || w[0] != "1.1.5" {
 		t.Fatalf("waiting %v; want only 1.1.5", w)
 	}
-	res := map[string]engine.ToolResult{}
+	res := map[string]event.ToolResult{}
 	for _, e := range env.Events(t) {
-		if e.Type == engine.EvToolResult {
-			var r engine.ToolResult
+		if e.Type == event.EvToolResult {
+			var r event.ToolResult
 			json.Unmarshal(e.Data, &r)
 			res[r.CallID] = r
 		}
@@ -160,7 +161,7 @@ func TestArgumentsThatSayTwoThingsAreNotPutToAnyone(t *testing.T) {
 	for id, why := range map[string]string{"1.1.1": `give "value" twice`, "1.1.2": `give "value" and "Value"`, "1.1.3": `give "value" twice`,
 		"1.1.4": `give "a" twice`, "1.1.6": `give "optſ" and "opts"`} {
 		r := res[id]
-		if !r.IsError || r.Code != hostabi.CodeBadArguments || r.Op != engine.HostOp || !strings.Contains(r.Content, why) {
+		if !r.IsError || r.Code != hostabi.CodeBadArguments || r.Op != event.HostOp || !strings.Contains(r.Content, why) {
 			t.Errorf("%s answered %+v; want the host's TOOL_BAD_ARGUMENTS: %s", id, r, why)
 		}
 	}
@@ -242,8 +243,8 @@ func TestTwoProcessesDecideAtTheSameInstant(t *testing.T) {
 			}
 			got := map[string]int{}
 			for _, e := range env.Events(t) {
-				if e.Type == engine.EvApprovalDecision {
-					var d engine.ApprovalDecision
+				if e.Type == event.EvApprovalDecision {
+					var d event.ApprovalDecision
 					json.Unmarshal(e.Data, &d)
 					got[d.CallID]++
 				}
@@ -253,7 +254,7 @@ func TestTwoProcessesDecideAtTheSameInstant(t *testing.T) {
 					t.Errorf("call %s decided %d times, want %d (%v)", id, got[id], n, got)
 				}
 			}
-			if _, err := engine.Fold("s", env.Events(t)); err != nil {
+			if _, err := event.Fold("s", env.Events(t)); err != nil {
 				t.Fatal(err)
 			}
 		})

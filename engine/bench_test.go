@@ -11,6 +11,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/badger"
@@ -47,7 +48,7 @@ func template(b *testing.B, n int) []store.Event {
 	m := env.Open(b)
 	ctx := context.Background()
 	for msgs := 0; msgs < n; msgs += 4 { // a tool turn adds 4 messages
-		if _, err := m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{Content: "add one"}); err != nil {
+		if _, err := m.Enqueue(ctx, event.ListNextTurn, hostabi.InputMessage{Content: "add one"}); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := m.Run(ctx); err != nil {
@@ -107,7 +108,7 @@ func oneTurn(b *testing.B, l store.Log, session string, dur engine.Durability) (
 	cpu0 := threadCPU()
 	start := time.Now()
 	before := m.State().Head
-	if _, err := m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{Content: "add one"}); err != nil {
+	if _, err := m.Enqueue(ctx, event.ListNextTurn, hostabi.InputMessage{Content: "add one"}); err != nil {
 		b.Fatal(err)
 	}
 	n := 1

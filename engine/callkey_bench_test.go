@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 )
 
@@ -18,7 +19,7 @@ import (
 func BenchmarkWireMessages(b *testing.B) {
 	var msgs []hostabi.Message
 	for t := 1; t <= 250; t++ {
-		key := CallKey(t, 1, 1)
+		key := event.CallKey(t, 1, 1)
 		msgs = append(msgs,
 			hostabi.Message{Role: "user", Content: "add 1"},
 			hostabi.Message{Role: "assistant", ToolCalls: []hostabi.ToolCall{{ID: key, ModelID: "call_0", Name: "calc_add", Arguments: json.RawMessage(`{"value":1}`)}}},

@@ -11,6 +11,8 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -21,7 +23,7 @@ import (
 // cancels the turn that claimed it while that turn is open, and otherwise
 // does nothing.
 
-func send(t *testing.T, s *engine.Session, list, id, text string) {
+func send(t *testing.T, s *session.Session, list, id, text string) {
 	t.Helper()
 	if _, err := s.Enqueue(context.Background(), list, true, hostabi.InputMessage{ID: id, Content: text}); err != nil {
 		t.Fatal(err)
@@ -32,8 +34,8 @@ func send(t *testing.T, s *engine.Session, list, id, text string) {
 func admittedIn(t *testing.T, evs []store.Event) map[string]int {
 	out := map[string]int{}
 	for _, e := range evs {
-		if e.Type == engine.EvUserMessage {
-			var m engine.UserMessage
+		if e.Type == event.EvUserMessage {
+			var m event.UserMessage
 			mustDecode(t, e, &m)
 			out[m.ID] = e.Turn
 		}
@@ -41,8 +43,8 @@ func admittedIn(t *testing.T, evs []store.Event) map[string]int {
 	return out
 }
 
-func endsByTurn(h *harness) map[int]engine.TurnEnd {
-	out := map[int]engine.TurnEnd{}
+func endsByTurn(h *harness) map[int]event.TurnEnd {
+	out := map[int]event.TurnEnd{}
 	for _, te := range h.turnEnds() {
 		out[te.Turn] = te
 	}
@@ -53,10 +55,10 @@ func TestCancelInputWithdrawsOnlyItsQueuedInput(t *testing.T) {
 	g := newGate()
 	h := newHarness(t, &et.Scripted{Answer: et.Echo, Hold: g.hold})
 	ctx := context.Background()
-	send(t, h.sess, engine.ListNextTurn, "a", "first")
+	send(t, h.sess, event.ListNextTurn, "a", "first")
 	<-g.entered
-	send(t, h.sess, engine.ListNextTurn, "b", "second")
-	cause := engine.Cause{Kind: engine.CauseParent, Reason: "terminated (SIGTERM)", By: "client b"}
+	send(t, h.sess, event.ListNextTurn, "b", "second")
+	cause := event.Cause{Kind: event.CauseParent, Reason: "terminated (SIGTERM)", By: "client b"}
 	got, err := h.sess.CancelInput(ctx, "b", cause)
 	if err != nil || got != (engine.InputCanceled{Withdrawn: true}) {
 		t.Fatalf("cancel b while a's turn runs: %+v %v, want it withdrawn", got, err)
@@ -64,16 +66,16 @@ func TestCancelInputWithdrawsOnlyItsQueuedInput(t *testing.T) {
 	close(g.release)
 	h.idle()
 	evs := h.events()
-	if ends := h.turnEnds(); len(ends) != 1 || ends[0].Reason != engine.ReasonCompleted {
+	if ends := h.turnEnds(); len(ends) != 1 || ends[0].Reason != event.ReasonCompleted {
 		t.Fatalf("turn ends %+v, want a's turn completed and no other", ends)
 	}
 	if in := admittedIn(t, evs); in["b"] != 0 || in["a"] != 1 {
 		t.Fatalf("admitted %v, want a in turn 1 and b never", in)
 	}
-	var withdrawal *engine.InboxSpliced
+	var withdrawal *event.InboxSpliced
 	for _, e := range evs {
-		var d engine.InboxSpliced
-		if e.Type == engine.EvInboxSpliced && jsonUnmarshal(e.Data, &d) == nil && d.Outcome == engine.OutcomeCanceled {
+		var d event.InboxSpliced
+		if e.Type == event.EvInboxSpliced && jsonUnmarshal(e.Data, &d) == nil && d.Outcome == event.OutcomeCanceled {
 			withdrawal = &d
 		}
 	}
@@ -99,25 +101,25 @@ func TestCancelInputCancelsOnlyTheTurnItsInputOpened(t *testing.T) {
 	ctx := context.Background()
 	streaming := make(chan struct{})
 	var once sync.Once
-	h.sess.Watch(func(n engine.Notification) {
-		if n.Kind == engine.NoteLive && n.Live.Kind == "delta" {
+	h.sess.Watch(func(n session.Notification) {
+		if n.Kind == session.NoteLive && n.Live.Kind == "delta" {
 			once.Do(func() { close(streaming) })
 		}
 	})
-	send(t, h.sess, engine.ListNextTurn, "a", "first")
+	send(t, h.sess, event.ListNextTurn, "a", "first")
 	<-streaming
-	send(t, h.sess, engine.ListNextTurn, "b", "second")
-	cause := engine.Cause{Kind: engine.CauseUser, Reason: "interrupted at the terminal", By: "client a"}
+	send(t, h.sess, event.ListNextTurn, "b", "second")
+	cause := event.Cause{Kind: event.CauseUser, Reason: "interrupted at the terminal", By: "client a"}
 	got, err := h.sess.CancelInput(ctx, "a", cause)
 	if err != nil || got != (engine.InputCanceled{Turn: 1, Recorded: true}) {
 		t.Fatalf("cancel a while its turn streams: %+v %v", got, err)
 	}
 	h.idle()
 	ends := endsByTurn(h)
-	if te := ends[1]; te.Reason != engine.ReasonAborted || te.Cause == nil || *te.Cause != cause {
+	if te := ends[1]; te.Reason != event.ReasonAborted || te.Cause == nil || *te.Cause != cause {
 		t.Errorf("turn 1 ended %+v, want aborted with the cause", te)
 	}
-	if te := ends[2]; te.Reason != engine.ReasonCompleted {
+	if te := ends[2]; te.Reason != event.ReasonCompleted {
 		t.Errorf("turn 2 (b's) ended %+v, want completed", te)
 	}
 	if in := admittedIn(t, h.events()); in["b"] != 2 {
@@ -131,14 +133,14 @@ func TestCancelInputOfAParkedTurn(t *testing.T) {
 	p := &et.Replay{Replies: []et.Reply{{Calls: []hostabi.ToolCall{et.Call("c1", "calc_add", `{"value":4}`)}}, {Text: "done"}}}
 	h := newHarness(t, p, et.Approver(nil, nil), et.Calculator())
 	ctx := context.Background()
-	send(t, h.sess, engine.ListNextTurn, "a", "first")
+	send(t, h.sess, event.ListNextTurn, "a", "first")
 	h.idle()
 	if w := h.sess.Waiting(); len(w) != 1 {
 		t.Fatalf("waiting %+v, want c1", w)
 	}
-	send(t, h.sess, engine.ListNextTurn, "b", "second")
+	send(t, h.sess, event.ListNextTurn, "b", "second")
 	h.idle()
-	cause := engine.Cause{Kind: engine.CauseUser, Reason: "no", By: "someone"}
+	cause := event.Cause{Kind: event.CauseUser, Reason: "no", By: "someone"}
 	if got, err := h.sess.CancelInput(ctx, "b", cause); err != nil || got != (engine.InputCanceled{Withdrawn: true}) {
 		t.Fatalf("cancel b behind the parked turn: %+v %v", got, err)
 	}
@@ -146,7 +148,7 @@ func TestCancelInputOfAParkedTurn(t *testing.T) {
 		t.Fatalf("cancel a's parked turn: %+v %v", got, err)
 	}
 	h.idle()
-	if ends := h.turnEnds(); len(ends) != 1 || ends[0].Reason != engine.ReasonAborted || *ends[0].Cause != cause {
+	if ends := h.turnEnds(); len(ends) != 1 || ends[0].Reason != event.ReasonAborted || *ends[0].Cause != cause {
 		t.Fatalf("turn ends %+v, want turn 1 aborted with the cause", ends)
 	}
 	if w := h.sess.Waiting(); len(w) != 0 {
@@ -174,12 +176,12 @@ func TestCancelInputDoesNotPutItsInputBack(t *testing.T) {
 		}}
 	h := newHarness(t, &et.Scripted{Answer: et.Echo}, slow)
 	ctx := context.Background()
-	if _, err := h.sess.Enqueue(ctx, engine.ListNextStep, false, hostabi.InputMessage{ID: "s", Content: "steering"}); err != nil {
+	if _, err := h.sess.Enqueue(ctx, event.ListNextStep, false, hostabi.InputMessage{ID: "s", Content: "steering"}); err != nil {
 		t.Fatal(err)
 	}
-	send(t, h.sess, engine.ListNextTurn, "a", "first")
+	send(t, h.sess, event.ListNextTurn, "a", "first")
 	<-entered
-	if got, err := h.sess.CancelInput(ctx, "a", engine.Cause{Kind: engine.CauseUser}); err != nil || got != (engine.InputCanceled{Turn: 1, Recorded: true}) {
+	if got, err := h.sess.CancelInput(ctx, "a", event.Cause{Kind: event.CauseUser}); err != nil || got != (engine.InputCanceled{Turn: 1, Recorded: true}) {
 		t.Fatalf("cancel a while its batch waits for admission: %+v %v", got, err)
 	}
 	h.idle()
@@ -203,12 +205,12 @@ func TestCancelInputNeverEndsTheNextTurn(t *testing.T) {
 	results := map[string]engine.InputCanceled{}
 	for i := range rounds {
 		a, b := fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)
-		send(t, h.sess, engine.ListNextTurn, a, "first")
-		send(t, h.sess, engine.ListNextTurn, b, "second")
+		send(t, h.sess, event.ListNextTurn, a, "first")
+		send(t, h.sess, event.ListNextTurn, b, "second")
 		for range rand.Intn(60) {
 			runtime.Gosched()
 		}
-		got, err := h.sess.CancelInput(ctx, a, engine.Cause{Kind: engine.CauseUser, By: a})
+		got, err := h.sess.CancelInput(ctx, a, event.Cause{Kind: event.CauseUser, By: a})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,7 +224,7 @@ func TestCancelInputNeverEndsTheNextTurn(t *testing.T) {
 	for i := range rounds {
 		a, b := fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)
 		got := results[a]
-		if te := ends[in[b]]; in[b] == 0 || te.Reason != engine.ReasonCompleted {
+		if te := ends[in[b]]; in[b] == 0 || te.Reason != event.ReasonCompleted {
 			t.Fatalf("round %d: b's turn %d ended %+v (cancel of a: %+v), want completed", i, in[b], te, got)
 		}
 		switch {
@@ -235,12 +237,12 @@ func TestCancelInputNeverEndsTheNextTurn(t *testing.T) {
 			// a was admitted into the turn, or claimed and not yet.
 			count[1]++
 			te := ends[got.Turn]
-			if te.Reason != engine.ReasonAborted || te.Cause == nil || te.Cause.By != a || (in[a] != 0 && in[a] != got.Turn) {
+			if te.Reason != event.ReasonAborted || te.Cause == nil || te.Cause.By != a || (in[a] != 0 && in[a] != got.Turn) {
 				t.Fatalf("round %d: cancel %+v, turn %d ended %+v, a admitted in turn %d", i, got, got.Turn, te, in[a])
 			}
 		default:
 			count[2]++
-			if te := ends[in[a]]; in[a] == 0 || te.Reason != engine.ReasonCompleted {
+			if te := ends[in[a]]; in[a] == 0 || te.Reason != event.ReasonCompleted {
 				t.Fatalf("round %d: cancel did nothing (%+v), a's turn ended %+v", i, got, te)
 			}
 		}

@@ -8,11 +8,13 @@ import (
 	"strings"
 
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
 
-// Compaction (DESIGN.md: context/compacted). Deciding when to shorten the
+// Compaction (the context/compacted event: a summary and the range of
+// messages it stands for in requests from now on; nothing is deleted). Deciding when to shorten the
 // conversation is an operation's: the host asks ops at the compact hook
 // before a request once the last answer's size is known, after a
 // context_length failure (the step is then retried once), and for a
@@ -20,7 +22,7 @@ import (
 // the host chooses what to summarise (a call and its result never apart;
 // the open turn kept unless it alone overflows, then its oldest completed
 // steps), makes one extra model request for the summary, whose
-// request/header (RequestHeader.Compaction) is appended before it is
+// request/header (event.RequestHeader.Compaction) is appended before it is
 // sent, and appends context/compacted with the answer and its usage.
 // Nothing is deleted: requests from then on send the latest summary and
 // the messages after its range, and the log keeps every message.
@@ -87,11 +89,11 @@ func (m *Machine) compact(ctx context.Context, mv *move, reason, instruction str
 	// when even if no answer is ever recorded (a crash, a cancel), and
 	// the answer after it says how long it took.
 	mv.now = m.cfg.Clock()
-	h := mv.event(EvRequestHeader, RequestHeader{
-		Compaction:  &CompactionRequest{Op: winner.man.Name, Reason: reason, From: prev, Through: cut},
+	h := mv.event(event.EvRequestHeader, event.RequestHeader{
+		Compaction:  &event.CompactionRequest{Op: winner.man.Name, Reason: reason, From: prev, Through: cut},
 		Model:       req.Model,
 		Guards:      []string{}, // it offers no tool
-		PromptParts: []Contribution{{Op: winner.man.Name, Text: instructions}},
+		PromptParts: []event.Contribution{{Op: winner.man.Name, Text: instructions}},
 	})
 	if err := mv.room([]store.Event{h}); err != nil {
 		m.fault(mv, winner.man.Name, hostabi.HookCompact, hostabi.FaultLimit, "its instructions do not fit in the log: "+err.Error())
@@ -114,12 +116,12 @@ func (m *Machine) compact(ctx context.Context, mv *move, reason, instruction str
 		m.fault(mv, winner.man.Name, hostabi.HookCompact, hostabi.FaultError, fmt.Sprintf("the summary request failed (%s): %s", f.Code, f.Message))
 		return false, nil
 	}
-	d := ContextCompacted{Op: winner.man.Name, Reason: reason, Instructions: instructions, Through: cut,
+	d := event.ContextCompacted{Op: winner.man.Name, Reason: reason, Instructions: instructions, Through: cut,
 		ThroughSeq: s.MessageSeqs[cut-1-s.Stubbed], Summary: resp.Content, Model: req.Model}
 	if resp.Usage != (provider.Usage{}) {
-		d.Usage = &Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
+		d.Usage = &event.Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
 	}
-	if !m.accept(mv, *winner, mv.event(EvContextCompacted, d)) {
+	if !m.accept(mv, *winner, mv.event(event.EvContextCompacted, d)) {
 		return false, nil
 	}
 	return true, nil
@@ -168,7 +170,7 @@ func (m *Machine) cut() int {
 	return 0
 }
 
-// cutCache holds the cut points (CutPoints) of the live messages, found
+// cutCache holds the cut points (event.CutPoints) of the live messages, found
 // as messages are added: before each request the compaction check asks
 // for the latest one, and scanning the whole conversation for it every
 // time would make a request's cost grow with the session's length.
@@ -181,7 +183,7 @@ type cutCache struct {
 
 // latest returns the latest cut point at most at (as an index of the
 // whole conversation), or 0.
-func (c *cutCache) latest(s *State, at int) int {
+func (c *cutCache) latest(s *event.State, at int) int {
 	if c.open == nil || c.stubbed != s.Stubbed || c.n > len(s.Messages) {
 		*c = cutCache{stubbed: s.Stubbed, open: map[string]bool{}}
 	}
@@ -257,7 +259,7 @@ func (m *Machine) compactable() bool {
 // conversation is what a request sends: the whole conversation, or the
 // latest summary (merged into the first kept message when that is the
 // user's, so roles still alternate) and the messages after its range.
-func (s *State) conversation() []hostabi.Message {
+func conversation(s *event.State) []hostabi.Message {
 	c := s.Compaction
 	if c == nil {
 		return s.Messages
@@ -289,7 +291,7 @@ func (m *Machine) compactCommand(ctx context.Context, mv *move, in hostabi.Input
 	// leaves it claimed and the next transition answers it again, where an
 	// admitted command without its reply would leave a turn that goes on
 	// to ask the model.
-	admit := mv.event(EvUserMessage, UserMessage{ID: in.ID, Content: in.Content, Command: "compact"})
+	admit := mv.event(event.EvUserMessage, event.UserMessage{ID: in.ID, Content: in.Content, Command: "compact"})
 	rest := mv.events
 	mv.events, mv.bytes = nil, 0
 	mv.push(admit)
@@ -297,11 +299,11 @@ func (m *Machine) compactCommand(ctx context.Context, mv *move, in hostabi.Input
 	text := "nothing to compact: no op answers the compact hook, or there is nothing older to summarise"
 	if done {
 		last := mv.events[len(mv.events)-1]
-		var d ContextCompacted
+		var d event.ContextCompacted
 		json.Unmarshal(last.Data, &d)
 		text = fmt.Sprintf("compacted: messages %d to %d are summarised in requests from now on (the log keeps them)", before+1, d.Through)
 	}
-	mv.add(EvCommandReply, CommandReply{Op: "host", Command: "compact", Text: text})
-	m.endTurn(mv, "", ReasonCompleted, nil)
+	mv.add(event.EvCommandReply, event.CommandReply{Op: "host", Command: "compact", Text: text})
+	m.endTurn(mv, "", event.ReasonCompleted, nil)
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -98,7 +99,7 @@ func TestCompactionKeepsRequestsUnderTheWindow(t *testing.T) {
 		}
 	}
 	evs := env.Events(t)
-	st, err := engine.Fold("s", evs)
+	st, err := event.Fold("s", evs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,9 +107,9 @@ func TestCompactionKeepsRequestsUnderTheWindow(t *testing.T) {
 	messages := 0
 	for _, e := range evs {
 		switch e.Type {
-		case engine.EvContextCompacted:
+		case event.EvContextCompacted:
 			compactions++
-		case engine.EvUserMessage, engine.EvAssistantMessage, engine.EvToolResult:
+		case event.EvUserMessage, event.EvAssistantMessage, event.EvToolResult:
 			messages++
 		}
 	}
@@ -117,10 +118,10 @@ func TestCompactionKeepsRequestsUnderTheWindow(t *testing.T) {
 	}
 	// Every model request's tokens count, the summary requests' too
 	// (issue 28: the session's totals left them out).
-	var want engine.Usage
+	var want event.Usage
 	for _, e := range evs {
-		var u struct{ Usage *engine.Usage }
-		if e.Type == engine.EvAssistantMessage || e.Type == engine.EvContextCompacted {
+		var u struct{ Usage *event.Usage }
+		if e.Type == event.EvAssistantMessage || e.Type == event.EvContextCompacted {
 			if err := json.Unmarshal(e.Data, &u); err != nil {
 				t.Fatal(err)
 			}
@@ -133,7 +134,7 @@ func TestCompactionKeepsRequestsUnderTheWindow(t *testing.T) {
 	if st.Usage != want || want.OutputTokens < 8*3 {
 		t.Errorf("the session's usage is %+v; the log's requests, summaries included, add up to %+v", st.Usage, want)
 	}
-	if st.MessageCount() != messages || st.LastEnd.Reason != engine.ReasonCompleted {
+	if st.MessageCount() != messages || st.LastEnd.Reason != event.ReasonCompleted {
 		t.Fatalf("the fold counts %d messages of %d in the log (last end %+v): nothing may be deleted", st.MessageCount(), messages, st.LastEnd)
 	}
 	sawSummary := 0
@@ -172,17 +173,17 @@ func TestContextLengthCompactsAndRetriesOnce(t *testing.T) {
 		}
 	}
 	evs := env.Events(t)
-	st, _ := engine.Fold("s", evs)
-	if st.LastEnd.Reason != engine.ReasonCompleted {
+	st, _ := event.Fold("s", evs)
+	if st.LastEnd.Reason != event.ReasonCompleted {
 		t.Fatalf("the last turn ended %+v, want completed after a compaction and a retry\n%s", st.LastEnd, et.Lines(evs))
 	}
 	var sawFailure, sawCompaction bool
 	for _, e := range evs {
 		switch e.Type {
-		case engine.EvAssistantAttempt:
+		case event.EvAssistantAttempt:
 			sawFailure = true
-		case engine.EvContextCompacted:
-			var d engine.ContextCompacted
+		case event.EvContextCompacted:
+			var d event.ContextCompacted
 			mustDecode(t, e, &d)
 			if sawFailure && d.Reason == engine.CompactContextLength {
 				sawCompaction = true
@@ -206,8 +207,8 @@ func TestFaultingCompactionEndsWithTheOriginalError(t *testing.T) {
 	env.Send(t, strings.Repeat("far too long for the window ", 40))
 	env.RunRebuilding(t)
 	evs := env.Events(t)
-	st, _ := engine.Fold("s", evs)
-	if st.LastEnd.Reason != engine.ReasonError || !strings.Contains(st.LastEnd.Error, "context_length") {
+	st, _ := event.Fold("s", evs)
+	if st.LastEnd.Reason != event.ReasonError || !strings.Contains(st.LastEnd.Error, "context_length") {
 		t.Fatalf("turn end %+v, want the original context_length error", st.LastEnd)
 	}
 	if fs := faults(t, evs); len(fs) == 0 || fs[0].Op != "compactor" {
@@ -230,15 +231,15 @@ func TestCompactCommand(t *testing.T) {
 	env.RunRebuilding(t)
 	env.Send(t, "/compact keep the totals")
 	env.RunRebuilding(t)
-	var d *engine.ContextCompacted
+	var d *event.ContextCompacted
 	var reply string
 	for _, e := range env.Events(t) {
 		switch e.Type {
-		case engine.EvContextCompacted:
-			d = &engine.ContextCompacted{}
+		case event.EvContextCompacted:
+			d = &event.ContextCompacted{}
 			mustDecode(t, e, d)
-		case engine.EvCommandReply:
-			var r engine.CommandReply
+		case event.EvCommandReply:
+			var r event.CommandReply
 			mustDecode(t, e, &r)
 			reply = r.Text
 		}
@@ -271,7 +272,7 @@ func TestCutPoints(t *testing.T) {
 		{Role: "user"}, call("a", "b"), {Role: "tool", CallID: "a"}, {Role: "tool", CallID: "b"},
 		{Role: "assistant"}, {Role: "user"}, call("c"), {Role: "tool", CallID: "c"},
 	}
-	got := engine.CutPoints(msgs)
+	got := event.CutPoints(msgs)
 	want := []int{1, 4, 5, 6, 8}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("cut points %v, want %v", got, want)
@@ -288,7 +289,7 @@ type watched struct {
 	mu sync.Mutex
 	// before[i] is the log's last event when summary request i was sent.
 	before []store.Event
-	usage  engine.Usage
+	usage  event.Usage
 	steps  int // step requests (not summaries)
 }
 
@@ -350,11 +351,11 @@ func TestSummaryRequestHasItsHeaderBeforeItIsSent(t *testing.T) {
 				}
 			}
 			evs := env.Events(t)
-			st, err := engine.Fold("s", evs)
+			st, err := event.Fold("s", evs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st.LastEnd.Reason != engine.ReasonCompleted {
+			if st.LastEnd.Reason != event.ReasonCompleted {
 				t.Fatalf("the last turn ended %+v\n%s", st.LastEnd, et.Lines(evs))
 			}
 			if len(w.before) == 0 {
@@ -363,8 +364,8 @@ func TestSummaryRequestHasItsHeaderBeforeItIsSent(t *testing.T) {
 			// When each summary request was sent, the log ended with its
 			// header: a summary's, with the op's instructions and the model.
 			for i, e := range w.before {
-				var h engine.RequestHeader
-				if e.Type == engine.EvRequestHeader {
+				var h event.RequestHeader
+				if e.Type == event.EvRequestHeader {
 					mustDecode(t, e, &h)
 				}
 				if h.Compaction == nil || h.Compaction.Op != "compactor" || h.Compaction.Reason != tc.reason || h.Model != "test-model" ||
@@ -378,21 +379,21 @@ func TestSummaryRequestHasItsHeaderBeforeItIsSent(t *testing.T) {
 			// Each summary's answer (context/compacted) comes after the
 			// header of its request, which names the same range; the
 			// steps' headers are unchanged by them.
-			var last *engine.RequestHeader
+			var last *event.RequestHeader
 			headers, compactions := 0, 0
 			for _, e := range evs {
 				switch e.Type {
-				case engine.EvRequestHeader:
-					last = &engine.RequestHeader{}
+				case event.EvRequestHeader:
+					last = &event.RequestHeader{}
 					mustDecode(t, e, last)
 					if last.Compaction != nil {
 						headers++
 					} else if len(last.Tools) == 0 {
 						t.Errorf("seq %d: a step's header without the calculator's tools", e.Seq)
 					}
-				case engine.EvContextCompacted:
+				case event.EvContextCompacted:
 					compactions++
-					var d engine.ContextCompacted
+					var d event.ContextCompacted
 					mustDecode(t, e, &d)
 					if last == nil || last.Compaction == nil || last.Compaction.Through != d.Through || last.Compaction.Reason != d.Reason {
 						t.Errorf("seq %d: context/compacted through %d (%s) is not after its summary request's header; the last header was %+v", e.Seq, d.Through, d.Reason, last)
@@ -402,9 +403,9 @@ func TestSummaryRequestHasItsHeaderBeforeItIsSent(t *testing.T) {
 			if headers != len(w.before) || compactions != len(w.before) {
 				t.Errorf("%d summary requests, %d summary headers, %d compactions", len(w.before), headers, compactions)
 			}
-			if st.Usage != w.usage || engine.Summarize(st).Usage != w.usage {
+			if st.Usage != w.usage || event.Summarize(st).Usage != w.usage {
 				t.Errorf("the session's usage is %+v (listed %+v); the model reported %+v for its %d step and %d summary requests",
-					st.Usage, engine.Summarize(st).Usage, w.usage, w.steps, len(w.before))
+					st.Usage, event.Summarize(st).Usage, w.usage, w.steps, len(w.before))
 			}
 		})
 	}
@@ -439,26 +440,26 @@ func TestUnansweredSummaryRequestStaysInTheLog(t *testing.T) {
 		t.Fatalf("run: %v, want the cancel", err)
 	}
 	evs := env.Events(t)
-	var h engine.RequestHeader
-	if last := evs[len(evs)-1]; last.Type == engine.EvRequestHeader {
+	var h event.RequestHeader
+	if last := evs[len(evs)-1]; last.Type == event.EvRequestHeader {
 		mustDecode(t, last, &h)
 	}
 	if h.Compaction == nil || h.Compaction.Reason != engine.CompactCommand {
 		t.Fatalf("after the cancelled summary request the log ends with %s; want its header\n%s", evs[len(evs)-1].Type, et.Lines(evs))
 	}
-	if _, err := engine.Fold("s", evs); err != nil {
+	if _, err := event.Fold("s", evs); err != nil {
 		t.Fatal(err)
 	}
 	if o := env.RunRebuilding(t); o != engine.Idle {
 		t.Fatalf("outcome %v", o)
 	}
 	evs = env.Events(t)
-	st, err := engine.Fold("s", evs)
+	st, err := event.Fold("s", evs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.LastEnd.Reason != engine.ReasonCompleted || countType(evs, engine.EvUserMessage) != 2 || countType(evs, engine.EvCommandReply) != 1 ||
-		countType(evs, engine.EvContextCompacted) != 1 || countType(evs, engine.EvRequestHeader)-countType(evs, engine.EvStepStart) != 2 || w.steps != steps {
+	if st.LastEnd.Reason != event.ReasonCompleted || countType(evs, event.EvUserMessage) != 2 || countType(evs, event.EvCommandReply) != 1 ||
+		countType(evs, event.EvContextCompacted) != 1 || countType(evs, event.EvRequestHeader)-countType(evs, event.EvStepStart) != 2 || w.steps != steps {
 		t.Fatalf("want the /compact answered once after a second summary request (2 summary headers, 1 compaction, 1 reply) and no step request (%d, was %d):\n%s", w.steps, steps, et.Lines(evs))
 	}
 	if st.Usage != w.usage {
@@ -481,28 +482,28 @@ func countType(evs []store.Event, typ string) int {
 // the request or after a failed one, and between steps. Elsewhere the
 // fold refuses it.
 func TestFoldTakesASummaryHeaderBesideTheStep(t *testing.T) {
-	created := ev(1, engine.EvSessionCreated, `{}`)
-	turn1 := ev(2, engine.EvTurnStart, `{"turn":1}`)
-	step1 := ev(3, engine.EvStepStart, `{"turn":1,"step":1}`)
-	header := ev(4, engine.EvRequestHeader, `{"model":"m","tools":[{"name":"calc_add","owner":"calc"}],"guards":[]}`)
+	created := ev(1, event.EvSessionCreated, `{}`)
+	turn1 := ev(2, event.EvTurnStart, `{"turn":1}`)
+	step1 := ev(3, event.EvStepStart, `{"turn":1,"step":1}`)
+	header := ev(4, event.EvRequestHeader, `{"model":"m","tools":[{"name":"calc_add","owner":"calc"}],"guards":[]}`)
 	summary := func(seq uint64) store.Event {
-		return ev(seq, engine.EvRequestHeader, `{"compaction":{"op":"compactor","reason":"usage","from":0,"through":2},"model":"m","guards":[],"prompt_parts":[{"op":"compactor","text":"summarise"}]}`)
+		return ev(seq, event.EvRequestHeader, `{"compaction":{"op":"compactor","reason":"usage","from":0,"through":2},"model":"m","guards":[],"prompt_parts":[{"op":"compactor","text":"summarise"}]}`)
 	}
 	answer := func(seq uint64) store.Event {
-		return ev(seq, engine.EvAssistantMessage, `{"content":"","tool_calls":[{"id":"c1","name":"calc_add","arguments":{}}]}`)
+		return ev(seq, event.EvAssistantMessage, `{"content":"","tool_calls":[{"id":"c1","name":"calc_add","arguments":{}}]}`)
 	}
 	for name, evs := range map[string][]store.Event{
 		"before the request":   {created, turn1, step1, header, summary(5), answer(6)},
-		"after a failed one":   {created, turn1, step1, header, ev(5, engine.EvAssistantAttempt, `{"attempt":1,"failure":{"code":"context_length"}}`), summary(6), ev(7, engine.EvRetryScheduled, `{"op":"r","attempt":1}`), answer(8)},
-		"between steps":        {created, turn1, summary(3), ev(4, engine.EvStepStart, `{"turn":1,"step":1}`), ev(5, engine.EvRequestHeader, `{"model":"m","tools":[{"name":"calc_add","owner":"calc"}],"guards":[]}`), answer(6)},
+		"after a failed one":   {created, turn1, step1, header, ev(5, event.EvAssistantAttempt, `{"attempt":1,"failure":{"code":"context_length"}}`), summary(6), ev(7, event.EvRetryScheduled, `{"op":"r","attempt":1}`), answer(8)},
+		"between steps":        {created, turn1, summary(3), ev(4, event.EvStepStart, `{"turn":1,"step":1}`), ev(5, event.EvRequestHeader, `{"model":"m","tools":[{"name":"calc_add","owner":"calc"}],"guards":[]}`), answer(6)},
 		"unanswered, then not": {created, turn1, step1, header, summary(5), summary(6), answer(7)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			st, err := engine.Fold("s", evs)
+			st, err := event.Fold("s", evs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st.Phase != engine.PhaseAnswered || st.Header == nil || st.Header.Compaction != nil || len(st.Calls) != 1 || st.Calls[0].Owner != "calc" {
+			if st.Phase != event.PhaseAnswered || st.Header == nil || st.Header.Compaction != nil || len(st.Calls) != 1 || st.Calls[0].Owner != "calc" {
 				t.Fatalf("phase %v, header %+v, calls %+v: the step's header is not the one its answer was folded with", st.Phase, st.Header, st.Calls)
 			}
 		})
@@ -513,7 +514,7 @@ func TestFoldTakesASummaryHeaderBesideTheStep(t *testing.T) {
 		"after the answer":      {created, turn1, step1, header, answer(5), summary(6)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := engine.Fold("s", evs); !errors.Is(err, engine.ErrCorruptLog) || !strings.Contains(err.Error(), "a summary request outside a turn, or in a step that is not before a request") {
+			if _, err := event.Fold("s", evs); !errors.Is(err, event.ErrCorruptLog) || !strings.Contains(err.Error(), "a summary request outside a turn, or in a step that is not before a request") {
 				t.Fatalf("err %v, want the summary request refused", err)
 			}
 		})
@@ -553,8 +554,8 @@ func TestCrashAtEveryAppendOfACompaction(t *testing.T) {
 	}
 	total := (1 << 30) - counter.left
 	clean, _ := counter.Read(context.Background(), "s", 1, 0)
-	if countType(clean, engine.EvContextCompacted) < 2 {
-		t.Fatalf("the clean run compacts %d times; want by size and by command\n%s", countType(clean, engine.EvContextCompacted), et.Lines(clean))
+	if countType(clean, event.EvContextCompacted) < 2 {
+		t.Fatalf("the clean run compacts %d times; want by size and by command\n%s", countType(clean, event.EvContextCompacted), et.Lines(clean))
 	}
 	for k := 0; k <= total; k++ {
 		t.Run(fmt.Sprintf("after-append-%d", k), func(t *testing.T) {
@@ -563,45 +564,45 @@ func TestCrashAtEveryAppendOfACompaction(t *testing.T) {
 				t.Fatalf("first writer: %v, want it to die", err)
 			}
 			crashed, _ := log.Read(context.Background(), "s", 1, 0)
-			if _, err := engine.Fold("s", crashed); err != nil {
+			if _, err := event.Fold("s", crashed); err != nil {
 				t.Fatalf("the crash left a log the fold refuses: %v", err)
 			}
 			if err := run(log, "w2"); err != nil {
 				t.Fatalf("second writer: %v", err)
 			}
 			evs, _ := log.Read(context.Background(), "s", 1, 0)
-			st, err := engine.Fold("s", evs)
+			st, err := event.Fold("s", evs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var want engine.Usage
-			var last *engine.RequestHeader
+			var want event.Usage
+			var last *event.RequestHeader
 			ends := 0
 			for _, e := range evs {
 				switch e.Type {
-				case engine.EvTurnEnd:
-					var d engine.TurnEnd
+				case event.EvTurnEnd:
+					var d event.TurnEnd
 					mustDecode(t, e, &d)
-					if d.Reason == engine.ReasonCompleted {
+					if d.Reason == event.ReasonCompleted {
 						ends++
 					}
-				case engine.EvRequestHeader:
-					last = &engine.RequestHeader{}
+				case event.EvRequestHeader:
+					last = &event.RequestHeader{}
 					mustDecode(t, e, last)
-				case engine.EvContextCompacted, engine.EvAssistantMessage:
-					var d struct{ Usage *engine.Usage }
+				case event.EvContextCompacted, event.EvAssistantMessage:
+					var d struct{ Usage *event.Usage }
 					mustDecode(t, e, &d)
 					if d.Usage != nil {
 						want.InputTokens += d.Usage.InputTokens
 						want.OutputTokens += d.Usage.OutputTokens
 					}
-					if e.Type == engine.EvContextCompacted && (last == nil || last.Compaction == nil) {
+					if e.Type == event.EvContextCompacted && (last == nil || last.Compaction == nil) {
 						t.Errorf("seq %d: a summary without its request's header before it", e.Seq)
 					}
 				}
 			}
-			if ends != len(prompts) || st.TurnOpen || countType(evs, engine.EvCommandReply) != 1 {
-				t.Fatalf("%d of %d turns completed (open %v), %d replies to /compact\n%s", ends, len(prompts), st.TurnOpen, countType(evs, engine.EvCommandReply), et.Lines(evs))
+			if ends != len(prompts) || st.TurnOpen || countType(evs, event.EvCommandReply) != 1 {
+				t.Fatalf("%d of %d turns completed (open %v), %d replies to /compact\n%s", ends, len(prompts), st.TurnOpen, countType(evs, event.EvCommandReply), et.Lines(evs))
 			}
 			if st.Usage != want {
 				t.Errorf("usage %+v, the log's answers add up to %+v", st.Usage, want)

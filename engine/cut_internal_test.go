@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 )
 
@@ -14,7 +15,7 @@ import (
 func TestCutCacheAgreesWithCutPoints(t *testing.T) {
 	for seed := uint64(0); seed < 200; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		s := NewState("s")
+		s := event.NewState("s")
 		var c cutCache
 		open := []string{}
 		for step := 0; step < 60; step++ {
@@ -35,14 +36,14 @@ func TestCutCacheAgreesWithCutPoints(t *testing.T) {
 				open = append(open[:j], open[j+1:]...)
 			case k == 9:
 				// A compaction through a cut point stubs what it stands for.
-				if pts := s.cutPoints(); len(pts) > 0 {
+				if pts := cutPointsOf(s); len(pts) > 0 {
 					through := pts[rng.IntN(len(pts))]
 					drop := through - s.Stubbed
 					s.Messages = append([]hostabi.Message(nil), s.Messages[drop:]...)
 					s.Stubbed = through
 				}
 			}
-			pts := s.cutPoints()
+			pts := cutPointsOf(s)
 			for at := -1; at <= s.MessageCount()+1; at++ {
 				want := 0
 				for _, p := range pts {
@@ -56,4 +57,14 @@ func TestCutCacheAgreesWithCutPoints(t *testing.T) {
 			}
 		}
 	}
+}
+
+// cutPointsOf lists the cut points after the latest summary, as indices
+// of the whole conversation.
+func cutPointsOf(s *event.State) []int {
+	out := event.CutPoints(s.Messages)
+	for i := range out {
+		out[i] += s.Stubbed
+	}
+	return out
 }

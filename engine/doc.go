@@ -1,6 +1,16 @@
 // Package engine is wagent's core: a re-entrant state machine over a
 // session's persisted log.
 //
+// Three packages share the work, in layers (DESIGN.md §12): package event
+// is the log's schema and its fold (the event types, State, snapshots,
+// the fork and import checks, call keys), below the machine; this package
+// is the machine (Machine: decide, commit, hooks, tools, compaction), the
+// inbox its appends go through (Inbox), and the writes of a whole log
+// (Create, Fork, Import); package engine/session is the driver above it
+// (Session, Host: the inbox verbs, the phase driver, notifications).
+// engine imports event, never engine/session; whatever only reads a log
+// imports event alone.
+//
 // The log is the state. A Machine folds it once (Open) and then one event
 // at a time as it appends; it never re-reads the whole log. Each transition
 // (Advance) is exactly one of:
@@ -82,10 +92,10 @@
 // does (hostabi.ToolSpec.Server and Annotations). The step's header
 // freezes both: a read-only or idempotent hint makes the call idempotent
 // for crash handling (run again instead of TOOL_OUTCOME_UNKNOWN), and
-// guards see the server and hints on each pending call, as does a
-// WaitingCall, so rules and prompts can use them. The source's calls take
-// the same path as any owner's: guards decide, tool/call is durable, then
-// the owner runs it.
+// guards see the server and hints on each pending call, as does an
+// event.WaitingCall, so rules and prompts can use them. The source's
+// calls take the same path as any owner's: guards decide, tool/call is
+// durable, then the owner runs it.
 //
 // A started call runs with a context that the turn's cancellation does
 // not end, so its result is always recorded; TurnDone tells the owner the
@@ -116,9 +126,10 @@
 //
 // A log can be copied up to a turn boundary into a new session (Fork,
 // recorded as session/forked right after the copy) or written whole from
-// elsewhere (Import); both are folded first, so a session is never made
-// of a log the fold refuses. An import also hands the host's
-// SettingsCheck each settings the log records, so that no session is made
+// elsewhere (Import); both are folded first (event.ForkPoint,
+// event.CheckLog), so a session is never made of a log the fold refuses.
+// An import also hands the host's event.SettingsCheck each settings the
+// log records, so that no session is made
 // of settings the host's Resolver would refuse on open. Package replay
 // re-drives a recorded log through a machine with another pipeline,
 // feeding it the recorded answers and results, and compares the

@@ -11,6 +11,8 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/badger"
 )
@@ -63,16 +65,16 @@ func BenchmarkThousandSessions(b *testing.B) {
 		log := &countingLog{Log: bl}
 		pl, _ := engine.NewPipeline(benchOps()...)
 		for j := 0; j < n; j++ {
-			if err := engine.Create(ctx, log, fmt.Sprintf("s%04d", j), engine.SessionCreated{}, et.Epoch); err != nil {
+			if err := engine.Create(ctx, log, fmt.Sprintf("s%04d", j), event.SessionCreated{}, et.Epoch); err != nil {
 				b.Fatal(err)
 			}
 		}
 		log.appends.Store(0)
 		b.StartTimer()
 		start := time.Now()
-		sessions := make([]*engine.Session, n)
+		sessions := make([]*session.Session, n)
 		for j := range sessions {
-			s, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: fmt.Sprintf("s%04d", j), Pipeline: pl, Provider: zeroLatency, Durability: engine.SyncNever})
+			s, err := session.OpenSession(ctx, engine.Config{Log: log, Session: fmt.Sprintf("s%04d", j), Pipeline: pl, Provider: zeroLatency, Durability: engine.SyncNever})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -21,11 +22,11 @@ func typesAfter(evs []store.Event, n int) []string {
 	return out
 }
 
-func faults(t *testing.T, evs []store.Event) []engine.OpFault {
-	var out []engine.OpFault
+func faults(t *testing.T, evs []store.Event) []event.OpFault {
+	var out []event.OpFault
 	for _, e := range evs {
-		if e.Type == engine.EvOpFault {
-			var f engine.OpFault
+		if e.Type == event.EvOpFault {
+			var f event.OpFault
 			mustDecode(t, e, &f)
 			out = append(out, f)
 		}
@@ -82,20 +83,20 @@ func TestBadEffectsAreRefused(t *testing.T) {
 			}
 			// None of the bad op's effects were applied: the calculator ran
 			// its call, the host answered the unknown tool, nothing else.
-			results := map[string]engine.ToolResult{}
+			results := map[string]event.ToolResult{}
 			for _, e := range evs {
 				switch e.Type {
-				case engine.EvToolResult:
-					var r engine.ToolResult
+				case event.EvToolResult:
+					var r event.ToolResult
 					mustDecode(t, e, &r)
 					if _, dup := results[r.CallID]; dup {
 						t.Errorf("call %s answered twice", r.CallID)
 					}
 					results[r.CallID] = r
-				case engine.EvOpNote, engine.EvApprovalDecision, engine.EvApprovalRequest:
-					var n engine.OpNote
+				case event.EvOpNote, event.EvApprovalDecision, event.EvApprovalRequest:
+					var n event.OpNote
 					mustDecode(t, e, &n)
-					if n.Op == "bad" || e.Type != engine.EvOpNote {
+					if n.Op == "bad" || e.Type != event.EvOpNote {
 						t.Errorf("seq %d: %s from a refused answer was appended", e.Seq, e.Type)
 					}
 				}
@@ -126,7 +127,7 @@ func TestFaultingGuardFailsClosed(t *testing.T) {
 	env.RunContinuous(t)
 	evs := env.Events(t)
 	for _, e := range evs {
-		if e.Type == engine.EvToolCall {
+		if e.Type == event.EvToolCall {
 			t.Fatalf("a call ran although the guard faulted:\n%s", et.Lines(evs))
 		}
 	}
@@ -134,9 +135,9 @@ func TestFaultingGuardFailsClosed(t *testing.T) {
 	if len(fs) != 1 || fs[0].Kind != hostabi.FaultTrap {
 		t.Fatalf("faults %+v, want one trap", fs)
 	}
-	var r engine.ToolResult
+	var r event.ToolResult
 	for _, e := range evs {
-		if e.Type == engine.EvToolResult {
+		if e.Type == event.EvToolResult {
 			mustDecode(t, e, &r)
 		}
 	}
@@ -186,8 +187,8 @@ func TestApprovalRoundTrip(t *testing.T) {
 	evs := env.Events(t)
 	runs := 0
 	for _, e := range evs[before:] {
-		if e.Type == engine.EvToolCall {
-			var c engine.ToolCallEvent
+		if e.Type == event.EvToolCall {
+			var c event.ToolCallEvent
 			mustDecode(t, e, &c)
 			if c.CallID == "1.1.2" {
 				t.Errorf("denied call c2 ran")
@@ -228,19 +229,19 @@ func TestPromptRejectRewriteAndCommand(t *testing.T) {
 	env.Send(t, "shout this")
 	env.RunContinuous(t)
 	evs := env.Events(t)
-	var ends []engine.TurnEnd
-	var reply engine.CommandReply
+	var ends []event.TurnEnd
+	var reply event.CommandReply
 	for _, e := range evs {
 		switch e.Type {
-		case engine.EvTurnEnd:
-			var te engine.TurnEnd
+		case event.EvTurnEnd:
+			var te event.TurnEnd
 			mustDecode(t, e, &te)
 			ends = append(ends, te)
-		case engine.EvCommandReply:
+		case event.EvCommandReply:
 			mustDecode(t, e, &reply)
 		}
 	}
-	if len(ends) != 3 || ends[0].Reason != engine.ReasonBlocked || ends[0].Cause == nil || ends[0].Cause.Reason != "contains a secret" {
+	if len(ends) != 3 || ends[0].Reason != event.ReasonBlocked || ends[0].Cause == nil || ends[0].Cause.Reason != "contains a secret" {
 		t.Fatalf("turn ends %+v, want blocked first", ends)
 	}
 	if reply.Text != "pong hello" {
@@ -269,9 +270,9 @@ func TestContributeEndTurnLimit(t *testing.T) {
 	env.Send(t, "go")
 	env.RunContinuous(t)
 	evs := env.Events(t)
-	var te engine.TurnEnd
+	var te event.TurnEnd
 	mustDecode(t, evs[len(evs)-1], &te)
-	if te.Reason != engine.ReasonLimit || te.Message != "step budget of 0 used" || p.Calls() != 0 {
+	if te.Reason != event.ReasonLimit || te.Message != "step budget of 0 used" || p.Calls() != 0 {
 		t.Fatalf("turn end %+v, provider calls %d", te, p.Calls())
 	}
 }
@@ -292,11 +293,11 @@ func TestEnqueueRefusesDuplicateIDs(t *testing.T) {
 	env.Create(t)
 	m := env.Open(t)
 	ctx := context.Background()
-	if _, err := m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{ID: "a", Content: "x"}); err != nil {
+	if _, err := m.Enqueue(ctx, event.ListNextTurn, hostabi.InputMessage{ID: "a", Content: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	head := m.State().Head
-	_, err := m.Enqueue(ctx, engine.ListNextStep, hostabi.InputMessage{ID: "a", Content: "y"})
+	_, err := m.Enqueue(ctx, event.ListNextStep, hostabi.InputMessage{ID: "a", Content: "y"})
 	if !errors.Is(err, engine.ErrRefused) {
 		t.Fatalf("err %v, want ErrRefused", err)
 	}
@@ -320,7 +321,7 @@ func TestGuardAfterOwnerStillGuards(t *testing.T) {
 	env.Send(t, "go")
 	env.RunContinuous(t)
 	for _, e := range env.Events(t) {
-		if e.Type == engine.EvToolCall {
+		if e.Type == event.EvToolCall {
 			t.Fatalf("the call ran before the guard after its owner denied it:\n%s", et.Lines(env.Events(t)))
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -103,7 +104,7 @@ func TestOwnerCannotAnswerBeforeItsGuard(t *testing.T) {
 		t.Fatalf("outcome %v, want waiting for the person", o)
 	}
 	for _, e := range env.Events(t) {
-		if e.Type == engine.EvToolResult || e.Type == engine.EvToolCall {
+		if e.Type == event.EvToolResult || e.Type == event.EvToolCall {
 			t.Fatalf("seq %d: %s before anyone approved:\n%s", e.Seq, e.Type, et.Lines(env.Events(t)))
 		}
 	}
@@ -117,9 +118,9 @@ func TestOwnerCannotAnswerBeforeItsGuard(t *testing.T) {
 	var call, result uint64
 	for _, e := range evs {
 		switch e.Type {
-		case engine.EvToolCall:
+		case event.EvToolCall:
 			call = e.Seq
-		case engine.EvToolResult:
+		case event.EvToolResult:
 			result = e.Seq
 		}
 	}
@@ -236,7 +237,7 @@ func TestCrashAtEveryAppendGoesOn(t *testing.T) {
 				t.Fatalf("first writer: %v, want it to die", err)
 			}
 			crashed, _ := log.Read(context.Background(), "s", 1, 0)
-			before, err := engine.Fold("s", crashed)
+			before, err := event.Fold("s", crashed)
 			if err != nil {
 				t.Fatalf("the crash left a log the fold refuses: %v", err)
 			}
@@ -245,17 +246,17 @@ func TestCrashAtEveryAppendGoesOn(t *testing.T) {
 				t.Fatalf("second writer: %v", err)
 			}
 			evs, _ := log.Read(context.Background(), "s", 1, 0)
-			st, err := engine.Fold("s", evs)
+			st, err := event.Fold("s", evs)
 			if err != nil {
 				t.Fatalf("fold: %v", err)
 			}
-			if st.TurnOpen || st.LastEnd == nil || st.LastEnd.Reason != engine.ReasonCompleted {
+			if st.TurnOpen || st.LastEnd == nil || st.LastEnd.Reason != event.ReasonCompleted {
 				t.Fatalf("turn open %v, last end %+v: the turn must go on to completion\n%s", st.TurnOpen, st.LastEnd, et.Lines(evs))
 			}
-			results := map[string]engine.ToolResult{}
+			results := map[string]event.ToolResult{}
 			for _, e := range evs {
-				if e.Type == engine.EvToolResult {
-					var res engine.ToolResult
+				if e.Type == event.EvToolResult {
+					var res event.ToolResult
 					mustDecode(t, e, &res)
 					results[res.CallID] = res
 				}
@@ -350,14 +351,14 @@ func TestOversizeEffectsNeverWedge(t *testing.T) {
 			if len(fs) == 0 || fs[0].Kind != hostabi.FaultLimit || fs[0].Op != "big" {
 				t.Fatalf("faults %+v, want a limit fault of op big", fs)
 			}
-			st, _ := engine.Fold("s", evs)
+			st, _ := event.Fold("s", evs)
 			if st.TurnOpen {
 				t.Fatal("the turn was left open")
 			}
 			if tc.wantCode != "" {
 				for _, e := range evs {
-					if e.Type == engine.EvToolResult {
-						var r engine.ToolResult
+					if e.Type == event.EvToolResult {
+						var r event.ToolResult
 						mustDecode(t, e, &r)
 						if r.Code != tc.wantCode || !r.IsError {
 							t.Errorf("result %+v, want an error result with code %s", r, tc.wantCode)
@@ -399,8 +400,8 @@ func TestResultOfAngleBracketsIsKept(t *testing.T) {
 		t.Fatalf("the tool ran %d times, want once", r.get("1.1.1"))
 	}
 	for _, e := range env.Events(t) {
-		if e.Type == engine.EvToolResult {
-			var res engine.ToolResult
+		if e.Type == event.EvToolResult {
+			var res event.ToolResult
 			mustDecode(t, e, &res)
 			if res.Content != content || len(e.Data) > len(content)+200 {
 				t.Fatalf("result of %d bytes in %d bytes of data; want it kept, unescaped", len(res.Content), len(e.Data))
@@ -421,7 +422,7 @@ func TestLongInboxIsAdmittedInParts(t *testing.T) {
 		msgs = append(msgs, hostabi.InputMessage{Content: fmt.Sprintf("steer %d %s", i, strings.Repeat("s", 10<<10))})
 	}
 	for i := 0; i < len(msgs); i += 50 {
-		if _, err := m.Enqueue(context.Background(), engine.ListNextStep, msgs[i:i+50]...); err != nil {
+		if _, err := m.Enqueue(context.Background(), event.ListNextStep, msgs[i:i+50]...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -457,8 +458,8 @@ func TestRetriesHaveAHostBound(t *testing.T) {
 	if o := env.RunRebuilding(t); o != engine.Idle {
 		t.Fatalf("outcome %v", o)
 	}
-	st, _ := engine.Fold("s", env.Events(t))
-	if n != 10 || st.LastEnd == nil || st.LastEnd.Reason != engine.ReasonError || !strings.Contains(st.LastEnd.Error, "gave up after 10 attempts") {
+	st, _ := event.Fold("s", env.Events(t))
+	if n != 10 || st.LastEnd == nil || st.LastEnd.Reason != event.ReasonError || !strings.Contains(st.LastEnd.Error, "gave up after 10 attempts") {
 		t.Fatalf("%d requests, turn end %+v; want 10 and an error saying it gave up", n, st.LastEnd)
 	}
 }
@@ -562,7 +563,7 @@ func TestCancelAfterAppendStillSyncsAndPublishes(t *testing.T) {
 	if spy.syncs == syncsBefore {
 		t.Error("the committed move was not synced after the cancel")
 	}
-	if len(published) < 2 || published[0] != engine.EvSessionWriter || published[1] != engine.EvTurnStart {
+	if len(published) < 2 || published[0] != event.EvSessionWriter || published[1] != event.EvTurnStart {
 		t.Errorf("published %v, want the committed move's events", published)
 	}
 }

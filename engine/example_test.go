@@ -7,6 +7,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -16,7 +17,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	log := store.NewMemory()
-	if err := engine.Create(ctx, log, "demo", engine.SessionCreated{CreatedBy: "example"}, enginetest.Epoch); err != nil {
+	if err := engine.Create(ctx, log, "demo", event.SessionCreated{CreatedBy: "example"}, enginetest.Epoch); err != nil {
 		panic(err)
 	}
 	model := provider.Func(func(ctx context.Context, req *provider.Request, onDelta func(provider.Delta)) (*provider.Response, error) {
@@ -40,7 +41,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	if _, err := m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{Content: "add 40"}); err != nil {
+	if _, err := m.Enqueue(ctx, event.ListNextTurn, hostabi.InputMessage{Content: "add 40"}); err != nil {
 		panic(err)
 	}
 	outcome, err := m.Run(ctx)

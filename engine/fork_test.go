@@ -12,6 +12,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -48,18 +49,18 @@ func seqOf(t *testing.T, evs []store.Event, typ string, nth int) uint64 {
 func TestForkPointNamesTheNearestBoundaries(t *testing.T) {
 	env := twoTurns(t)
 	evs := env.Events(t)
-	start2, end1, end2 := seqOf(t, evs, engine.EvTurnStart, 2), seqOf(t, evs, engine.EvTurnEnd, 1), seqOf(t, evs, engine.EvTurnEnd, 2)
+	start2, end1, end2 := seqOf(t, evs, event.EvTurnStart, 2), seqOf(t, evs, event.EvTurnEnd, 1), seqOf(t, evs, event.EvTurnEnd, 2)
 	for _, ok := range []uint64{1, end1, start2 - 1, end2} {
-		if err := engine.ForkPoint("origin", evs, ok); err != nil {
+		if err := event.ForkPoint("origin", evs, ok); err != nil {
 			t.Errorf("seq %d: %v, want a boundary", ok, err)
 		}
 	}
-	err := engine.ForkPoint("origin", evs, start2+2)
-	var be *engine.BoundaryError
-	if !errors.As(err, &be) || !errors.Is(err, engine.ErrNotBoundary) {
+	err := event.ForkPoint("origin", evs, start2+2)
+	var be *event.BoundaryError
+	if !errors.As(err, &be) || !errors.Is(err, event.ErrNotBoundary) {
 		t.Fatalf("inside turn 2: %v, want a BoundaryError", err)
 	}
-	want := engine.BoundaryError{Session: "origin", Seq: start2 + 2, Turn: 2, Before: start2 - 1, After: end2}
+	want := event.BoundaryError{Session: "origin", Seq: start2 + 2, Turn: 2, Before: start2 - 1, After: end2}
 	if diff := cmp.Diff(want, *be); diff != "" {
 		t.Errorf("boundary error mismatch (-want +got):\n%s", diff)
 	}
@@ -70,10 +71,10 @@ func TestForkPointNamesTheNearestBoundaries(t *testing.T) {
 	}
 	// Inside a turn that is still open at the head.
 	open := evs[:start2+1]
-	if err := engine.ForkPoint("origin", open, start2+1); err == nil || !strings.Contains(err.Error(), "still open") {
+	if err := event.ForkPoint("origin", open, start2+1); err == nil || !strings.Contains(err.Error(), "still open") {
 		t.Errorf("inside an open turn: %v", err)
 	}
-	if err := engine.ForkPoint("origin", evs, uint64(len(evs))+1); err == nil || !strings.Contains(err.Error(), "is not in session origin") {
+	if err := event.ForkPoint("origin", evs, uint64(len(evs))+1); err == nil || !strings.Contains(err.Error(), "is not in session origin") {
 		t.Errorf("past the head: %v", err)
 	}
 }
@@ -83,7 +84,7 @@ func TestForkAndContinueBoth(t *testing.T) {
 	env := twoTurns(t)
 	ctx := context.Background()
 	before := env.Events(t)
-	at := seqOf(t, before, engine.EvTurnEnd, 1)
+	at := seqOf(t, before, event.EvTurnEnd, 1)
 	if err := engine.Fork(ctx, env.Log, "origin", at, "fork", et.Epoch); err != nil {
 		t.Fatal(err)
 	}
@@ -92,13 +93,13 @@ func TestForkAndContinueBoth(t *testing.T) {
 	if diff := cmp.Diff(before[:at], got[:at]); diff != "" {
 		t.Errorf("the fork's copy mismatch (-origin +fork):\n%s", diff)
 	}
-	if len(got) != int(at)+1 || got[at].Type != engine.EvSessionForked || got[at].Seq != at+1 {
+	if len(got) != int(at)+1 || got[at].Type != event.EvSessionForked || got[at].Seq != at+1 {
 		t.Fatalf("the fork's log ends %+v, want session/forked at seq %d", got[len(got)-1], at+1)
 	}
 	if err := engine.Fork(ctx, env.Log, "origin", at, "fork", et.Epoch); !errors.Is(err, store.ErrExists) {
 		t.Errorf("fork onto an existing session: %v, want ErrExists", err)
 	}
-	if err := engine.Fork(ctx, env.Log, "origin", at+2, "fork2", et.Epoch); !errors.Is(err, engine.ErrNotBoundary) {
+	if err := engine.Fork(ctx, env.Log, "origin", at+2, "fork2", et.Epoch); !errors.Is(err, event.ErrNotBoundary) {
 		t.Errorf("fork inside a turn: %v", err)
 	}
 	if _, err := env.Log.Head(ctx, "fork2"); !errors.Is(err, store.ErrNotFound) {
@@ -110,7 +111,7 @@ func TestForkAndContinueBoth(t *testing.T) {
 	env.Send(t, "a third prompt")
 	env.RunContinuous(t)
 
-	st, err := engine.Fold("fork", fork.Events(t))
+	st, err := event.Fold("fork", fork.Events(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestForkAndContinueBoth(t *testing.T) {
 	if last.Content != "echo: something else" {
 		t.Errorf("the fork's last answer is %q", last.Content)
 	}
-	ost, err := engine.Fold("origin", env.Events(t))
+	ost, err := event.Fold("origin", env.Events(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,10 +153,10 @@ func TestImportChecksTheFold(t *testing.T) {
 	}
 
 	broken := append([]store.Event(nil), evs...)
-	i := seqOf(t, evs, engine.EvToolResult, 1) - 1
+	i := seqOf(t, evs, event.EvToolResult, 1) - 1
 	broken[i].Data = []byte(`{"call_id":"nobody","content":"x"}`)
 	err = engine.Import(ctx, dst, "broken", broken, nil)
-	if !errors.Is(err, engine.ErrCorruptLog) || !strings.Contains(err.Error(), "seq "+u(uint64(i+1))+":") {
+	if !errors.Is(err, event.ErrCorruptLog) || !strings.Contains(err.Error(), "seq "+u(uint64(i+1))+":") {
 		t.Errorf("import of a broken log: %v, want ErrCorruptLog naming seq %d", err, i+1)
 	}
 	if _, err := dst.Head(ctx, "broken"); !errors.Is(err, store.ErrNotFound) {
@@ -173,14 +174,14 @@ func TestImportChecksTheFold(t *testing.T) {
 func TestImportChecksEverySettingsTheLogRecords(t *testing.T) {
 	ctx := context.Background()
 	evs := []store.Event{
-		ev(1, engine.EvSessionCreated, `{"model":"m","settings":{"pipeline":"a.yaml"}}`),
-		ev(2, engine.EvPipelineChanged, `{"model":"m","settings":{"pipeline":"b.yaml"}}`),
-		ev(3, engine.EvPipelineChanged, `{"model":"m","settings":{"pipeline":"b.yaml"}}`), // no change
-		ev(4, engine.EvPipelineChanged, `{"model":"m2","settings":{"pipeline":"c.yaml"}}`),
+		ev(1, event.EvSessionCreated, `{"model":"m","settings":{"pipeline":"a.yaml"}}`),
+		ev(2, event.EvPipelineChanged, `{"model":"m","settings":{"pipeline":"b.yaml"}}`),
+		ev(3, event.EvPipelineChanged, `{"model":"m","settings":{"pipeline":"b.yaml"}}`), // no change
+		ev(4, event.EvPipelineChanged, `{"model":"m2","settings":{"pipeline":"c.yaml"}}`),
 	}
 	var seen []string
 	refuse := ""
-	check := func(set *engine.SessionCreated) error {
+	check := func(set *event.SessionCreated) error {
 		seen = append(seen, set.Model+" "+string(set.Settings))
 		if strings.Contains(string(set.Settings), refuse) && refuse != "" {
 			return errors.New("not this one")
@@ -199,10 +200,10 @@ func TestImportChecksEverySettingsTheLogRecords(t *testing.T) {
 		refuse string
 		seq    uint64
 		typ    string
-	}{{"a.yaml", 1, engine.EvSessionCreated}, {"c.yaml", 4, engine.EvPipelineChanged}} {
+	}{{"a.yaml", 1, event.EvSessionCreated}, {"c.yaml", 4, event.EvPipelineChanged}} {
 		seen, refuse = nil, c.refuse
 		err := engine.Import(ctx, dst, "bad", evs, check)
-		var se *engine.SettingsError
+		var se *event.SettingsError
 		if !errors.As(err, &se) || se.Seq != c.seq || se.Type != c.typ || !strings.Contains(err.Error(), "seq "+u(c.seq)+" ("+c.typ+"): the recorded settings cannot be read: not this one") {
 			t.Errorf("refusing %s: %v, want a SettingsError at seq %d (%s)", c.refuse, err, c.seq, c.typ)
 		}
@@ -215,20 +216,20 @@ func TestImportChecksEverySettingsTheLogRecords(t *testing.T) {
 // session/forked is accepted only right after the events it copied, at a
 // turn boundary.
 func TestFoldPlacesSessionForked(t *testing.T) {
-	created := ev(1, engine.EvSessionCreated, `{}`)
+	created := ev(1, event.EvSessionCreated, `{}`)
 	cases := []struct {
 		name string
 		evs  []store.Event
 		want string
 	}{
-		{"at a boundary", []store.Event{created, ev(2, engine.EvSessionForked, `{"origin":"a","seq":1}`)}, ""},
-		{"inside a turn", []store.Event{created, ev(2, engine.EvTurnStart, `{"turn":1}`), ev(3, engine.EvSessionForked, `{"origin":"a","seq":2}`)}, "seq 3: session/forked must follow"},
-		{"not after its copy", []store.Event{created, ev(2, engine.EvSessionForked, `{"origin":"a","seq":7}`)}, "seq 2: session/forked must follow"},
-		{"no origin", []store.Event{created, ev(2, engine.EvSessionForked, `{"seq":1}`)}, "seq 2: session/forked must follow"},
+		{"at a boundary", []store.Event{created, ev(2, event.EvSessionForked, `{"origin":"a","seq":1}`)}, ""},
+		{"inside a turn", []store.Event{created, ev(2, event.EvTurnStart, `{"turn":1}`), ev(3, event.EvSessionForked, `{"origin":"a","seq":2}`)}, "seq 3: session/forked must follow"},
+		{"not after its copy", []store.Event{created, ev(2, event.EvSessionForked, `{"origin":"a","seq":7}`)}, "seq 2: session/forked must follow"},
+		{"no origin", []store.Event{created, ev(2, event.EvSessionForked, `{"seq":1}`)}, "seq 2: session/forked must follow"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := engine.Fold("s", c.evs)
+			_, err := event.Fold("s", c.evs)
 			switch {
 			case c.want == "" && err != nil:
 				t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -171,7 +172,7 @@ func TestGoldenLogs(t *testing.T) {
 			if diff := cmp.Diff(et.Lines(cont), et.Lines(reb)); diff != "" {
 				t.Fatalf("continuous and rebuilding runs differ (-continuous +rebuilding):\n%s", diff)
 			}
-			if _, err := engine.Fold("golden", cont); err != nil {
+			if _, err := event.Fold("golden", cont); err != nil {
 				t.Fatalf("fold refuses the log: %v", err)
 			}
 			path := filepath.Join("..", "testdata", "golden", "engine", sc.name+".jsonl")

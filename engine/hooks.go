@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -52,12 +53,12 @@ func (m *Machine) admit(ctx context.Context, mv *move) error {
 			return false
 		}
 		var evs []store.Event
-		var end *TurnEnd
+		var end *event.TurnEnd
 		switch e := a.decisive[0]; e.Kind {
 		case hostabi.KindAdmit:
 			evs = admitted(mv, batch)
 		case hostabi.KindReject:
-			end = &TurnEnd{Turn: s.Turn, Reason: ReasonBlocked, Cause: &Cause{Kind: "hook", Hook: string(hostabi.HookPrompt), Reason: e.Text},
+			end = &event.TurnEnd{Turn: s.Turn, Reason: event.ReasonBlocked, Cause: &event.Cause{Kind: "hook", Hook: string(hostabi.HookPrompt), Reason: e.Text},
 				Message: fmt.Sprintf("input rejected by %s: %s", man.Name, e.Text)}
 		case hostabi.KindRewrite:
 			if err := sameIDs(batch, e.Messages); err != nil {
@@ -70,7 +71,7 @@ func (m *Machine) admit(ctx context.Context, mv *move) error {
 			return false
 		}
 		if end != nil {
-			m.endTurn(mv, "", ReasonBlocked, func(te *TurnEnd) { *te = *end })
+			m.endTurn(mv, "", event.ReasonBlocked, func(te *event.TurnEnd) { *te = *end })
 		}
 		decided = true
 		return true
@@ -110,19 +111,19 @@ func (m *Machine) command(ctx context.Context, mv *move, in hostabi.InputMessage
 		text += e.Text
 	}
 	if !m.accept(mv, a,
-		mv.event(EvUserMessage, UserMessage{ID: in.ID, Content: in.Content, Command: name}),
-		mv.event(EvCommandReply, CommandReply{Op: man.Name, Command: name, Text: text})) {
+		mv.event(event.EvUserMessage, event.UserMessage{ID: in.ID, Content: in.Content, Command: name}),
+		mv.event(event.EvCommandReply, event.CommandReply{Op: man.Name, Command: name, Text: text})) {
 		return false
 	}
 	mv.sync = true
-	m.endTurn(mv, "", ReasonCompleted, nil)
+	m.endTurn(mv, "", event.ReasonCompleted, nil)
 	return true
 }
 
 func admitted(mv *move, batch []hostabi.InputMessage) []store.Event {
 	evs := make([]store.Event, len(batch))
 	for i, b := range batch {
-		evs[i] = mv.event(EvUserMessage, UserMessage{ID: b.ID, Content: b.Content})
+		evs[i] = mv.event(event.EvUserMessage, event.UserMessage{ID: b.ID, Content: b.Content})
 	}
 	return evs
 }
@@ -168,15 +169,15 @@ func trimSpace(s string) string {
 // op whose contributions would take the header past what one log event
 // holds faults (kind limit) and none of them are taken.
 func (m *Machine) contribute(ctx context.Context, mv *move) error {
-	h := RequestHeader{Model: m.cfg.Model, MaxTokens: m.cfg.MaxTokens, Guards: m.guards()}
+	h := event.RequestHeader{Model: m.cfg.Model, MaxTokens: m.cfg.MaxTokens, Guards: m.guards()}
 	size := 512 // the header's own fields
 	for _, p := range m.cfg.PromptParts {
-		p.Op = HostOp
+		p.Op = event.HostOp
 		h.PromptParts = append(h.PromptParts, p)
 		size += sizeOf(p)
 	}
 	owners := map[string]string{}
-	var endTurn *Contribution
+	var endTurn *event.Contribution
 	m.each(hostabi.HookContribute, func(i int, man *hostabi.Manifest) bool {
 		if m.quarantined(man.Name) {
 			return false
@@ -186,9 +187,9 @@ func (m *Machine) contribute(ctx context.Context, mv *move) error {
 			return false
 		}
 		// Check the whole list before taking any of it.
-		var tools []HeaderTool
-		var parts, lines []Contribution
-		var end *Contribution
+		var tools []event.HeaderTool
+		var parts, lines []event.Contribution
+		var end *event.Contribution
 		add := 0
 		for _, e := range a.decisive {
 			switch e.Kind {
@@ -203,20 +204,20 @@ func (m *Machine) contribute(ctx context.Context, mv *move) error {
 				}
 				// Idempotent as the manifest says, or as the source says
 				// of this tool now (a read-only or idempotent hint).
-				t := HeaderTool{ToolSpec: *e.Tool, Owner: man.Name, Idempotent: man.IsIdempotent(e.Tool.Name) || e.Tool.Annotations.Rerunnable()}
+				t := event.HeaderTool{ToolSpec: *e.Tool, Owner: man.Name, Idempotent: man.IsIdempotent(e.Tool.Name) || e.Tool.Annotations.Rerunnable()}
 				add += sizeOf(t)
 				tools = append(tools, t)
 			case hostabi.KindPromptPart:
-				c := Contribution{Op: man.Name, Text: e.Text}
+				c := event.Contribution{Op: man.Name, Text: e.Text}
 				add += sizeOf(c)
 				parts = append(parts, c)
 			case hostabi.KindTopOfMind:
-				c := Contribution{Op: man.Name, Text: e.Text}
+				c := event.Contribution{Op: man.Name, Text: e.Text}
 				add += sizeOf(c)
 				lines = append(lines, c)
 			case hostabi.KindEndTurn:
 				if end == nil {
-					end = &Contribution{Op: man.Name, Text: e.Text}
+					end = &event.Contribution{Op: man.Name, Text: e.Text}
 				}
 			}
 		}
@@ -244,13 +245,13 @@ func (m *Machine) contribute(ctx context.Context, mv *move) error {
 		return err
 	}
 	if endTurn != nil {
-		m.endTurn(mv, ReasonLimit, ReasonLimit, func(te *TurnEnd) {
-			te.Cause = &Cause{Kind: "hook", Hook: string(hostabi.HookContribute), Reason: endTurn.Op}
+		m.endTurn(mv, event.ReasonLimit, event.ReasonLimit, func(te *event.TurnEnd) {
+			te.Cause = &event.Cause{Kind: "hook", Hook: string(hostabi.HookContribute), Reason: endTurn.Op}
 			te.Message = endTurn.Text
 		})
 		return nil
 	}
-	mv.add(EvRequestHeader, h)
+	mv.add(event.EvRequestHeader, h)
 	return nil
 }
 
@@ -276,7 +277,7 @@ func (m *Machine) guards() []string {
 // the step's header.
 func (m *Machine) Request() *provider.Request {
 	s := m.st
-	req := &provider.Request{Messages: wireMessages(s.conversation()), Attempt: s.Attempts + 1}
+	req := &provider.Request{Messages: wireMessages(conversation(s)), Attempt: s.Attempts + 1}
 	if h := s.Header; h != nil {
 		req.Model, req.MaxTokens = h.Model, h.MaxTokens
 		for i, p := range h.PromptParts {
@@ -339,13 +340,13 @@ func (m *Machine) infer(ctx context.Context, mv *move) error {
 			text = text[:maxPartial] + "…"
 		}
 		if text != "" {
-			m.partial = &AssistantMessage{Content: text, Interrupted: true}
+			m.partial = &event.AssistantMessage{Content: text, Interrupted: true}
 		}
 		return cerr
 	}
 	mv.now = m.cfg.Clock()
 	attempt := func(f hostabi.Failure) {
-		mv.add(EvAssistantAttempt, AssistantAttempt{Attempt: s.Attempts + 1, Failure: f})
+		mv.add(event.EvAssistantAttempt, event.AssistantAttempt{Attempt: s.Attempts + 1, Failure: f})
 	}
 	if err != nil {
 		f := provider.AsFailure(err)
@@ -359,9 +360,9 @@ func (m *Machine) infer(ctx context.Context, mv *move) error {
 		attempt(hostabi.Failure{Code: hostabi.FailBadRequest, Message: fmt.Sprintf("the model asked for %d tool calls in one answer; the limit is %d", len(resp.ToolCalls), MaxCallsPerAnswer)})
 		return nil
 	}
-	am := AssistantMessage{Content: resp.Content, FinishReason: resp.FinishReason}
+	am := event.AssistantMessage{Content: resp.Content, FinishReason: resp.FinishReason}
 	if resp.Usage != (provider.Usage{}) {
-		am.Usage = &Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
+		am.Usage = &event.Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
 	}
 	seen := map[string]bool{}
 	for _, c := range resp.ToolCalls {
@@ -380,7 +381,7 @@ func (m *Machine) infer(ctx context.Context, mv *move) error {
 			seen[c.ID] = true
 		}
 		kept[c.ID] = true
-		c.ID, c.ModelID = CallKey(s.Turn, s.Step, i+1), c.ID
+		c.ID, c.ModelID = event.CallKey(s.Turn, s.Step, i+1), c.ID
 		if len(c.Arguments) == 0 {
 			c.Arguments = json.RawMessage(`{}`)
 		} else if !json.Valid(c.Arguments) {
@@ -389,7 +390,7 @@ func (m *Machine) infer(ctx context.Context, mv *move) error {
 		}
 		am.ToolCalls = append(am.ToolCalls, c)
 	}
-	ev := mv.event(EvAssistantMessage, am)
+	ev := mv.event(event.EvAssistantMessage, am)
 	if err := mv.room([]store.Event{ev}); err != nil {
 		attempt(hostabi.Failure{Code: hostabi.FailBadRequest, Message: "the model's answer does not fit in the log: " + err.Error()})
 		return nil
@@ -430,8 +431,8 @@ func (m *Machine) requestError(ctx context.Context, mv *move) error {
 				m.refuse(mv, man.Name, hostabi.HookRequestError, "request-error takes one retry effect, got %d", len(a.decisive))
 				return false
 			}
-			delay := min(max(a.decisive[0].DelayMS, 0), MaxRetryDelay.Milliseconds())
-			if !m.accept(mv, a, mv.event(EvRetryScheduled, RetryScheduled{Op: man.Name, Attempt: s.Retries + 1, DelayMS: delay, Failure: *s.LastFailure})) {
+			delay := min(max(a.decisive[0].DelayMS, 0), event.MaxRetryDelay.Milliseconds())
+			if !m.accept(mv, a, mv.event(event.EvRetryScheduled, event.RetryScheduled{Op: man.Name, Attempt: s.Retries + 1, DelayMS: delay, Failure: *s.LastFailure})) {
 				return false
 			}
 			decided = true
@@ -443,7 +444,7 @@ func (m *Machine) requestError(ctx context.Context, mv *move) error {
 	}
 	if !decided {
 		f := *s.LastFailure
-		m.endTurn(mv, ReasonError, ReasonError, func(te *TurnEnd) {
+		m.endTurn(mv, event.ReasonError, event.ReasonError, func(te *event.TurnEnd) {
 			te.Error = fmt.Sprintf("%s: %s", f.Code, f.Message)
 			if f.Status != 0 {
 				te.Error = fmt.Sprintf("%s (HTTP %d): %s", f.Code, f.Status, f.Message)
@@ -483,7 +484,7 @@ func (m *Machine) turnStopping(ctx context.Context, mv *move) error {
 			}
 			ins = append(ins, hostabi.InputMessage{ID: id, Content: e.Text})
 		}
-		if !m.accept(mv, a, mv.event(EvInboxSpliced, InboxSpliced{List: ListNextStep, Start: len(s.NextStep), Inserted: ins})) {
+		if !m.accept(mv, a, mv.event(event.EvInboxSpliced, event.InboxSpliced{List: event.ListNextStep, Start: len(s.NextStep), Inserted: ins})) {
 			return false
 		}
 		mv.inbox = true
@@ -494,7 +495,7 @@ func (m *Machine) turnStopping(ctx context.Context, mv *move) error {
 		return err
 	}
 	if !decided {
-		m.endTurn(mv, ReasonCompleted, m.normalEnd(), nil)
+		m.endTurn(mv, event.ReasonCompleted, m.normalEnd(), nil)
 	}
 	return nil
 }

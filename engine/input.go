@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -16,13 +17,33 @@ import (
 // allow (a decision for a call that is not pending, a duplicate message id).
 var ErrRefused = errors.New("engine: refused")
 
-// Enqueue appends input to an inbox list (ListNextTurn or ListNextStep),
+// MaxInputIDLen bounds the id a caller gives its input.
+const MaxInputIDLen = 256
+
+// CheckInputID says why a caller may not name its input id: too long,
+// with control characters, or of the shape the engine generates.
+func CheckInputID(id string) error {
+	if len(id) > MaxInputIDLen {
+		return fmt.Errorf("%w: message id is %d bytes, the limit is %d", ErrRefused, len(id), MaxInputIDLen)
+	}
+	for _, c := range id {
+		if c < 0x20 || c == 0x7f {
+			return fmt.Errorf("%w: message id %q has a control character", ErrRefused, id)
+		}
+	}
+	if _, generated := event.GeneratedID(id); generated {
+		return fmt.Errorf("%w: message id %q has the shape of the ids wagent makes (mN-N, steer-N-N); choose another, or leave it out", ErrRefused, id)
+	}
+	return nil
+}
+
+// Enqueue appends input to an inbox list (event.ListNextTurn or event.ListNextStep),
 // through the same inbox path as a Session's verbs. Messages without an id
 // get one derived from the event's seq. It returns the ids. The append is
 // synced unless the machine's durability is SyncNever: input that was
 // acknowledged is never lost.
 func (m *Machine) Enqueue(ctx context.Context, list string, msgs ...hostabi.InputMessage) ([]string, error) {
-	ids, err := m.lg.enqueue(ctx, list, msgs, m.cfg.Durability != SyncNever)
+	ids, err := m.lg.Enqueue(ctx, list, msgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -43,9 +64,9 @@ var ErrDecided = errors.New("engine: already decided")
 // Decision is a person's (or another program's) answer to an approval
 // request.
 type Decision struct {
-	// CallID is the call's key (CallKey), never the model's id.
+	// CallID is the call's key (event.CallKey), never the model's id.
 	CallID string
-	// Digest, when set, is CallDigest of the tool and arguments the
+	// Digest, when set, is event.CallDigest of the tool and arguments the
 	// person was shown: the decision is recorded only if the call still
 	// has them.
 	Digest string
@@ -82,7 +103,7 @@ func (m *Machine) Decide(ctx context.Context, ds ...Decision) error {
 			if c != nil && c.DecidedBy != "" && !c.Requested {
 				return nil, fmt.Errorf("%w: call %s was already decided: %s by %s", ErrDecided, d.CallID, verb(c.Decision), c.DecidedBy)
 			}
-			if c != nil && d.Digest != "" && d.Digest != CallDigest(c.Name, c.Arguments) {
+			if c != nil && d.Digest != "" && d.Digest != event.CallDigest(c.Name, c.Arguments) {
 				return nil, fmt.Errorf("%w: call %s is %s %s, not the call that was shown; nothing was recorded", ErrChanged, d.CallID, c.Name, clip(string(c.Arguments), 120))
 			}
 			if c == nil || c.Done || !c.Requested || seen[d.CallID] {
@@ -104,13 +125,13 @@ func (m *Machine) Decide(ctx context.Context, ds ...Decision) error {
 				who = "user"
 			}
 			for _, g := range askers(c) {
-				m.decision(mv, c, ApprovalDecision{CallID: d.CallID, Allow: d.Allow, Scope: d.Scope, Guard: g, Who: who, Note: d.Note})
+				m.decision(mv, c, event.ApprovalDecision{CallID: d.CallID, Allow: d.Allow, Scope: d.Scope, Guard: g, Who: who, Note: d.Note})
 				if d.Scope == hostabi.ScopeAlways {
 					v := "deny"
 					if d.Allow {
 						v = "allow"
 					}
-					mv.add(EvOpNote, OpNote{Op: g, Key: hostabi.AlwaysNotePrefix + c.Name, Value: v})
+					mv.add(event.EvOpNote, event.OpNote{Op: g, Key: hostabi.AlwaysNotePrefix + c.Name, Value: v})
 				}
 				if !d.Allow {
 					break // the call is answered
@@ -130,7 +151,7 @@ func (m *Machine) Decide(ctx context.Context, ds ...Decision) error {
 // calls of the same tool that wait for a decision, when every guard that
 // asked about such a call asked about c too (the always is remembered for
 // those guards): "always" means always, the calls waiting now included.
-func (m *Machine) decideAlike(mv *move, c *CallState, d Decision, who string, skip map[string]bool) {
+func (m *Machine) decideAlike(mv *move, c *event.CallState, d Decision, who string, skip map[string]bool) {
 	gs := askers(c)
 	for _, id := range m.st.Waiting() {
 		o := m.st.Call(id)
@@ -147,7 +168,7 @@ func (m *Machine) decideAlike(mv *move, c *CallState, d Decision, who string, sk
 		skip[id] = true
 		note := fmt.Sprintf("decided by the always given for call %s", c.ID)
 		for _, g := range askers(o) {
-			m.decision(mv, o, ApprovalDecision{CallID: id, Allow: d.Allow, Scope: hostabi.ScopeAlways, Guard: g, Who: who, Note: note})
+			m.decision(mv, o, event.ApprovalDecision{CallID: id, Allow: d.Allow, Scope: hostabi.ScopeAlways, Guard: g, Who: who, Note: note})
 			if !d.Allow {
 				break
 			}
@@ -159,7 +180,7 @@ func (m *Machine) decideAlike(mv *move, c *CallState, d Decision, who string, sk
 // their decisions do: the log, the fold and the replay tell a person's
 // decision from theirs by it, so no person's or client's may.
 func ReservedWho(who string) bool {
-	return strings.HasPrefix(who, "op:") || who == HostOp
+	return strings.HasPrefix(who, "op:") || who == event.HostOp
 }
 
 // verb says a decision ("allow", "deny") as done.
@@ -180,7 +201,7 @@ func clip(s string, n int) string {
 
 // askers lists the guards whose approval request for c waits, in a stable
 // order.
-func askers(c *CallState) []string {
+func askers(c *event.CallState) []string {
 	gs := make([]string, 0, len(c.Asked))
 	for g := range c.Asked {
 		gs = append(gs, g)
@@ -231,12 +252,12 @@ func (m *Machine) appendWith(ctx context.Context, build func(*move) ([]string, e
 // ChangePipeline records new settings for the session (pipeline/changed):
 // from the next turn on it runs with them. It is refused while a turn is
 // open.
-func (m *Machine) ChangePipeline(ctx context.Context, d PipelineChanged) error {
+func (m *Machine) ChangePipeline(ctx context.Context, d event.PipelineChanged) error {
 	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
 		if m.st.TurnOpen {
 			return nil, fmt.Errorf("%w: turn %d of session %s is open; change the pipeline between turns (or cancel it first)", ErrRefused, m.st.Turn, m.st.Session)
 		}
-		mv.add(EvPipelineChanged, d)
+		mv.add(event.EvPipelineChanged, d)
 		mv.sync = true
 		return nil, nil
 	})
@@ -249,49 +270,40 @@ func (m *Machine) ChangePipeline(ctx context.Context, d PipelineChanged) error {
 // TOOL_OUTCOME_UNKNOWN, the rest TOOL_NOT_STARTED. Unless keepInbox, the
 // inbox is discarded (with canceled splices) and claimed input is dropped;
 // with it, claimed input goes back to the front of its list.
-func (m *Machine) Abort(ctx context.Context, cause Cause, keepInbox bool) error {
-	_, err := m.abortIfAny(ctx, cause, keepInbox)
-	return err
-}
-
-// abortIfAny is Abort reporting whether there was anything to end or
-// discard (as of the log's head): with nothing, nothing is appended.
-func (m *Machine) abortIfAny(ctx context.Context, cause Cause, keepInbox bool) (bool, error) {
+func (m *Machine) Abort(ctx context.Context, cause event.Cause, keepInbox bool) error {
 	discard := -1
 	if keepInbox {
 		discard = 0
 	}
-	return m.abortN(ctx, cause, discard, discard, "")
-}
-
-// abort is Abort discarding the first n items of each list (-1: all), so
-// that input sent after a cancellation is not discarded with it. Claimed
-// input whose id is drop is not put back: it is what the cancellation
-// withdraws (Session.CancelInput).
-func (m *Machine) abort(ctx context.Context, cause Cause, nTurn, nStep int, drop string) error {
-	_, err := m.abortN(ctx, cause, nTurn, nStep, drop)
+	_, err := m.AbortN(ctx, cause, discard, discard, "")
 	return err
 }
 
-func (m *Machine) abortN(ctx context.Context, cause Cause, nTurn, nStep int, drop string) (bool, error) {
+// AbortN is Abort discarding the first nTurn and nStep items of the two
+// lists (-1: all; 0 and 0 keeps the inbox), so that input sent after a
+// cancellation is not discarded with it. Claimed input whose id is drop
+// is not put back: it is what the cancellation withdraws (a driver's
+// CancelInput). It reports whether there was anything to end or discard
+// (as of the log's head): with nothing, nothing is appended.
+func (m *Machine) AbortN(ctx context.Context, cause event.Cause, nTurn, nStep int, drop string) (bool, error) {
 	keepInbox := nTurn == 0 && nStep == 0
 	did := false
 	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
 		s := m.st
 		if s.TurnOpen {
-			m.closeTurn(mv, ReasonAborted, &cause, keepInbox, drop, "")
+			m.closeTurn(mv, event.ReasonAborted, &cause, keepInbox, drop, "")
 		}
 		for _, l := range []struct {
 			name string
 			n    int
 			have int
-		}{{ListNextStep, nStep, len(s.NextStep)}, {ListNextTurn, nTurn, len(s.NextTurn)}} {
+		}{{event.ListNextStep, nStep, len(s.NextStep)}, {event.ListNextTurn, nTurn, len(s.NextTurn)}} {
 			n := l.n
 			if n < 0 || n > l.have {
 				n = l.have
 			}
 			if n > 0 {
-				mv.add(EvInboxSpliced, InboxSpliced{List: l.name, Start: 0, Removed: n, Outcome: OutcomeCanceled})
+				mv.add(event.EvInboxSpliced, event.InboxSpliced{List: l.name, Start: 0, Removed: n, Outcome: event.OutcomeCanceled})
 			}
 		}
 		did = len(mv.events) > 0
@@ -302,7 +314,8 @@ func (m *Machine) abortN(ctx context.Context, cause Cause, nTurn, nStep int, dro
 	return did && err == nil, err
 }
 
-// InputCanceled says what a cancellation of one input did (CancelInput).
+// InputCanceled says what a cancellation of one input did (CancelInput,
+// and a driver's).
 type InputCanceled struct {
 	// Withdrawn: the input was still queued; it is removed from its list
 	// (a canceled splice) and no turn will claim it.
@@ -314,11 +327,12 @@ type InputCanceled struct {
 	Recorded bool
 }
 
-// cancelInput cancels what input id started, on a machine no drain runs:
-// it withdraws the input while it is queued, or aborts the open turn that
-// claimed it (keeping the rest of the inbox, and all claimed input but
-// this one), or does nothing when neither holds.
-func (m *Machine) cancelInput(ctx context.Context, id string, cause Cause) (InputCanceled, error) {
+// CancelInput cancels what input id started, on a machine nothing else
+// drives meanwhile (no drain runs): it withdraws the input while it is
+// queued, or aborts the open turn that claimed it (keeping the rest of the
+// inbox, and all claimed input but this one), or does nothing when neither
+// holds.
+func (m *Machine) CancelInput(ctx context.Context, id string, cause event.Cause) (InputCanceled, error) {
 	var out InputCanceled
 	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
 		s := m.st
@@ -326,16 +340,16 @@ func (m *Machine) cancelInput(ctx context.Context, id string, cause Cause) (Inpu
 		for _, l := range []struct {
 			name  string
 			items []hostabi.InputMessage
-		}{{ListNextTurn, s.NextTurn}, {ListNextStep, s.NextStep}} {
+		}{{event.ListNextTurn, s.NextTurn}, {event.ListNextStep, s.NextStep}} {
 			if i := slices.IndexFunc(l.items, func(in hostabi.InputMessage) bool { return in.ID == id }); i >= 0 {
-				mv.add(EvInboxSpliced, InboxSpliced{List: l.name, Start: i, Removed: 1, Outcome: OutcomeCanceled, Cause: &cause})
+				mv.add(event.EvInboxSpliced, event.InboxSpliced{List: l.name, Start: i, Removed: 1, Outcome: event.OutcomeCanceled, Cause: &cause})
 				mv.sync = true
 				out.Withdrawn = true
 				return nil, nil
 			}
 		}
 		if s.TurnOpen && slices.Contains(turnInput(s), id) {
-			m.closeTurn(mv, ReasonAborted, &cause, true, id, "")
+			m.closeTurn(mv, event.ReasonAborted, &cause, true, id, "")
 			mv.sync = true
 			out.Turn, out.Recorded = s.Turn, true
 		}
@@ -350,14 +364,14 @@ func (m *Machine) cancelInput(ctx context.Context, id string, cause Cause) (Inpu
 // closeTurn appends what closes the open turn: the kept partial answer,
 // results for unanswered calls, requeued input (all claimed input but
 // drop's), step/end and turn/end.
-func (m *Machine) closeTurn(mv *move, reason string, cause *Cause, requeue bool, drop, message string) {
+func (m *Machine) closeTurn(mv *move, reason string, cause *event.Cause, requeue bool, drop, message string) {
 	s := m.st
 	if s.StepOpen {
-		if s.Phase == PhaseNeedInference && m.partial != nil {
-			mv.add(EvAssistantMessage, *m.partial)
+		if s.Phase == event.PhaseNeedInference && m.partial != nil {
+			mv.add(event.EvAssistantMessage, *m.partial)
 		}
 		for _, c := range s.Pending() {
-			r := ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Op: "host"}
+			r := event.ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Op: "host"}
 			switch {
 			case c.Decision == "deny":
 				r.Code, r.Content = hostabi.CodeDenied, "the call was denied"
@@ -368,11 +382,11 @@ func (m *Machine) closeTurn(mv *move, reason string, cause *Cause, requeue bool,
 			default:
 				r.Code, r.Content = hostabi.CodeNotStarted, "the tool was not started because the turn ended"
 			}
-			mv.add(EvToolResult, r)
+			mv.add(event.EvToolResult, r)
 		}
 	}
 	if requeue && len(s.Claimed) > 0 {
-		for _, list := range []string{ListNextStep, ListNextTurn} {
+		for _, list := range []string{event.ListNextStep, event.ListNextTurn} {
 			var back []hostabi.InputMessage
 			for _, c := range s.Claimed {
 				if c.List == list && c.ID != drop {
@@ -380,11 +394,11 @@ func (m *Machine) closeTurn(mv *move, reason string, cause *Cause, requeue bool,
 				}
 			}
 			if len(back) > 0 {
-				mv.add(EvInboxSpliced, InboxSpliced{List: list, Start: 0, Inserted: back})
+				mv.add(event.EvInboxSpliced, event.InboxSpliced{List: list, Start: 0, Inserted: back})
 			}
 		}
 	}
-	m.endTurn(mv, reason, reason, func(te *TurnEnd) {
+	m.endTurn(mv, reason, reason, func(te *event.TurnEnd) {
 		te.Cause = cause
 		te.Message = message
 	})

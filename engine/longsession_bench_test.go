@@ -10,6 +10,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/badger"
@@ -63,7 +64,7 @@ func openLong(b *testing.B, log store.Log, id string) *longSession {
 		b.Fatal(err)
 	}
 	s := &longSession{log: log, pl: pl, prov: &benchModel{}}
-	if err := engine.Create(context.Background(), log, id, engine.SessionCreated{}, et.Epoch); err != nil {
+	if err := engine.Create(context.Background(), log, id, event.SessionCreated{}, et.Epoch); err != nil {
 		b.Fatal(err)
 	}
 	s.m = s.reopen(b, id)
@@ -82,7 +83,7 @@ func (s *longSession) reopen(b *testing.B, id string) *engine.Machine {
 // turn runs one turn and returns its transitions and time.
 func (s *longSession) turn(b *testing.B, i int) (int, time.Duration) {
 	ctx := context.Background()
-	if _, err := s.m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{Content: fmt.Sprintf("turn %d: please add one to the total", i)}); err != nil {
+	if _, err := s.m.Enqueue(ctx, event.ListNextTurn, hostabi.InputMessage{Content: fmt.Sprintf("turn %d: please add one to the total", i)}); err != nil {
 		b.Fatal(err)
 	}
 	start := time.Now()
@@ -130,7 +131,7 @@ func BenchmarkLongSessionOpen(b *testing.B) {
 		// transition measured.
 		head, _ := log.Head(context.Background(), id)
 		ctx := context.Background()
-		if _, err := s.m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{Content: "one more"}); err != nil {
+		if _, err := s.m.Enqueue(ctx, event.ListNextTurn, hostabi.InputMessage{Content: "one more"}); err != nil {
 			b.Fatal(err)
 		}
 		start := time.Now()

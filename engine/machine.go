@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -47,8 +48,8 @@ type Config struct {
 	// PromptParts are the host's own prompt parts (a system prompt the
 	// person set), put before the ops' in each step's request header,
 	// where their Source records where each came from. Op is set to
-	// HostOp.
-	PromptParts []Contribution
+	// event.HostOp.
+	PromptParts []event.Contribution
 
 	Durability Durability
 	// Clock stamps events (default time.Now).
@@ -141,12 +142,12 @@ func (o Outcome) String() string {
 // use; one goroutine drives it (the driver serialises callers).
 type Machine struct {
 	cfg Config
-	lg  *inboxLog
-	st  *State
+	lg  *Inbox
+	st  *event.State
 	// partial is text a cancelled stream had shown, kept for Abort.
-	partial *AssistantMessage
+	partial *event.AssistantMessage
 	// who is this incarnation's session/writer (its Start set on use).
-	who SessionWriter
+	who event.SessionWriter
 	// snapSeq is the seq of the last snapshot taken or opened from.
 	snapSeq uint64
 	// stubSeqs holds the seqs of the summarised messages' events, found in
@@ -158,12 +159,12 @@ type Machine struct {
 }
 
 // Create makes a new session whose log starts with session/created.
-func Create(ctx context.Context, log store.Log, session string, info SessionCreated, now time.Time) error {
+func Create(ctx context.Context, log store.Log, session string, info event.SessionCreated, now time.Time) error {
 	if err := log.Create(ctx, session); err != nil {
 		return err
 	}
 	data, _ := encode(info)
-	_, err := log.Append(ctx, session, 0, store.Event{Type: EvSessionCreated, Time: now, Data: data})
+	_, err := log.Append(ctx, session, 0, store.Event{Type: event.EvSessionCreated, Time: now, Data: data})
 	return err
 }
 
@@ -199,7 +200,7 @@ func Open(ctx context.Context, cfg Config) (*Machine, error) {
 	if cfg.SnapshotEvery == 0 {
 		cfg.SnapshotEvery = 1000
 	}
-	var who SessionWriter
+	var who event.SessionWriter
 	if cfg.Writer == "" {
 		cfg.Writer = NewWriterID()
 		// Generated ids say where they run; a caller's own id says what it
@@ -208,18 +209,18 @@ func Open(ctx context.Context, cfg Config) (*Machine, error) {
 		who.PID = os.Getpid()
 	}
 	who.ID = cfg.Writer
-	lg, ok := cfg.Log.(*inboxLog)
+	lg, ok := cfg.Log.(*Inbox)
 	if !ok {
-		lg = newInboxLog(cfg.Log, cfg.Session, cfg.Clock)
+		lg = newInbox(cfg.Log, cfg.Session, cfg.Clock, cfg.Durability != SyncNever)
 		cfg.Log = lg
 	}
-	m := &Machine{cfg: cfg, lg: lg, st: NewState(cfg.Session), who: who}
+	m := &Machine{cfg: cfg, lg: lg, st: event.NewState(cfg.Session), who: who}
 	if sn, ok := lg.Log.(store.Snapshots); ok {
-		st, err := openSnapshot(ctx, lg.Log, sn, cfg.Session)
+		st, err := event.OpenSnapshot(ctx, lg.Log, sn, cfg.Session)
 		switch {
 		case st != nil:
 			m.st, m.snapSeq = st, st.Head
-		case errors.Is(err, ErrSnapshot):
+		case errors.Is(err, event.ErrSnapshot):
 			m.warn("session %s: %v; folding the whole log (a new snapshot follows)", cfg.Session, err)
 		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return nil, err
@@ -229,7 +230,7 @@ func Open(ctx context.Context, cfg Config) (*Machine, error) {
 		return nil, err
 	}
 	if m.st.Created == nil {
-		return nil, fmt.Errorf("engine: session %s has no %s event: %w", cfg.Session, EvSessionCreated, store.ErrNotFound)
+		return nil, fmt.Errorf("engine: session %s has no %s event: %w", cfg.Session, event.EvSessionCreated, store.ErrNotFound)
 	}
 	lg.init(m.st)
 	if lg.live == nil {
@@ -260,7 +261,23 @@ func (m *Machine) reconfigure(rc Config) {
 
 // State returns a copy of the folded state, safe to keep and read while
 // the machine goes on.
-func (m *Machine) State() *State { return m.st.Clone() }
+func (m *Machine) State() *event.State { return m.st.Clone() }
+
+// Inbox returns the inbox the machine's appends go through: input sent
+// through it while the machine runs is folded at its next transition.
+func (m *Machine) Inbox() *Inbox { return m.lg }
+
+// Summary is event.Summarize of the machine's state (without copying it).
+func (m *Machine) Summary() event.Summary { return event.Summarize(m.st) }
+
+// LastEnd returns how the latest closed turn ended (nil before the first).
+func (m *Machine) LastEnd() *event.TurnEnd {
+	if m.st.LastEnd == nil {
+		return nil
+	}
+	te := *m.st.LastEnd
+	return &te
+}
 
 // Writer returns this incarnation's id.
 func (m *Machine) Writer() string { return m.cfg.Writer }
@@ -305,7 +322,7 @@ func (m *Machine) catchUp(ctx context.Context) (onlyInput bool, err error) {
 
 // isInsertion reports whether e only adds input to an inbox list.
 func isInsertion(e store.Event) bool {
-	return e.Type == EvInboxSpliced && !bytes.Contains(e.Data, []byte(`"removed"`))
+	return e.Type == event.EvInboxSpliced && !bytes.Contains(e.Data, []byte(`"removed"`))
 }
 
 // Run advances until the session waits for a person or nothing applies.
@@ -466,19 +483,19 @@ func (mv *move) event(typ string, data any) store.Event {
 
 func (mv *move) add(typ string, data any) {
 	switch typ {
-	case EvTurnStart:
-		mv.turn = data.(TurnStart).Turn
+	case event.EvTurnStart:
+		mv.turn = data.(event.TurnStart).Turn
 		mv.step = 0
-	case EvStepStart:
-		mv.step = data.(StepStart).Step
-	case EvToolCall, EvApprovalRequest, EvTurnEnd, EvCommandReply:
+	case event.EvStepStart:
+		mv.step = data.(event.StepStart).Step
+	case event.EvToolCall, event.EvApprovalRequest, event.EvTurnEnd, event.EvCommandReply:
 		mv.sync = true
 	}
 	mv.push(mv.event(typ, data))
 	switch typ {
-	case EvTurnEnd:
+	case event.EvTurnEnd:
 		mv.turn, mv.step = 0, 0
-	case EvStepEnd:
+	case event.EvStepEnd:
 		mv.step = 0
 	}
 }
@@ -520,7 +537,7 @@ func (m *Machine) commit(ctx context.Context, mv *move) error {
 	}
 	if m.st.Writer != m.cfg.Writer {
 		// This incarnation's first transition: everything after is its own.
-		w := store.Event{Type: EvSessionWriter, Time: mv.now}
+		w := store.Event{Type: event.EvSessionWriter, Time: mv.now}
 		who := m.who
 		who.Start = mv.now
 		w.Data, _ = encode(who)
@@ -607,7 +624,7 @@ func (m *Machine) decide(ctx context.Context) (*move, error) {
 			mv.outcome = Idle
 			return mv, nil
 		}
-		mv.add(EvTurnStart, TurnStart{Turn: s.Turn + 1})
+		mv.add(event.EvTurnStart, event.TurnStart{Turn: s.Turn + 1})
 		m.claim(mv, true)
 		return mv, nil
 	}
@@ -622,15 +639,15 @@ func (m *Machine) decide(ctx context.Context) (*move, error) {
 			m.claim(mv, boundary)
 			return mv, nil
 		}
-		mv.add(EvStepStart, StepStart{Turn: s.Turn, Step: s.Step + 1})
+		mv.add(event.EvStepStart, event.StepStart{Turn: s.Turn, Step: s.Step + 1})
 		return mv, nil
 	}
 	switch s.Phase {
-	case PhaseNeedHeader:
+	case event.PhaseNeedHeader:
 		return mv, m.contribute(ctx, mv)
-	case PhaseNeedInference:
+	case event.PhaseNeedInference:
 		return mv, m.infer(ctx, mv)
-	case PhaseNeedRetry:
+	case event.PhaseNeedRetry:
 		return mv, m.requestError(ctx, mv)
 	}
 	// PhaseAnswered.
@@ -642,11 +659,11 @@ func (m *Machine) decide(ctx context.Context) (*move, error) {
 			m.endTurn(mv, "concluded", m.normalEnd(), nil)
 			return mv, nil
 		}
-		mv.add(EvStepEnd, StepEnd{Turn: s.Turn, Step: s.Step, Outcome: "tools"})
+		mv.add(event.EvStepEnd, event.StepEnd{Turn: s.Turn, Step: s.Step, Outcome: "tools"})
 		return mv, nil
 	}
 	if len(s.NextStep) > 0 {
-		mv.add(EvStepEnd, StepEnd{Turn: s.Turn, Step: s.Step, Outcome: "steered"})
+		mv.add(event.EvStepEnd, event.StepEnd{Turn: s.Turn, Step: s.Step, Outcome: "steered"})
 		return mv, nil
 	}
 	return mv, m.turnStopping(ctx, mv)
@@ -654,22 +671,22 @@ func (m *Machine) decide(ctx context.Context) (*move, error) {
 
 func (m *Machine) normalEnd() string {
 	if m.st.MaxTokens {
-		return ReasonMaxTokens
+		return event.ReasonMaxTokens
 	}
-	return ReasonCompleted
+	return event.ReasonCompleted
 }
 
 // endTurn closes the open step (if any) and the turn.
-func (m *Machine) endTurn(mv *move, stepOutcome, reason string, extra func(*TurnEnd)) {
+func (m *Machine) endTurn(mv *move, stepOutcome, reason string, extra func(*event.TurnEnd)) {
 	s := m.st
 	if s.StepOpen {
-		mv.add(EvStepEnd, StepEnd{Turn: s.Turn, Step: s.Step, Outcome: stepOutcome})
+		mv.add(event.EvStepEnd, event.StepEnd{Turn: s.Turn, Step: s.Step, Outcome: stepOutcome})
 	}
-	te := TurnEnd{Turn: s.Turn, Reason: reason}
+	te := event.TurnEnd{Turn: s.Turn, Reason: reason}
 	if extra != nil {
 		extra(&te)
 	}
-	mv.add(EvTurnEnd, te)
+	mv.add(event.EvTurnEnd, te)
 }
 
 // claim takes input from the inbox into the turn: next-step, and at a turn
@@ -695,10 +712,10 @@ func (m *Machine) claim(mv *move, turnBoundary bool) {
 		n++
 	}
 	if n > 0 {
-		mv.add(EvInboxSpliced, InboxSpliced{List: ListNextStep, Start: 0, Removed: n, Outcome: OutcomeClaimed})
+		mv.add(event.EvInboxSpliced, event.InboxSpliced{List: event.ListNextStep, Start: 0, Removed: n, Outcome: event.OutcomeClaimed})
 	}
 	if turnBoundary && len(s.NextTurn) > 0 && (n == 0 || n == len(s.NextStep) && n < MaxCallsPerAnswer && fits(s.NextTurn[0])) {
-		mv.add(EvInboxSpliced, InboxSpliced{List: ListNextTurn, Start: 0, Removed: 1, Outcome: OutcomeClaimed})
+		mv.add(event.EvInboxSpliced, event.InboxSpliced{List: event.ListNextTurn, Start: 0, Removed: 1, Outcome: event.OutcomeClaimed})
 	}
 }
 
@@ -717,7 +734,7 @@ func (m *Machine) view(hook hostabi.Hook, man *hostabi.Manifest) *hostabi.View {
 
 type reader struct {
 	m  *Machine
-	st *State
+	st *event.State
 	op string
 }
 
@@ -790,7 +807,7 @@ func (m *Machine) accept(mv *move, a answer, evs ...store.Event) bool {
 	var all []store.Event
 	for _, e := range a.notes {
 		if e.Kind == hostabi.KindNote {
-			all = append(all, mv.event(EvOpNote, OpNote{Op: a.man.Name, Key: e.Key, Value: e.Value}))
+			all = append(all, mv.event(event.EvOpNote, event.OpNote{Op: a.man.Name, Key: e.Key, Value: e.Value}))
 		}
 	}
 	all = append(all, evs...)
@@ -814,7 +831,7 @@ func (m *Machine) fault(mv *move, op string, hook hostabi.Hook, kind, msg string
 	if len(msg) > maxMsg {
 		msg = msg[:maxMsg] + "…"
 	}
-	mv.add(EvOpFault, OpFault{Op: op, Hook: string(hook), Kind: kind, Message: msg})
+	mv.add(event.EvOpFault, event.OpFault{Op: op, Hook: string(hook), Kind: kind, Message: msg})
 	mv.live = append(mv.live, Live{Kind: "error", Op: op, Text: fmt.Sprintf("op %s faulted at %s (%s): %s", op, hook, kind, msg)})
 }
 

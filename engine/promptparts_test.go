@@ -10,6 +10,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -20,7 +21,7 @@ import (
 func TestHostPromptParts(t *testing.T) {
 	ctx := context.Background()
 	log := store.NewMemory()
-	if err := engine.Create(ctx, log, "s", engine.SessionCreated{}, enginetest.Epoch); err != nil {
+	if err := engine.Create(ctx, log, "s", event.SessionCreated{}, enginetest.Epoch); err != nil {
 		t.Fatal(err)
 	}
 	var system string
@@ -34,11 +35,11 @@ func TestHostPromptParts(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, err := engine.Open(ctx, engine.Config{Log: log, Session: "s", Pipeline: p, Provider: model,
-		PromptParts: []engine.Contribution{{Source: "--system", Text: "You are terse."}}})
+		PromptParts: []event.Contribution{{Source: "--system", Text: "You are terse."}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{Content: "hi"}); err != nil {
+	if _, err := m.Enqueue(ctx, event.ListNextTurn, hostabi.InputMessage{Content: "hi"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.Run(ctx); err != nil {
@@ -49,12 +50,12 @@ func TestHostPromptParts(t *testing.T) {
 	}
 	evs, _ := log.Read(ctx, "s", 1, 0)
 	for _, e := range evs {
-		if e.Type != engine.EvRequestHeader {
+		if e.Type != event.EvRequestHeader {
 			continue
 		}
-		var h engine.RequestHeader
+		var h event.RequestHeader
 		json.Unmarshal(e.Data, &h)
-		want := []engine.Contribution{{Op: "host", Source: "--system", Text: "You are terse."}, {Op: "project", Text: "From AGENTS.md: be brief."}}
+		want := []event.Contribution{{Op: "host", Source: "--system", Text: "You are terse."}, {Op: "project", Text: "From AGENTS.md: be brief."}}
 		if d := cmp.Diff(want, h.PromptParts); d != "" {
 			t.Errorf("header prompt parts mismatch (-want +got):\n%s", d)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -50,24 +51,24 @@ func propertyRun(t *testing.T, seed uint64) {
 	// already say everything that allows it.
 	checkRun := func(id string) {
 		evs, _ := log.Read(context.Background(), "s", 1, 0)
-		var call *engine.ToolCallEvent
+		var call *event.ToolCallEvent
 		asked, allowedByPerson, denied := map[string]bool{}, map[string]bool{}, false
 		for _, e := range evs {
 			switch e.Type {
-			case engine.EvToolCall:
-				var c engine.ToolCallEvent
+			case event.EvToolCall:
+				var c event.ToolCallEvent
 				json.Unmarshal(e.Data, &c)
 				if c.CallID == id {
 					call = &c
 				}
-			case engine.EvApprovalRequest:
-				var r engine.ApprovalRequest
+			case event.EvApprovalRequest:
+				var r event.ApprovalRequest
 				json.Unmarshal(e.Data, &r)
 				if slices.Contains(r.CallIDs, id) {
 					asked[r.Op] = true
 				}
-			case engine.EvApprovalDecision:
-				var d engine.ApprovalDecision
+			case event.EvApprovalDecision:
+				var d event.ApprovalDecision
 				json.Unmarshal(e.Data, &d)
 				if d.CallID == id {
 					if !d.Allow {
@@ -169,7 +170,7 @@ func propertyRun(t *testing.T, seed uint64) {
 			t.Fatalf("advance %d: %v", i, err)
 		}
 		evs := env.Events(t)
-		if _, err := engine.Fold("s", evs); err != nil {
+		if _, err := event.Fold("s", evs); err != nil {
 			t.Fatalf("after advance %d the log breaks the fold: %v\n%s", i, err, et.Lines(evs))
 		}
 		if len(violations) > 0 {
@@ -189,21 +190,21 @@ func propertyRun(t *testing.T, seed uint64) {
 		}
 	}
 	evs := env.Events(t)
-	st, _ := engine.Fold("s", evs)
+	st, _ := event.Fold("s", evs)
 	if st.TurnOpen {
 		t.Fatalf("pipeline %v: the turn never ended\n%s", opNames(ops()), et.Lines(evs))
 	}
 	made, answered := map[string]bool{}, map[string]int{}
 	for _, e := range evs {
 		switch e.Type {
-		case engine.EvAssistantMessage:
-			var m engine.AssistantMessage
+		case event.EvAssistantMessage:
+			var m event.AssistantMessage
 			json.Unmarshal(e.Data, &m)
 			for _, c := range m.ToolCalls {
 				made[c.ID] = true
 			}
-		case engine.EvToolResult:
-			var r engine.ToolResult
+		case event.EvToolResult:
+			var r event.ToolResult
 			json.Unmarshal(e.Data, &r)
 			answered[r.CallID]++
 		}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 )
 
@@ -18,17 +20,17 @@ import (
 func TestRecorderFollowsOtherWriters(t *testing.T) {
 	ctx := context.Background()
 	log := store.NewMemory()
-	if err := engine.Create(ctx, log, "s", engine.SessionCreated{}, et.Epoch); err != nil {
+	if err := engine.Create(ctx, log, "s", event.SessionCreated{}, et.Epoch); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: "s", Passive: true, Durability: engine.SyncNever})
+	rec, err := session.OpenSession(ctx, engine.Config{Log: log, Session: "s", Passive: true, Durability: engine.SyncNever})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rec.Close(ctx)
 	drive := func() {
 		t.Helper()
-		d, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: "s", Provider: &et.Scripted{Answer: et.Echo}, Durability: engine.SyncNever})
+		d, err := session.OpenSession(ctx, engine.Config{Log: log, Session: "s", Provider: &et.Scripted{Answer: et.Echo}, Durability: engine.SyncNever})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,19 +44,19 @@ func TestRecorderFollowsOtherWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	drive() // another process: claims "one", runs its turn
-	if err := rec.ChangePipeline(ctx, engine.PipelineChanged{Model: "m2", By: "test"}); err != nil {
+	if err := rec.ChangePipeline(ctx, event.PipelineChanged{Model: "m2", By: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := rec.Send(ctx, "two"); err != nil {
 		t.Fatal(err)
 	}
 	evs, _ := log.Read(ctx, "s", 1, 0)
-	if _, err := engine.Fold("s", evs); err != nil {
+	if _, err := event.Fold("s", evs); err != nil {
 		t.Fatalf("the recorder's second prompt broke the log: %v", err)
 	}
 	drive()
 	evs, _ = log.Read(ctx, "s", 1, 0)
-	st, err := engine.Fold("s", evs)
+	st, err := event.Fold("s", evs)
 	if err != nil {
 		t.Fatal(err)
 	}

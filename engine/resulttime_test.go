@@ -9,6 +9,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -59,9 +60,9 @@ func TestToolResultTimeIsWhenItCame(t *testing.T) {
 	var called, answered time.Time
 	for _, e := range evs {
 		switch e.Type {
-		case engine.EvToolCall:
+		case event.EvToolCall:
 			called = e.Time
-		case engine.EvToolResult:
+		case event.EvToolResult:
 			answered = e.Time
 		}
 	}

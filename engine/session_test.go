@@ -15,6 +15,8 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -22,7 +24,7 @@ import (
 type harness struct {
 	t      *testing.T
 	log    store.Log
-	sess   *engine.Session
+	sess   *session.Session
 	mu     sync.Mutex
 	status []string
 }
@@ -31,25 +33,25 @@ func newHarness(t *testing.T, p provider.Provider, ops ...engine.Operation) *har
 	t.Helper()
 	h := &harness{t: t, log: store.NewMemory()}
 	ctx := context.Background()
-	if err := engine.Create(ctx, h.log, "s", engine.SessionCreated{}, et.Epoch); err != nil {
+	if err := engine.Create(ctx, h.log, "s", event.SessionCreated{}, et.Epoch); err != nil {
 		t.Fatal(err)
 	}
 	h.sess = h.open(p, ops...)
 	return h
 }
 
-func (h *harness) open(p provider.Provider, ops ...engine.Operation) *engine.Session {
+func (h *harness) open(p provider.Provider, ops ...engine.Operation) *session.Session {
 	h.t.Helper()
 	pl, err := engine.NewPipeline(ops...)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	s, err := engine.OpenSession(context.Background(), engine.Config{Log: h.log, Session: "s", Pipeline: pl, Provider: p, Durability: engine.SyncNever, Clock: func() time.Time { return et.Epoch }})
+	s, err := session.OpenSession(context.Background(), engine.Config{Log: h.log, Session: "s", Pipeline: pl, Provider: p, Durability: engine.SyncNever, Clock: func() time.Time { return et.Epoch }})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	s.Watch(func(n engine.Notification) {
-		if n.Kind == engine.NoteStatus {
+	s.Watch(func(n session.Notification) {
+		if n.Kind == session.NoteStatus {
 			h.mu.Lock()
 			h.status = append(h.status, n.Status)
 			h.mu.Unlock()
@@ -76,17 +78,17 @@ func (h *harness) events() []store.Event {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if _, err := engine.Fold("s", evs); err != nil {
+	if _, err := event.Fold("s", evs); err != nil {
 		h.t.Fatalf("fold refuses the log: %v\n%s", err, et.Lines(evs))
 	}
 	return evs
 }
 
-func (h *harness) turnEnds() []engine.TurnEnd {
-	var out []engine.TurnEnd
+func (h *harness) turnEnds() []event.TurnEnd {
+	var out []event.TurnEnd
 	for _, e := range h.events() {
-		if e.Type == engine.EvTurnEnd {
-			var te engine.TurnEnd
+		if e.Type == event.EvTurnEnd {
+			var te event.TurnEnd
 			mustDecode(h.t, e, &te)
 			out = append(out, te)
 		}
@@ -147,7 +149,7 @@ func TestFollowupsDrainInOneRunningPeriod(t *testing.T) {
 		t.Fatalf("%d turns, want 4", len(ends))
 	}
 	for _, te := range ends {
-		if te.Reason != engine.ReasonCompleted {
+		if te.Reason != event.ReasonCompleted {
 			t.Errorf("turn %d ended %s", te.Turn, te.Reason)
 		}
 	}
@@ -172,10 +174,10 @@ func TestSteerEntersNextStepOfSameTurn(t *testing.T) {
 	// One turn: step 1 calls the tool, step 2 starts with the steering.
 	var steerTurn, steerStep, turns int
 	for _, e := range h.events() {
-		if e.Type == engine.EvTurnStart {
+		if e.Type == event.EvTurnStart {
 			turns++
 		}
-		if e.Type == engine.EvUserMessage && strings.Contains(string(e.Data), "be brief") {
+		if e.Type == event.EvUserMessage && strings.Contains(string(e.Data), "be brief") {
 			steerTurn, steerStep = e.Turn, e.Step
 		}
 	}
@@ -188,8 +190,8 @@ func TestSteerEntersNextStepOfSameTurn(t *testing.T) {
 	}
 }
 
-func engineState(t *testing.T, h *harness) *engine.State {
-	st, err := engine.Fold("s", h.events())
+func engineState(t *testing.T, h *harness) *event.State {
+	st, err := event.Fold("s", h.events())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,17 +204,19 @@ func TestInjectDoesNotWake(t *testing.T) {
 	if _, err := h.sess.Inject(ctx, "context for later"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond)
-	if len(h.statuses()) != 0 || len(h.turnEnds()) != 0 {
-		t.Fatalf("inject woke the driver: %v", h.statuses())
+	// A wake-up is synchronous: Enqueue calls Wake, which leaves idle and
+	// announces running before it returns (nothing else wakes a driver),
+	// so there is nothing to wait for.
+	if ph := h.sess.Phase(); ph != session.DriverIdle || len(h.statuses()) != 0 || len(h.turnEnds()) != 0 {
+		t.Fatalf("inject woke the driver: phase %s, statuses %v", ph, h.statuses())
 	}
 	h.sess.Send(ctx, "now")
 	h.idle()
 	// The injected message enters the turn with the prompt, before it.
 	var contents []string
 	for _, e := range h.events() {
-		if e.Type == engine.EvUserMessage {
-			var u engine.UserMessage
+		if e.Type == event.EvUserMessage {
+			var u event.UserMessage
 			mustDecode(t, e, &u)
 			contents = append(contents, u.Content)
 		}
@@ -228,21 +232,21 @@ func TestCancelDuringModelStreamKeepsShownText(t *testing.T) {
 	var started sync.WaitGroup
 	started.Add(1)
 	var once sync.Once
-	h.sess.Watch(func(n engine.Notification) {
-		if n.Kind == engine.NoteLive && n.Live.Kind == "delta" {
+	h.sess.Watch(func(n session.Notification) {
+		if n.Kind == session.NoteLive && n.Live.Kind == "delta" {
 			once.Do(started.Done)
 		}
 	})
 	h.sess.Send(ctx, "talk")
 	started.Wait()
-	if ok, err := h.sess.Cancel(ctx, engine.Cause{Kind: engine.CauseUser}, false); !ok || err != nil {
+	if ok, err := h.sess.Cancel(ctx, event.Cause{Kind: event.CauseUser}, false); !ok || err != nil {
 		t.Fatalf("cancel: %v %v", ok, err)
 	}
 	h.idle()
 	evs := h.events()
-	var am engine.AssistantMessage
+	var am event.AssistantMessage
 	for _, e := range evs {
-		if e.Type == engine.EvAssistantMessage {
+		if e.Type == event.EvAssistantMessage {
 			mustDecode(t, e, &am)
 		}
 	}
@@ -250,7 +254,7 @@ func TestCancelDuringModelStreamKeepsShownText(t *testing.T) {
 		t.Errorf("assistant message %+v, want the shown text, interrupted", am)
 	}
 	ends := h.turnEnds()
-	if len(ends) != 1 || ends[0].Reason != engine.ReasonAborted || ends[0].Cause == nil || ends[0].Cause.Kind != engine.CauseUser {
+	if len(ends) != 1 || ends[0].Reason != event.ReasonAborted || ends[0].Cause == nil || ends[0].Cause.Kind != event.CauseUser {
 		t.Fatalf("turn ends %+v", ends)
 	}
 	// The session goes on with the next send (not into the stream again).
@@ -289,14 +293,14 @@ func TestCancelDuringToolRecordsItsResult(t *testing.T) {
 	ctx := context.Background()
 	h.sess.Send(ctx, "work")
 	<-started
-	h.sess.Cancel(ctx, engine.Cause{Kind: engine.CauseParent, Reason: "budget"}, true)
+	h.sess.Cancel(ctx, event.Cause{Kind: event.CauseParent, Reason: "budget"}, true)
 	close(release)
 	h.idle()
 	codes := map[string]string{}
 	contents := map[string]string{}
 	for _, e := range h.events() {
-		if e.Type == engine.EvToolResult {
-			var r engine.ToolResult
+		if e.Type == event.EvToolResult {
+			var r event.ToolResult
 			mustDecode(t, e, &r)
 			codes[r.CallID], contents[r.CallID] = r.Code, r.Content
 		}
@@ -308,7 +312,7 @@ func TestCancelDuringToolRecordsItsResult(t *testing.T) {
 		t.Errorf("unstarted call c2: %q, want %s", codes["1.1.2"], hostabi.CodeNotStarted)
 	}
 	ends := h.turnEnds()
-	if len(ends) != 1 || ends[0].Reason != engine.ReasonAborted || ends[0].Cause.Kind != engine.CauseParent || ends[0].Cause.Reason != "budget" {
+	if len(ends) != 1 || ends[0].Reason != event.ReasonAborted || ends[0].Cause.Kind != event.CauseParent || ends[0].Cause.Reason != "budget" {
 		t.Fatalf("turn ends %+v", ends)
 	}
 }
@@ -333,13 +337,13 @@ func TestCancelDuringToolThenContinue(t *testing.T) {
 	ctx := context.Background()
 	h.sess.Send(ctx, "work")
 	<-started
-	h.sess.Cancel(ctx, engine.Cause{Kind: engine.CauseUser}, false)
+	h.sess.Cancel(ctx, event.Cause{Kind: event.CauseUser}, false)
 	close(release)
 	h.idle()
 	h.sess.Send(ctx, "again")
 	h.idle()
 	ends := h.turnEnds()
-	if len(ends) != 2 || ends[1].Reason != engine.ReasonCompleted {
+	if len(ends) != 2 || ends[1].Reason != event.ReasonCompleted {
 		t.Fatalf("turn ends %+v", ends)
 	}
 	mu.Lock()
@@ -367,29 +371,39 @@ func TestCancelDuringRetryWait(t *testing.T) {
 	pl, _ := engine.NewPipeline(et.Calculator(), et.Retrier(3, 100*time.Millisecond))
 	log := store.NewMemory()
 	ctx := context.Background()
-	engine.Create(ctx, log, "s", engine.SessionCreated{}, et.Epoch)
-	sess, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: "s", Pipeline: pl, Provider: &et.Scripted{Answer: answer}, Durability: engine.SyncNever})
+	engine.Create(ctx, log, "s", event.SessionCreated{}, et.Epoch)
+	// The driver's retry wait, as the default, announcing that it has begun.
+	waiting := make(chan time.Duration, 1)
+	sleep := func(ctx context.Context, d time.Duration) error {
+		select {
+		case waiting <- d:
+		default:
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	sess, err := session.OpenSession(ctx, engine.Config{Log: log, Session: "s", Pipeline: pl, Provider: &et.Scripted{Answer: answer}, Durability: engine.SyncNever, Sleep: sleep})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, log: log, sess: sess}
-	waiting := make(chan struct{})
-	var once sync.Once
-	sess.Watch(func(n engine.Notification) {
-		if n.Kind == engine.NoteLive && n.Live.Kind == "event" && n.Live.Event.Type == engine.EvRetryScheduled {
-			once.Do(func() { close(waiting) })
-		}
-	})
 	sess.Send(ctx, "hello")
-	<-waiting
-	time.Sleep(10 * time.Millisecond) // into the wait
-	sess.Cancel(ctx, engine.Cause{Kind: engine.CauseUser}, false)
+	if d := <-waiting; d < 30*time.Second {
+		t.Fatalf("the retry waits %v, want about the minute retry-after asks for (a short wait would not show that cancel ends it)", d)
+	}
+	sess.Cancel(ctx, event.Cause{Kind: event.CauseUser}, false)
 	h.idle()
 	if calls != 1 {
 		t.Errorf("provider asked %d times, want 1 (the retry was cancelled)", calls)
 	}
 	ends := h.turnEnds()
-	if len(ends) != 1 || ends[0].Reason != engine.ReasonAborted {
+	if len(ends) != 1 || ends[0].Reason != event.ReasonAborted {
 		t.Fatalf("turn ends %+v", ends)
 	}
 	// The next send is answered normally by a fresh turn.
@@ -416,10 +430,10 @@ func TestCancelDuringPromptHook(t *testing.T) {
 	ctx := context.Background()
 	h.sess.Send(ctx, "first")
 	<-entered
-	h.sess.Cancel(ctx, engine.Cause{Kind: engine.CauseHook, Hook: "prompt", Reason: "operator"}, true)
+	h.sess.Cancel(ctx, event.Cause{Kind: event.CauseHook, Hook: "prompt", Reason: "operator"}, true)
 	h.idle()
 	ends := h.turnEnds()
-	if len(ends) != 1 || ends[0].Reason != engine.ReasonAborted || ends[0].Cause.Hook != "prompt" {
+	if len(ends) != 1 || ends[0].Reason != event.ReasonAborted || ends[0].Cause.Hook != "prompt" {
 		t.Fatalf("turn ends %+v", ends)
 	}
 	// With keepInbox the claimed prompt went back to the inbox.
@@ -429,7 +443,7 @@ func TestCancelDuringPromptHook(t *testing.T) {
 	}
 	h.sess.Wake()
 	h.idle()
-	if ends := h.turnEnds(); len(ends) != 2 || ends[1].Reason != engine.ReasonCompleted {
+	if ends := h.turnEnds(); len(ends) != 2 || ends[1].Reason != event.ReasonCompleted {
 		t.Fatalf("turn ends %+v", ends)
 	}
 }
@@ -439,15 +453,15 @@ func TestFirstCauseWins(t *testing.T) {
 	ctx := context.Background()
 	streaming := make(chan struct{})
 	var once sync.Once
-	h.sess.Watch(func(n engine.Notification) {
-		if n.Kind == engine.NoteLive && n.Live.Kind == "delta" {
+	h.sess.Watch(func(n session.Notification) {
+		if n.Kind == session.NoteLive && n.Live.Kind == "delta" {
 			once.Do(func() { close(streaming) })
 		}
 	})
 	h.sess.Send(ctx, "go")
 	<-streaming
-	ok1, _ := h.sess.Cancel(ctx, engine.Cause{Kind: engine.CauseParent, Reason: "first"}, false)
-	ok2, _ := h.sess.Cancel(ctx, engine.Cause{Kind: engine.CauseUser, Reason: "second"}, false)
+	ok1, _ := h.sess.Cancel(ctx, event.Cause{Kind: event.CauseParent, Reason: "first"}, false)
+	ok2, _ := h.sess.Cancel(ctx, event.Cause{Kind: event.CauseUser, Reason: "second"}, false)
 	h.idle()
 	if !ok1 || ok2 {
 		t.Errorf("cancel results %v %v, want true false", ok1, ok2)
@@ -466,20 +480,20 @@ func TestLateCauseNotRecorded(t *testing.T) {
 	ctx := context.Background()
 	streaming := make(chan struct{})
 	var once sync.Once
-	h.sess.Watch(func(n engine.Notification) {
-		if n.Kind == engine.NoteLive && n.Live.Kind == "delta" {
+	h.sess.Watch(func(n session.Notification) {
+		if n.Kind == session.NoteLive && n.Live.Kind == "delta" {
 			once.Do(func() { close(streaming) })
 		}
 	})
 	h.sess.Send(ctx, "go")
 	<-streaming
-	if ok, err := h.sess.Cancel(ctx, engine.Cause{Kind: engine.CauseParent, Reason: "first"}, false); !ok || err != nil {
+	if ok, err := h.sess.Cancel(ctx, event.Cause{Kind: event.CauseParent, Reason: "first"}, false); !ok || err != nil {
 		t.Fatalf("first cancel: %v %v", ok, err)
 	}
 	h.idle()
 	n := len(h.events())
 	for _, keep := range []bool{false, true} {
-		ok, err := h.sess.Cancel(ctx, engine.Cause{Kind: engine.CauseUser, Reason: "late"}, keep)
+		ok, err := h.sess.Cancel(ctx, event.Cause{Kind: event.CauseUser, Reason: "late"}, keep)
 		if ok || err != nil {
 			t.Fatalf("late cancel (keepInbox %v) on an idle session with nothing to end: %v %v, want false nil", keep, ok, err)
 		}
@@ -496,7 +510,7 @@ func TestMaintenanceOnlyFromIdle(t *testing.T) {
 	h.sess.Send(ctx, "one")
 	<-g.entered
 	err := h.sess.RunMaintenance(ctx, func(ctx context.Context, l store.Log) error { return nil })
-	if !errors.Is(err, engine.ErrBusy) {
+	if !errors.Is(err, session.ErrBusy) {
 		t.Fatalf("maintenance while running: %v", err)
 	}
 	close(g.release)
@@ -504,14 +518,14 @@ func TestMaintenanceOnlyFromIdle(t *testing.T) {
 	ran := false
 	err = h.sess.RunMaintenance(ctx, func(ctx context.Context, l store.Log) error {
 		ran = true
-		if h.sess.Status() != "idle" || h.sess.Phase() != engine.DriverMaintenance {
+		if h.sess.Status() != "idle" || h.sess.Phase() != session.DriverMaintenance {
 			t.Errorf("during maintenance: status %s phase %s", h.sess.Status(), h.sess.Phase())
 		}
 		// Input during maintenance waits for it to end.
 		if _, err := h.sess.Send(ctx, "two"); err != nil {
 			t.Error(err)
 		}
-		if h.sess.Phase() != engine.DriverMaintenance {
+		if h.sess.Phase() != session.DriverMaintenance {
 			t.Errorf("a send started a drain during maintenance")
 		}
 		return nil
@@ -536,11 +550,11 @@ func TestSessionsShareOpsAndStore(t *testing.T) {
 		}
 		return et.Reply{Text: "total " + last.Content}
 	}}
-	var sessions []*engine.Session
+	var sessions []*session.Session
 	for i := 0; i < 20; i++ {
 		id := fmt.Sprintf("s%d", i)
-		engine.Create(ctx, log, id, engine.SessionCreated{}, et.Epoch)
-		s, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: id, Pipeline: pl, Provider: p, Durability: engine.SyncNever})
+		engine.Create(ctx, log, id, event.SessionCreated{}, et.Epoch)
+		s, err := session.OpenSession(ctx, engine.Config{Log: log, Session: id, Pipeline: pl, Provider: p, Durability: engine.SyncNever})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -553,7 +567,7 @@ func TestSessionsShareOpsAndStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		evs, _ := log.Read(ctx, s.ID(), 1, 0)
-		st, err := engine.Fold(s.ID(), evs)
+		st, err := event.Fold(s.ID(), evs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -579,11 +593,11 @@ func TestHammer(t *testing.T) {
 		return et.Reply{Text: "ok"}
 	}}
 	const nSessions, nWorkers, nOps = 4, 6, 60
-	var sessions []*engine.Session
+	var sessions []*session.Session
 	for i := 0; i < nSessions; i++ {
 		id := fmt.Sprintf("h%d", i)
-		engine.Create(ctx, log, id, engine.SessionCreated{}, et.Epoch)
-		s, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: id, Pipeline: pl, Provider: p, Durability: engine.SyncNever})
+		engine.Create(ctx, log, id, event.SessionCreated{}, et.Epoch)
+		s, err := session.OpenSession(ctx, engine.Config{Log: log, Session: id, Pipeline: pl, Provider: p, Durability: engine.SyncNever})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -606,11 +620,11 @@ func TestHammer(t *testing.T) {
 				case 3:
 					_, err = s.Inject(ctx, fmt.Sprintf("inject %d-%d", w, i))
 				case 4:
-					_, err = s.Cancel(ctx, engine.Cause{Kind: engine.CauseUser}, r.Intn(2) == 0)
+					_, err = s.Cancel(ctx, event.Cause{Kind: event.CauseUser}, r.Intn(2) == 0)
 				case 5:
 					s.Wake()
 				}
-				if err != nil && !errors.Is(err, engine.ErrBusy) {
+				if err != nil && !errors.Is(err, session.ErrBusy) {
 					t.Errorf("worker %d: %v", w, err)
 				}
 			}
@@ -626,7 +640,7 @@ func TestHammer(t *testing.T) {
 			t.Errorf("%s: %v", s.ID(), err)
 		}
 		evs, _ := log.Read(ctx, s.ID(), 1, 0)
-		st, err := engine.Fold(s.ID(), evs)
+		st, err := event.Fold(s.ID(), evs)
 		if err != nil {
 			t.Fatalf("%s: %v", s.ID(), err)
 		}
@@ -642,15 +656,15 @@ func TestHammer(t *testing.T) {
 // checkNoLostInput: every inserted id is admitted as a user message,
 // claimed into a turn that was then rejected or aborted, discarded with a
 // canceled splice, or still queued.
-func checkNoLostInput(t *testing.T, session string, evs []store.Event, st *engine.State) {
+func checkNoLostInput(t *testing.T, session string, evs []store.Event, st *event.State) {
 	t.Helper()
 	inserted := map[string]bool{}
 	accounted := map[string]bool{}
 	lists := map[string][]string{}
 	for _, e := range evs {
 		switch e.Type {
-		case engine.EvInboxSpliced:
-			var d engine.InboxSpliced
+		case event.EvInboxSpliced:
+			var d event.InboxSpliced
 			mustDecode(t, e, &d)
 			l := lists[d.List]
 			removed := append([]string(nil), l[d.Start:d.Start+d.Removed]...)
@@ -662,12 +676,12 @@ func checkNoLostInput(t *testing.T, session string, evs []store.Event, st *engin
 			next := append(append(append([]string(nil), l[:d.Start]...), ins...), l[d.Start+d.Removed:]...)
 			lists[d.List] = next
 			for _, id := range removed {
-				if d.Outcome == engine.OutcomeCanceled || d.Outcome == engine.OutcomeClaimed {
+				if d.Outcome == event.OutcomeCanceled || d.Outcome == event.OutcomeClaimed {
 					accounted[id] = true
 				}
 			}
-		case engine.EvUserMessage:
-			var u engine.UserMessage
+		case event.EvUserMessage:
+			var u event.UserMessage
 			mustDecode(t, e, &u)
 			accounted[u.ID] = true
 		}
@@ -691,9 +705,9 @@ func TestInboxRebuiltFromLog(t *testing.T) {
 		r := rand.New(rand.NewSource(seed))
 		log := store.NewMemory()
 		ctx := context.Background()
-		engine.Create(ctx, log, "p", engine.SessionCreated{}, et.Epoch)
+		engine.Create(ctx, log, "p", event.SessionCreated{}, et.Epoch)
 		pl, _ := engine.NewPipeline(et.Calculator())
-		s, err := engine.OpenSession(ctx, engine.Config{Log: log, Session: "p", Pipeline: pl, Provider: &et.Scripted{Answer: et.Echo}, Durability: engine.SyncNever})
+		s, err := session.OpenSession(ctx, engine.Config{Log: log, Session: "p", Pipeline: pl, Provider: &et.Scripted{Answer: et.Echo}, Durability: engine.SyncNever})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -706,7 +720,7 @@ func TestInboxRebuiltFromLog(t *testing.T) {
 			case 2:
 				s.Inject(ctx, fmt.Sprint("inject ", i))
 			case 3:
-				s.Cancel(ctx, engine.Cause{Kind: engine.CauseUser}, r.Intn(2) == 0)
+				s.Cancel(ctx, event.Cause{Kind: event.CauseUser}, r.Intn(2) == 0)
 			case 4:
 				s.WhenIdle(ctx)
 			}
@@ -715,7 +729,7 @@ func TestInboxRebuiltFromLog(t *testing.T) {
 		nt, ns := s.Inbox()
 		s.Close(ctx)
 		evs, _ := log.Read(ctx, "p", 1, 0)
-		st, err := engine.Fold("p", evs)
+		st, err := event.Fold("p", evs)
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
@@ -728,24 +742,24 @@ func TestInboxRebuiltFromLog(t *testing.T) {
 func TestHostNotifiesCreatedAndDisposed(t *testing.T) {
 	ctx := context.Background()
 	pl, _ := engine.NewPipeline(et.Calculator())
-	h := engine.NewHost(engine.Config{Log: store.NewMemory(), Pipeline: pl, Provider: &et.Scripted{Answer: et.Echo}, Durability: engine.SyncNever})
+	h := session.NewHost(engine.Config{Log: store.NewMemory(), Pipeline: pl, Provider: &et.Scripted{Answer: et.Echo}, Durability: engine.SyncNever})
 	var mu sync.Mutex
 	var kinds []string
-	h.Watch(func(n engine.Notification) {
-		if n.Kind == engine.NoteLive {
+	h.Watch(func(n session.Notification) {
+		if n.Kind == session.NoteLive {
 			return
 		}
 		mu.Lock()
 		kinds = append(kinds, n.Session+" "+n.Kind+" "+n.Status+" "+n.List)
 		mu.Unlock()
 	})
-	a, err := h.Create(ctx, "a", engine.SessionCreated{})
+	a, err := h.Create(ctx, "a", event.SessionCreated{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.Send(ctx, "hi")
 	a.WhenIdle(ctx)
-	if _, err := h.Create(ctx, "a", engine.SessionCreated{}); !errors.Is(err, store.ErrExists) {
+	if _, err := h.Create(ctx, "a", event.SessionCreated{}); !errors.Is(err, store.ErrExists) {
 		t.Errorf("second create: %v, want ErrExists", err)
 	}
 	if err := h.Close(ctx); err != nil {

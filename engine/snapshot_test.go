@@ -14,6 +14,8 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -34,7 +36,7 @@ func randomLog(t *testing.T, seed uint64) []store.Event {
 		env.Send(t, fmt.Sprintf("turn %d %s", i, strings.Repeat("w", rng.IntN(200))))
 		if rng.IntN(3) == 0 {
 			m := env.Open(t)
-			m.Enqueue(context.Background(), engine.ListNextStep, hostabi.InputMessage{Content: "steer " + fmt.Sprint(i)})
+			m.Enqueue(context.Background(), event.ListNextStep, hostabi.InputMessage{Content: "steer " + fmt.Sprint(i)})
 		}
 		if o := env.RunRebuilding(t); o != engine.Idle {
 			t.Fatalf("seed %d turn %d: outcome %v", seed, i, o)
@@ -44,7 +46,7 @@ func randomLog(t *testing.T, seed uint64) []store.Event {
 }
 
 var stateOpts = cmp.Options{
-	cmp.AllowUnexported(engine.State{}),
+	cmp.AllowUnexported(event.State{}),
 	cmpopts.EquateEmpty(),
 }
 
@@ -57,22 +59,22 @@ func TestPropertySnapshotFoldEqualsFullFold(t *testing.T) {
 	}
 	for seed := range seeds {
 		evs := randomLog(t, uint64(seed))
-		full, err := engine.Fold("s", evs)
+		full, err := event.Fold("s", evs)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rng := rand.New(rand.NewPCG(uint64(seed), 1))
 		for range 5 {
 			k := 1 + rng.IntN(len(evs))
-			part, err := engine.Fold("s", evs[:k])
+			part, err := event.Fold("s", evs[:k])
 			if err != nil {
 				t.Fatal(err)
 			}
-			data, err := engine.EncodeSnapshot(part, evs[k-1])
+			data, err := event.EncodeSnapshot(part, evs[k-1])
 			if err != nil {
 				t.Fatal(err)
 			}
-			st, _, err := engine.DecodeSnapshot("s", data)
+			st, _, err := event.DecodeSnapshot("s", data)
 			if err != nil {
 				t.Fatalf("seed %d at %d: %v", seed, k, err)
 			}
@@ -103,10 +105,10 @@ func TestSnapshotsAreCheckedNeverTrusted(t *testing.T) {
 		}
 		return l, l.(store.Snapshots)
 	}
-	full, _ := engine.Fold("s", evs)
+	full, _ := event.Fold("s", evs)
 	good := func() []byte {
-		part, _ := engine.Fold("s", evs[:len(evs)-3])
-		b, err := engine.EncodeSnapshot(part, evs[len(evs)-4])
+		part, _ := event.Fold("s", evs[:len(evs)-3])
+		b, err := event.EncodeSnapshot(part, evs[len(evs)-4])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,20 +124,20 @@ func TestSnapshotsAreCheckedNeverTrusted(t *testing.T) {
 		{"damaged bytes", uint64(len(evs) - 3), func() []byte { b := good(); b[len(b)/2] ^= 0x5a; return b }, "damaged"},
 		{"truncated", uint64(len(evs) - 3), func() []byte { b := good(); return b[:len(b)/2] }, "damaged"},
 		{"another fold version", uint64(len(evs) - 3), func() []byte {
-			return []byte(strings.Replace(string(good()), engine.FoldDigest, "0123456789abcdef", 1))
+			return []byte(strings.Replace(string(good()), event.FoldDigest, "0123456789abcdef", 1))
 		}, "another fold version"},
 		{"ahead of the log", uint64(len(evs) + 40), func() []byte {
-			longer := append(append([]store.Event(nil), evs...), store.Event{Seq: uint64(len(evs) + 1), Type: engine.EvOpNote, Time: et.Epoch, Data: []byte(`{"op":"x","key":"k","value":"v"}`)})
-			part, _ := engine.Fold("s", longer)
-			b, _ := engine.EncodeSnapshot(part, longer[len(longer)-1])
+			longer := append(append([]store.Event(nil), evs...), store.Event{Seq: uint64(len(evs) + 1), Type: event.EvOpNote, Time: et.Epoch, Data: []byte(`{"op":"x","key":"k","value":"v"}`)})
+			part, _ := event.Fold("s", longer)
+			b, _ := event.EncodeSnapshot(part, longer[len(longer)-1])
 			return b
 		}, "past the log's head"},
 		{"of another history", uint64(len(evs) - 3), func() []byte {
 			// The same seqs, but the event at the snapshot's seq differs.
 			other := append([]store.Event(nil), evs[:len(evs)-3]...)
 			other[len(other)-1].Time = other[len(other)-1].Time.Add(time.Second)
-			part, _ := engine.Fold("s", other)
-			b, _ := engine.EncodeSnapshot(part, other[len(other)-1])
+			part, _ := event.Fold("s", other)
+			b, _ := event.EncodeSnapshot(part, other[len(other)-1])
 			return b
 		}, "not the one it was taken after"},
 	}
@@ -179,10 +181,10 @@ func TestSnapshotAfterDrainAndStubsReadBack(t *testing.T) {
 			return nil, nil
 		}}
 	pl, _ := engine.NewPipeline(compactor(window, false), et.Calculator(), reader)
-	if err := engine.Create(context.Background(), log, "s", engine.SessionCreated{}, et.Epoch); err != nil {
+	if err := engine.Create(context.Background(), log, "s", event.SessionCreated{}, et.Epoch); err != nil {
 		t.Fatal(err)
 	}
-	sess, err := engine.OpenSession(context.Background(), engine.Config{Log: log, Session: "s", Pipeline: pl, Provider: p, SnapshotEvery: 20, Durability: engine.SyncNever})
+	sess, err := session.OpenSession(context.Background(), engine.Config{Log: log, Session: "s", Pipeline: pl, Provider: p, SnapshotEvery: 20, Durability: engine.SyncNever})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -107,14 +109,14 @@ func TestSourceContributesUnderItsNamespace(t *testing.T) {
 			env.Create(t)
 			env.Send(t, "go")
 			env.RunRebuilding(t)
-			var h engine.RequestHeader
+			var h event.RequestHeader
 			var fault string
 			for _, e := range env.Events(t) {
 				switch e.Type {
-				case engine.EvRequestHeader:
+				case event.EvRequestHeader:
 					mustDecode(t, e, &h)
-				case engine.EvOpFault:
-					var f engine.OpFault
+				case event.EvOpFault:
+					var f event.OpFault
 					mustDecode(t, e, &f)
 					fault = f.Message
 				}
@@ -163,7 +165,7 @@ func TestGuardsSeeTheToolsServerAndAnnotations(t *testing.T) {
 		Provider: &et.Replay{Replies: []et.Reply{{Calls: []hostabi.ToolCall{et.Call("c1", "fs__rm", `{}`)}}}},
 		Ops:      func() []engine.Operation { return []engine.Operation{et.Approver(nil, nil), source(nil, tools, nil)} }}
 	env2.Create(t)
-	sess, err := engine.OpenSession(context.Background(), engine.Config{Log: env2.Log, Session: "s", Pipeline: mustPipeline(t, env2.Ops()...), Provider: env2.Provider, Durability: engine.SyncNever})
+	sess, err := session.OpenSession(context.Background(), engine.Config{Log: env2.Log, Session: "s", Pipeline: mustPipeline(t, env2.Ops()...), Provider: env2.Provider, Durability: engine.SyncNever})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +200,7 @@ var errKilled = errors.New("killed")
 
 func (l *failResults) Append(ctx context.Context, s string, head uint64, evs ...store.Event) (uint64, error) {
 	for _, e := range evs {
-		if l.armed && e.Type == engine.EvToolResult {
+		if l.armed && e.Type == event.EvToolResult {
 			return 0, errKilled
 		}
 	}
@@ -242,14 +244,14 @@ func TestSourceIdempotencySurvivesACrash(t *testing.T) {
 			if got := r.get("1.1.1"); got != tc.runs {
 				t.Errorf("the tool ran %d times, want %d", got, tc.runs)
 			}
-			var res engine.ToolResult
+			var res event.ToolResult
 			rerun := false
 			for _, e := range env.Events(t) {
 				switch e.Type {
-				case engine.EvToolResult:
+				case event.EvToolResult:
 					mustDecode(t, e, &res)
-				case engine.EvToolCall:
-					var c engine.ToolCallEvent
+				case event.EvToolCall:
+					var c event.ToolCallEvent
 					mustDecode(t, e, &c)
 					rerun = rerun || c.Rerun
 				}
@@ -293,10 +295,10 @@ func TestTurnDoneReachesARunningOwner(t *testing.T) {
 	if _, err := env.Open(t).Run(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("run: %v, want cancelled", err)
 	}
-	var res engine.ToolResult
+	var res event.ToolResult
 	n := 0
 	for _, e := range env.Events(t) {
-		if e.Type == engine.EvToolResult {
+		if e.Type == event.EvToolResult {
 			mustDecode(t, e, &res)
 			n++
 		}

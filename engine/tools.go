@@ -7,11 +7,14 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
 
-// Guards decide, owners run, in that order (DESIGN.md §6).
+// Guards decide, owners run, in that order: only an op whose manifest says
+// guard may decide calls, and an owner runs a call only after its tool/call
+// is durable and every guard has allowed it (engine/doc.go).
 //
 // The tool hook handles the step's unanswered calls in this order, one
 // transition at a time:
@@ -61,7 +64,7 @@ func (m *Machine) tools(ctx context.Context, mv *move) error {
 			return err
 		}
 	}
-	var unowned []*CallState
+	var unowned []*event.CallState
 	for _, c := range pending {
 		if c.Owner == "" {
 			unowned = append(unowned, c)
@@ -72,7 +75,7 @@ func (m *Machine) tools(ctx context.Context, mv *move) error {
 	}
 	c := pending[0]
 	if _, man, ok := m.cfg.Pipeline.Lookup(c.Owner); !ok || !man.Handles(hostabi.HookTool) {
-		mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeUnavailable, Op: "host",
+		mv.add(event.EvToolResult, event.ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeUnavailable, Op: "host",
 			Content: fmt.Sprintf("tool %q is unavailable: its op %q is not in the pipeline", c.Name, c.Owner)})
 		return nil
 	}
@@ -80,23 +83,23 @@ func (m *Machine) tools(ctx context.Context, mv *move) error {
 	for i, g := range guards {
 		names[i] = g.name
 	}
-	mv.add(EvToolCall, ToolCallEvent{CallID: c.ID, Name: c.Name, Arguments: c.Arguments, Op: c.Owner, Idempotent: c.Idempotent, Writer: m.cfg.Writer, Guards: names})
+	mv.add(event.EvToolCall, event.ToolCallEvent{CallID: c.ID, Name: c.Name, Arguments: c.Arguments, Op: c.Owner, Idempotent: c.Idempotent, Writer: m.cfg.Writer, Guards: names})
 	mv.start = c.ID
 	return nil
 }
 
 // interrupted answers a call an earlier writer started and never finished.
-func (m *Machine) interrupted(mv *move, c *CallState) {
+func (m *Machine) interrupted(mv *move, c *event.CallState) {
 	if c.Idempotent {
 		var names []string
 		for _, g := range m.guardOrder() {
 			names = append(names, g.name)
 		}
-		mv.add(EvToolCall, ToolCallEvent{CallID: c.ID, Name: c.Name, Arguments: c.Arguments, Op: c.Owner, Idempotent: true, Writer: m.cfg.Writer, Guards: names, Rerun: true})
+		mv.add(event.EvToolCall, event.ToolCallEvent{CallID: c.ID, Name: c.Name, Arguments: c.Arguments, Op: c.Owner, Idempotent: true, Writer: m.cfg.Writer, Guards: names, Rerun: true})
 		mv.start = c.ID
 		return
 	}
-	mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeOutcomeUnknown, Op: "host",
+	mv.add(event.EvToolResult, event.ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeOutcomeUnknown, Op: "host",
 		Content: fmt.Sprintf("the tool %s started but its result was never recorded (the process running it stopped); it may or may not have taken effect: check before calling it again", c.Name)})
 }
 
@@ -117,9 +120,11 @@ func (m *Machine) guardOrder() []guard {
 		}
 		return false
 	})
-	for _, name := range m.st.Header.guards() {
-		if !slices.ContainsFunc(gs, func(g guard) bool { return g.name == name }) {
-			gs = append(gs, guard{name, -1})
+	if h := m.st.Header; h != nil {
+		for _, name := range h.Guards {
+			if !slices.ContainsFunc(gs, func(g guard) bool { return g.name == name }) {
+				gs = append(gs, guard{name, -1})
+			}
 		}
 	}
 	return gs
@@ -127,8 +132,8 @@ func (m *Machine) guardOrder() []guard {
 
 // askGuard asks one guard about the pending calls it has not decided and
 // reports whether that made the transition.
-func (m *Machine) askGuard(ctx context.Context, mv *move, g guard, pending []*CallState) (bool, error) {
-	var calls []*CallState
+func (m *Machine) askGuard(ctx context.Context, mv *move, g guard, pending []*event.CallState) (bool, error) {
+	var calls []*event.CallState
 	for _, c := range pending {
 		if c.Verdict(g.name) == "" && !c.Asked[g.name] {
 			calls = append(calls, c)
@@ -180,8 +185,8 @@ func (m *Machine) askGuard(ctx context.Context, mv *move, g guard, pending []*Ca
 // guardEvents checks a guard's decisive effects (decisions and approval
 // requests for the calls it was asked about, each named once) and returns
 // the events they make.
-func (m *Machine) guardEvents(mv *move, man *hostabi.Manifest, calls []*CallState, eff []hostabi.Effect) ([]store.Event, bool, error) {
-	asked := map[string]*CallState{}
+func (m *Machine) guardEvents(mv *move, man *hostabi.Manifest, calls []*event.CallState, eff []hostabi.Effect) ([]store.Event, bool, error) {
+	asked := map[string]*event.CallState{}
 	for _, c := range calls {
 		asked[c.ID] = c
 	}
@@ -208,19 +213,19 @@ func (m *Machine) guardEvents(mv *move, man *hostabi.Manifest, calls []*CallStat
 			touched[id] = true
 		}
 		if e.Kind == hostabi.KindApprovalRequest {
-			evs = append(evs, mv.event(EvApprovalRequest, ApprovalRequest{Op: man.Name, CallIDs: e.CallIDs, Reason: e.Text}))
+			evs = append(evs, mv.event(event.EvApprovalRequest, event.ApprovalRequest{Op: man.Name, CallIDs: e.CallIDs, Reason: e.Text}))
 			yield = true
 			continue
 		}
 		c := asked[e.CallID]
-		evs = append(evs, m.decisionEvents(mv, c, ApprovalDecision{CallID: c.ID, Allow: e.Allow, Scope: e.Scope, Guard: man.Name, Who: "op:" + man.Name, Note: e.Text})...)
+		evs = append(evs, m.decisionEvents(mv, c, event.ApprovalDecision{CallID: c.ID, Allow: e.Allow, Scope: e.Scope, Guard: man.Name, Who: "op:" + man.Name, Note: e.Text})...)
 	}
 	return evs, yield, nil
 }
 
 // fallback asks the tool-hook ops that are not guards to answer calls no
 // op owns; the host answers those nobody does.
-func (m *Machine) fallback(ctx context.Context, mv *move, unowned []*CallState) error {
+func (m *Machine) fallback(ctx context.Context, mv *move, unowned []*event.CallState) error {
 	done := false
 	m.each(hostabi.HookTool, func(i int, man *hostabi.Manifest) bool {
 		if man.Guard || m.quarantined(man.Name) {
@@ -252,7 +257,7 @@ func (m *Machine) fallback(ctx context.Context, mv *move, unowned []*CallState) 
 				return false
 			}
 			touched[c.ID] = true
-			evs = append(evs, mv.event(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, Content: e.Content, IsError: e.IsError, Code: e.Code, ConcludesTurn: e.ConcludesTurn, Op: man.Name}))
+			evs = append(evs, mv.event(event.EvToolResult, event.ToolResult{CallID: c.ID, Name: c.Name, Content: e.Content, IsError: e.IsError, Code: e.Code, ConcludesTurn: e.ConcludesTurn, Op: man.Name}))
 		}
 		done = m.accept(mv, a, evs...)
 		return done
@@ -262,14 +267,14 @@ func (m *Machine) fallback(ctx context.Context, mv *move, unowned []*CallState) 
 	}
 	if !done {
 		for _, c := range unowned {
-			mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeUnknownTool, Op: "host",
+			mv.add(event.EvToolResult, event.ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Code: hostabi.CodeUnknownTool, Op: "host",
 				Content: fmt.Sprintf("no tool named %q is offered; the tools offered are: %s", c.Name, m.offered())})
 		}
 	}
 	return nil
 }
 
-func callIn(calls []*CallState, id string) *CallState {
+func callIn(calls []*event.CallState, id string) *event.CallState {
 	for _, c := range calls {
 		if c.ID == id {
 			return c
@@ -292,7 +297,7 @@ func (m *Machine) offered() string {
 	return strings.Join(names, ", ")
 }
 
-func (m *Machine) toolView(calls []*CallState, run string) *hostabi.ToolView {
+func (m *Machine) toolView(calls []*event.CallState, run string) *hostabi.ToolView {
 	tv := &hostabi.ToolView{Run: run}
 	for _, c := range calls {
 		d := ""
@@ -311,26 +316,26 @@ func (m *Machine) toolView(calls []*CallState, run string) *hostabi.ToolView {
 }
 
 // decision records a decision; a denial also answers the call.
-func (m *Machine) decision(mv *move, c *CallState, d ApprovalDecision) {
+func (m *Machine) decision(mv *move, c *event.CallState, d event.ApprovalDecision) {
 	mv.push(m.decisionEvents(mv, c, d)...)
 }
 
-func (m *Machine) decisionEvents(mv *move, c *CallState, d ApprovalDecision) []store.Event {
-	evs := []store.Event{mv.event(EvApprovalDecision, d)}
+func (m *Machine) decisionEvents(mv *move, c *event.CallState, d event.ApprovalDecision) []store.Event {
+	evs := []store.Event{mv.event(event.EvApprovalDecision, d)}
 	if !d.Allow {
 		msg := "the call was denied"
 		if d.Note != "" {
 			msg += ": " + d.Note
 		}
-		evs = append(evs, mv.event(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, Content: msg, IsError: true, Code: hostabi.CodeDenied, Op: "host"}))
+		evs = append(evs, mv.event(event.EvToolResult, event.ToolResult{CallID: c.ID, Name: c.Name, Content: msg, IsError: true, Code: hostabi.CodeDenied, Op: "host"}))
 	}
 	return evs
 }
 
 // denyAll fails closed: the guard denies every call it was asked about.
-func (m *Machine) denyAll(mv *move, guard string, calls []*CallState, why string) {
+func (m *Machine) denyAll(mv *move, guard string, calls []*event.CallState, why string) {
 	for _, c := range calls {
-		m.decision(mv, c, ApprovalDecision{CallID: c.ID, Allow: false, Guard: guard, Who: "host", Note: why})
+		m.decision(mv, c, event.ApprovalDecision{CallID: c.ID, Allow: false, Guard: guard, Who: "host", Note: why})
 	}
 }
 
@@ -346,11 +351,11 @@ func (m *Machine) runStarted(ctx context.Context, id string) error {
 	mv.run, mv.detached = id, true
 	c := m.st.Call(id)
 	fail := func(code, msg string) {
-		mv.add(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, Content: msg, IsError: true, Code: code, Op: "host"})
+		mv.add(event.EvToolResult, event.ToolResult{CallID: c.ID, Name: c.Name, Content: msg, IsError: true, Code: code, Op: "host"})
 	}
 	_, man, _ := m.cfg.Pipeline.Lookup(c.Owner)
 	v := m.view(hostabi.HookTool, man)
-	v.Tool = m.toolView([]*CallState{c}, c.ID)
+	v.Tool = m.toolView([]*event.CallState{c}, c.ID)
 	a, faulted := m.ask(ctx, mv, m.cfg.Pipeline.byName[man.Name], v)
 	// The result is stamped when it came, not when the run started.
 	mv.now = m.cfg.Clock()
@@ -364,7 +369,7 @@ func (m *Machine) runStarted(ctx context.Context, id string) error {
 		fail(hostabi.CodeUnavailable, fmt.Sprintf("tool %q failed: op %q did not return a result", c.Name, c.Owner))
 	default:
 		e := a.decisive[0]
-		ev := mv.event(EvToolResult, ToolResult{CallID: c.ID, Name: c.Name, Content: e.Content, IsError: e.IsError, Code: e.Code, ConcludesTurn: e.ConcludesTurn, Op: man.Name})
+		ev := mv.event(event.EvToolResult, event.ToolResult{CallID: c.ID, Name: c.Name, Content: e.Content, IsError: e.IsError, Code: e.Code, ConcludesTurn: e.ConcludesTurn, Op: man.Name})
 		if !m.accept(mv, a, ev) {
 			fail(hostabi.CodeUnavailable, fmt.Sprintf("tool %q failed: its result was %d bytes, over the log's limit of %d; ask for less (a smaller range, a narrower query)", c.Name, len(e.Content), maxDataBytes-1024))
 		}
@@ -376,7 +381,7 @@ type turnDoneKey struct{}
 
 // TurnDone returns, for the context an owner is given to run a started
 // call, a channel closed when the turn that started the call is cancelled
-// (Ctrl-C, Session.Cancel), and the cancellation's cause. The context
+// (Ctrl-C, session.Session.Cancel), and the cancellation's cause. The context
 // itself is not cancelled with the turn: a started call's result is
 // always recorded (exactly once), so the owner decides how to stop. An
 // owner that can stop a call cleanly (an MCP server told

@@ -326,7 +326,7 @@ type Message struct {
 // ToolCall is a call the model made.
 type ToolCall struct {
 	// ID names the call. In a session's log and in every view an op gets
-	// it is the host's call key, unique in the session (see engine.CallKey).
+	// it is the host's call key, unique in the session (see event.CallKey).
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`

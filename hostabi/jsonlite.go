@@ -15,7 +15,7 @@ import (
 // This file is a small, allocation-light JSON reader and writer for the
 // ABI's own documents (views, messages, effects). It exists because
 // reflection-based encoding/json dominates a Go guest's cost per call (see
-// NOTES.md); the host uses it too, so both sides share one codec.
+// RATIONALE.md in this package); the host uses it too, so both sides share one codec.
 //
 // The grammar is RFC 8259. Differences from encoding/json, on purpose:
 // object keys match exactly (encoding/json folds case), and a document

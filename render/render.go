@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -57,7 +57,7 @@ type printer struct {
 	loc *time.Location
 	err error
 	// tools are the current step's offered tools (their servers and hints).
-	tools map[string]engine.HeaderTool
+	tools map[string]event.HeaderTool
 	cost  func(model string, in, out int) (float64, bool)
 	// model is the one the current step asks; turn adds up the open
 	// turn's usage.
@@ -102,8 +102,8 @@ func (p *printer) event(id string, e *store.Event) {
 		ind = "    "
 	}
 	switch e.Type {
-	case engine.EvSessionCreated:
-		var d engine.SessionCreated
+	case event.EvSessionCreated:
+		var d event.SessionCreated
 		json.Unmarshal(e.Data, &d)
 		p.printf("%ssession %s%s  created %s", c.bold, id, c.reset, e.Time.In(p.loc).Format("2006-01-02 15:04:05"))
 		if d.Model != "" {
@@ -114,25 +114,25 @@ func (p *printer) event(id string, e *store.Event) {
 		}
 		p.printf("\n")
 		p.model = d.Model
-	case engine.EvTurnStart:
+	case event.EvTurnStart:
 		p.turn = turnTokens{priced: true}
 		p.printf("\n%sturn %d%s  %s\n", c.bold, e.Turn, c.reset, e.Time.In(p.loc).Format("15:04:05"))
-	case engine.EvTurnEnd:
-		var d engine.TurnEnd
+	case event.EvTurnEnd:
+		var d event.TurnEnd
 		json.Unmarshal(e.Data, &d)
 		col := c.dim
-		if d.Reason != engine.ReasonCompleted {
+		if d.Reason != event.ReasonCompleted {
 			col = c.yellow
 		}
 		p.printf("%s  turn %d ended: %s%s%s%s\n", col, d.Turn, d.Reason, TurnDetail(d), p.turnUsage(), c.reset)
-	case engine.EvStepStart:
+	case event.EvStepStart:
 		p.printf("%s  step %d%s\n", c.dim, e.Step, c.reset)
-	case engine.EvUserMessage:
-		var d engine.UserMessage
+	case event.EvUserMessage:
+		var d event.UserMessage
 		json.Unmarshal(e.Data, &d)
 		p.printf("%s%suser:%s %s\n", ind, c.bold, c.reset, indented(d.Content, ind))
-	case engine.EvAssistantMessage:
-		var d engine.AssistantMessage
+	case event.EvAssistantMessage:
+		var d event.AssistantMessage
 		json.Unmarshal(e.Data, &d)
 		if d.Content != "" {
 			p.printf("%s%sassistant:%s %s\n", ind, c.bold, c.reset, indented(d.Content, ind))
@@ -149,33 +149,33 @@ func (p *printer) event(id string, e *store.Event) {
 			p.turn.steps++
 			p.count(p.model, u)
 		}
-	case engine.EvRequestHeader:
-		var d engine.RequestHeader
+	case event.EvRequestHeader:
+		var d event.RequestHeader
 		json.Unmarshal(e.Data, &d)
 		if d.Compaction != nil {
 			break // a summary request's: the step's tools and model stay
 		}
-		p.tools = map[string]engine.HeaderTool{}
+		p.tools = map[string]event.HeaderTool{}
 		if d.Model != "" {
 			p.model = d.Model
 		}
 		for _, t := range d.Tools {
 			p.tools[t.Name] = t
 		}
-	case engine.EvAssistantAttempt:
-		var d engine.AssistantAttempt
+	case event.EvAssistantAttempt:
+		var d event.AssistantAttempt
 		json.Unmarshal(e.Data, &d)
 		p.printf("%s%sattempt %d failed: %s%s\n", ind, c.red, d.Attempt, Failure(d.Failure), c.reset)
-	case engine.EvRetryScheduled:
-		var d engine.RetryScheduled
+	case event.EvRetryScheduled:
+		var d event.RetryScheduled
 		json.Unmarshal(e.Data, &d)
 		p.printf("%s%sretry %d in %s (%s)%s\n", ind, c.yellow, d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, d.Op, c.reset)
-	case engine.EvApprovalRequest:
-		var d engine.ApprovalRequest
+	case event.EvApprovalRequest:
+		var d event.ApprovalRequest
 		json.Unmarshal(e.Data, &d)
 		p.printf("%s%sapproval asked for %s by %s%s\n", ind, c.yellow, strings.Join(d.CallIDs, ", "), d.Op, c.reset)
-	case engine.EvApprovalDecision:
-		var d engine.ApprovalDecision
+	case event.EvApprovalDecision:
+		var d event.ApprovalDecision
 		json.Unmarshal(e.Data, &d)
 		verdict := "allowed"
 		if !d.Allow {
@@ -186,8 +186,8 @@ func (p *printer) event(id string, e *store.Event) {
 			note = ": " + d.Note
 		}
 		p.printf("%s%s %s by %s%s\n", ind, d.CallID, verdict, d.Who, note)
-	case engine.EvToolResult:
-		var d engine.ToolResult
+	case event.EvToolResult:
+		var d event.ToolResult
 		json.Unmarshal(e.Data, &d)
 		var col ANSI
 		mark := ""
@@ -200,16 +200,16 @@ func (p *printer) event(id string, e *store.Event) {
 			code = " [" + d.Code + "]"
 		}
 		p.printf("%s%sresult %s%s%s: %s%s\n", ind, col, d.CallID, mark, code, Compact(d.Content, 200), c.reset)
-	case engine.EvOpFault:
-		var d engine.OpFault
+	case event.EvOpFault:
+		var d event.OpFault
 		json.Unmarshal(e.Data, &d)
 		p.printf("%s%sop %s faulted at %s (%s): %s%s\n", ind, c.red, d.Op, d.Hook, d.Kind, Compact(d.Message, 200), c.reset)
-	case engine.EvCommandReply:
-		var d engine.CommandReply
+	case event.EvCommandReply:
+		var d event.CommandReply
 		json.Unmarshal(e.Data, &d)
 		p.printf("%s/%s: %s\n", ind, d.Command, d.Text)
-	case engine.EvContextCompacted:
-		var d engine.ContextCompacted
+	case event.EvContextCompacted:
+		var d event.ContextCompacted
 		json.Unmarshal(e.Data, &d)
 		p.printf("%s%s── compacted (%s, by %s): messages 1–%d are summarised in requests from here on (the log keeps them) ──%s\n", ind, c.yellow, d.Reason, d.Op, d.Through, c.reset)
 		// The summary request is a model request of the turn: it counts.
@@ -222,34 +222,34 @@ func (p *printer) event(id string, e *store.Event) {
 			p.turn.summaries++
 			p.count(model, u)
 		}
-	case engine.EvPipelineChanged:
-		var d engine.PipelineChanged
+	case event.EvPipelineChanged:
+		var d event.PipelineChanged
 		json.Unmarshal(e.Data, &d)
 		p.printf("%s%spipeline changed: %s, model %s (by %s)%s\n", ind, c.yellow, d.Pipeline, d.Model, d.By, c.reset)
 		if d.Model != "" {
 			p.model = d.Model
 		}
-	case engine.EvSessionWriter:
-		var d engine.SessionWriter
+	case event.EvSessionWriter:
+		var d event.SessionWriter
 		json.Unmarshal(e.Data, &d)
 		p.printf("%s%s(from here on written by %s)%s\n", ind, c.dim, d.ID, c.reset)
-	case engine.EvSessionForked:
-		var d engine.SessionForked
+	case event.EvSessionForked:
+		var d event.SessionForked
 		json.Unmarshal(e.Data, &d)
 		p.printf("%s%s── forked from session %s at seq %d: from here on this session goes its own way ──%s\n", ind, c.yellow, d.Origin, d.Seq, c.reset)
-	case engine.EvSessionRecovered:
+	case event.EvSessionRecovered:
 		p.printf("%s%srecovered: the process running this turn had stopped%s\n", ind, c.yellow, c.reset)
-	case engine.EvInboxSpliced:
-		var d engine.InboxSpliced
+	case event.EvInboxSpliced:
+		var d event.InboxSpliced
 		json.Unmarshal(e.Data, &d)
-		if d.Outcome == engine.OutcomeCanceled && d.Removed > 0 {
+		if d.Outcome == event.OutcomeCanceled && d.Removed > 0 {
 			p.printf("%s%sdiscarded %d queued message(s)%s%s\n", ind, c.dim, d.Removed, CauseText(d.Cause), c.reset)
 		}
 	}
 }
 
 // count adds a request's usage to the open turn's, priced for model.
-func (p *printer) count(model string, u *engine.Usage) {
+func (p *printer) count(model string, u *event.Usage) {
 	p.turn.in += u.InputTokens
 	p.turn.out += u.OutputTokens
 	if p.cost == nil {
@@ -319,7 +319,7 @@ func thousands(n int) string {
 
 // TurnDetail is what follows a turn's end reason when a person reads it:
 // the error, the message, or the cause ("" when there is none).
-func TurnDetail(d engine.TurnEnd) string {
+func TurnDetail(d event.TurnEnd) string {
 	switch {
 	case d.Error != "":
 		return ": " + OneLine(d.Error, 200)
@@ -333,7 +333,7 @@ func TurnDetail(d engine.TurnEnd) string {
 
 // CauseText is a cause when a person reads it, after what it caused:
 // ", cause KIND: REASON, by WHO" ("" for none).
-func CauseText(c *engine.Cause) string {
+func CauseText(c *event.Cause) string {
 	if c == nil {
 		return ""
 	}

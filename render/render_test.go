@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/store"
@@ -24,18 +24,18 @@ func session() []store.Event {
 		b, _ := json.Marshal(data)
 		evs = append(evs, store.Event{Seq: uint64(len(evs) + 1), Type: typ, Turn: turn, Step: step, Time: at, Data: b})
 	}
-	add(engine.EvSessionCreated, 0, 0, engine.SessionCreated{Model: "gpt-test", Pipeline: "sha256:ab12"})
-	add(engine.EvTurnStart, 1, 0, engine.TurnStart{Turn: 1})
-	add(engine.EvUserMessage, 1, 0, engine.UserMessage{ID: "m1", Content: "What is 2 + 40?"})
-	add(engine.EvStepStart, 1, 1, engine.StepStart{Turn: 1, Step: 1})
-	add(engine.EvAssistantMessage, 1, 1, engine.AssistantMessage{ToolCalls: []hostabi.ToolCall{{ID: "c1", Name: "calc_add", Arguments: json.RawMessage(`{"value": 42}`)}}})
-	add(engine.EvApprovalDecision, 1, 1, engine.ApprovalDecision{CallID: "c1", Allow: true, Who: "op:approval", Note: "on the allow list"})
-	add(engine.EvToolResult, 1, 1, engine.ToolResult{CallID: "c1", Content: "42"})
-	add(engine.EvStepStart, 1, 2, engine.StepStart{Turn: 1, Step: 2})
-	add(engine.EvAssistantAttempt, 1, 2, engine.AssistantAttempt{Attempt: 1, Failure: hostabi.Failure{Code: hostabi.FailRateLimit, Status: 429, Message: "slow down"}})
-	add(engine.EvRetryScheduled, 1, 2, engine.RetryScheduled{Op: "retry", Attempt: 1, DelayMS: 1500})
-	add(engine.EvAssistantMessage, 1, 2, engine.AssistantMessage{Content: "It is 42.\nAs asked."})
-	add(engine.EvTurnEnd, 1, 0, engine.TurnEnd{Turn: 1, Reason: engine.ReasonCompleted})
+	add(event.EvSessionCreated, 0, 0, event.SessionCreated{Model: "gpt-test", Pipeline: "sha256:ab12"})
+	add(event.EvTurnStart, 1, 0, event.TurnStart{Turn: 1})
+	add(event.EvUserMessage, 1, 0, event.UserMessage{ID: "m1", Content: "What is 2 + 40?"})
+	add(event.EvStepStart, 1, 1, event.StepStart{Turn: 1, Step: 1})
+	add(event.EvAssistantMessage, 1, 1, event.AssistantMessage{ToolCalls: []hostabi.ToolCall{{ID: "c1", Name: "calc_add", Arguments: json.RawMessage(`{"value": 42}`)}}})
+	add(event.EvApprovalDecision, 1, 1, event.ApprovalDecision{CallID: "c1", Allow: true, Who: "op:approval", Note: "on the allow list"})
+	add(event.EvToolResult, 1, 1, event.ToolResult{CallID: "c1", Content: "42"})
+	add(event.EvStepStart, 1, 2, event.StepStart{Turn: 1, Step: 2})
+	add(event.EvAssistantAttempt, 1, 2, event.AssistantAttempt{Attempt: 1, Failure: hostabi.Failure{Code: hostabi.FailRateLimit, Status: 429, Message: "slow down"}})
+	add(event.EvRetryScheduled, 1, 2, event.RetryScheduled{Op: "retry", Attempt: 1, DelayMS: 1500})
+	add(event.EvAssistantMessage, 1, 2, event.AssistantMessage{Content: "It is 42.\nAs asked."})
+	add(event.EvTurnEnd, 1, 0, event.TurnEnd{Turn: 1, Reason: event.ReasonCompleted})
 	return evs
 }
 

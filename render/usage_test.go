@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/store"
@@ -20,17 +21,17 @@ func TestLogShowsUsage(t *testing.T) {
 		b, _ := json.Marshal(data)
 		evs = append(evs, store.Event{Seq: uint64(len(evs) + 1), Type: typ, Turn: turn, Step: step, Time: time.Unix(0, 0), Data: b})
 	}
-	add(engine.EvSessionCreated, 0, 0, engine.SessionCreated{Model: "m1"})
-	add(engine.EvTurnStart, 1, 0, engine.TurnStart{Turn: 1})
-	add(engine.EvRequestHeader, 1, 1, engine.RequestHeader{Model: "m1"})
-	add(engine.EvAssistantMessage, 1, 1, engine.AssistantMessage{Content: "a", Usage: &engine.Usage{InputTokens: 1200, OutputTokens: 30}})
-	add(engine.EvRequestHeader, 1, 2, engine.RequestHeader{Model: "m1"})
-	add(engine.EvAssistantMessage, 1, 2, engine.AssistantMessage{Content: "b", Usage: &engine.Usage{InputTokens: 1300, OutputTokens: 20}})
-	add(engine.EvTurnEnd, 1, 0, engine.TurnEnd{Turn: 1, Reason: engine.ReasonCompleted})
-	add(engine.EvTurnStart, 2, 0, engine.TurnStart{Turn: 2})
-	add(engine.EvRequestHeader, 2, 1, engine.RequestHeader{Model: "unpriced"})
-	add(engine.EvAssistantMessage, 2, 1, engine.AssistantMessage{Content: "c", Usage: &engine.Usage{InputTokens: 5, OutputTokens: 5}})
-	add(engine.EvTurnEnd, 2, 0, engine.TurnEnd{Turn: 2, Reason: engine.ReasonCompleted})
+	add(event.EvSessionCreated, 0, 0, event.SessionCreated{Model: "m1"})
+	add(event.EvTurnStart, 1, 0, event.TurnStart{Turn: 1})
+	add(event.EvRequestHeader, 1, 1, event.RequestHeader{Model: "m1"})
+	add(event.EvAssistantMessage, 1, 1, event.AssistantMessage{Content: "a", Usage: &event.Usage{InputTokens: 1200, OutputTokens: 30}})
+	add(event.EvRequestHeader, 1, 2, event.RequestHeader{Model: "m1"})
+	add(event.EvAssistantMessage, 1, 2, event.AssistantMessage{Content: "b", Usage: &event.Usage{InputTokens: 1300, OutputTokens: 20}})
+	add(event.EvTurnEnd, 1, 0, event.TurnEnd{Turn: 1, Reason: event.ReasonCompleted})
+	add(event.EvTurnStart, 2, 0, event.TurnStart{Turn: 2})
+	add(event.EvRequestHeader, 2, 1, event.RequestHeader{Model: "unpriced"})
+	add(event.EvAssistantMessage, 2, 1, event.AssistantMessage{Content: "c", Usage: &event.Usage{InputTokens: 5, OutputTokens: 5}})
+	add(event.EvTurnEnd, 2, 0, event.TurnEnd{Turn: 2, Reason: event.ReasonCompleted})
 	var b strings.Builder
 	cost := func(model string, in, out int) (float64, bool) {
 		if model != "m1" {
@@ -66,13 +67,13 @@ func TestLogCountsTheSummaryRequest(t *testing.T) {
 		b, _ := json.Marshal(data)
 		evs = append(evs, store.Event{Seq: uint64(len(evs) + 1), Type: typ, Turn: turn, Step: step, Time: time.Unix(0, 0), Data: b})
 	}
-	add(engine.EvSessionCreated, 0, 0, engine.SessionCreated{Model: "m1"})
-	add(engine.EvTurnStart, 1, 0, engine.TurnStart{Turn: 1})
-	add(engine.EvRequestHeader, 1, 1, engine.RequestHeader{Model: "m1", Tools: []engine.HeaderTool{{ToolSpec: hostabi.ToolSpec{Name: "files__read", Server: "files"}, Owner: "mcp.files"}}})
-	add(engine.EvRequestHeader, 1, 1, engine.RequestHeader{Model: "m2", Compaction: &engine.CompactionRequest{Op: "compaction", Reason: engine.CompactUsage, Through: 4}})
-	add(engine.EvContextCompacted, 1, 1, engine.ContextCompacted{Op: "compaction", Reason: engine.CompactUsage, Through: 4, Summary: "s", Model: "m2", Usage: &engine.Usage{InputTokens: 1000, OutputTokens: 100}})
-	add(engine.EvAssistantMessage, 1, 1, engine.AssistantMessage{ToolCalls: []hostabi.ToolCall{{ID: "c1", Name: "files__read", Arguments: json.RawMessage(`{}`)}}, Usage: &engine.Usage{InputTokens: 200, OutputTokens: 10}})
-	add(engine.EvTurnEnd, 1, 0, engine.TurnEnd{Turn: 1, Reason: engine.ReasonCompleted})
+	add(event.EvSessionCreated, 0, 0, event.SessionCreated{Model: "m1"})
+	add(event.EvTurnStart, 1, 0, event.TurnStart{Turn: 1})
+	add(event.EvRequestHeader, 1, 1, event.RequestHeader{Model: "m1", Tools: []event.HeaderTool{{ToolSpec: hostabi.ToolSpec{Name: "files__read", Server: "files"}, Owner: "mcp.files"}}})
+	add(event.EvRequestHeader, 1, 1, event.RequestHeader{Model: "m2", Compaction: &event.CompactionRequest{Op: "compaction", Reason: engine.CompactUsage, Through: 4}})
+	add(event.EvContextCompacted, 1, 1, event.ContextCompacted{Op: "compaction", Reason: engine.CompactUsage, Through: 4, Summary: "s", Model: "m2", Usage: &event.Usage{InputTokens: 1000, OutputTokens: 100}})
+	add(event.EvAssistantMessage, 1, 1, event.AssistantMessage{ToolCalls: []hostabi.ToolCall{{ID: "c1", Name: "files__read", Arguments: json.RawMessage(`{}`)}}, Usage: &event.Usage{InputTokens: 200, OutputTokens: 10}})
+	add(event.EvTurnEnd, 1, 0, event.TurnEnd{Turn: 1, Reason: event.ReasonCompleted})
 	var b strings.Builder
 	cost := func(model string, in, out int) (float64, bool) {
 		switch model {

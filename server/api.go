@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 )
 
@@ -83,7 +83,7 @@ type SettingsRequest struct {
 
 // Session is the answer of GET /v1/sessions/{id} and of a create.
 type Session struct {
-	engine.Summary
+	event.Summary
 	// Settings are what session/created recorded.
 	Settings json.RawMessage `json:"settings,omitempty"`
 	Model    string          `json:"model,omitempty"`
@@ -107,7 +107,7 @@ type Command struct {
 
 // Sessions is the answer of GET /v1/sessions, newest activity first.
 type Sessions struct {
-	Sessions []engine.Summary `json:"sessions"`
+	Sessions []event.Summary `json:"sessions"`
 }
 
 // Input is the body of send, followup, steer and inject.
@@ -136,7 +136,7 @@ type CancelRequest struct {
 	// is recorded with the cause.
 	By string `json:"by,omitempty"`
 	// Message, if set, cancels only what the input of that id started
-	// (engine.Session.CancelInput): it is withdrawn while queued, or the
+	// (session.Session.CancelInput): it is withdrawn while queued, or the
 	// turn that claimed it is cancelled while open; nothing else, and the
 	// rest of the inbox is kept (KeepInbox is not used). A client cancels
 	// its own turn this way, never one another client's input opened.
@@ -182,16 +182,16 @@ type DecideRequest struct {
 
 // Decided is the answer to decisions.
 type Decided struct {
-	Decided []string             `json:"decided"`
-	Waiting []engine.WaitingCall `json:"waiting,omitempty"`
-	Head    uint64               `json:"head"`
+	Decided []string            `json:"decided"`
+	Waiting []event.WaitingCall `json:"waiting,omitempty"`
+	Head    uint64              `json:"head"`
 }
 
 // Approval is one call waiting for a person, in GET /v1/approvals.
 type Approval struct {
 	Session string `json:"session"`
 	Title   string `json:"title,omitempty"`
-	engine.WaitingCall
+	event.WaitingCall
 }
 
 // Approvals is the answer of GET /v1/approvals.
@@ -209,9 +209,9 @@ type Events struct {
 
 // Stepped is the answer of POST /v1/sessions/{id}/step.
 type Stepped struct {
-	Outcome string               `json:"outcome"`
-	Events  []store.Event        `json:"events"`
-	Waiting []engine.WaitingCall `json:"waiting,omitempty"`
+	Outcome string              `json:"outcome"`
+	Events  []store.Event       `json:"events"`
+	Waiting []event.WaitingCall `json:"waiting,omitempty"`
 }
 
 // Woken is the answer of POST /v1/sessions/{id}/resume.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/jsonl"
@@ -77,12 +78,12 @@ func TestInputDuringALongImportIsNotLost(t *testing.T) {
 		if len(got) < len(evs) || got[len(evs)-1].Type != evs[len(evs)-1].Type {
 			t.Fatalf("%s: the imported log is not there whole (%d events of %d)", id, len(got), len(evs))
 		}
-		if _, err := engine.Fold(id, got); err != nil {
+		if _, err := event.Fold(id, got); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
 		logged := map[string]bool{}
 		for _, e := range got[len(evs):] {
-			if e.Type == engine.EvInboxSpliced {
+			if e.Type == event.EvInboxSpliced {
 				for _, m := range decodeSplice(t, e).Inserted {
 					logged[m.ID] = true
 				}
@@ -97,9 +98,9 @@ func TestInputDuringALongImportIsNotLost(t *testing.T) {
 	}
 }
 
-func decodeSplice(t *testing.T, e store.Event) engine.InboxSpliced {
+func decodeSplice(t *testing.T, e store.Event) event.InboxSpliced {
 	t.Helper()
-	var d engine.InboxSpliced
+	var d event.InboxSpliced
 	if err := jsonUnmarshal(e.Data, &d); err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +322,7 @@ func TestOneRequestDecidingACallTwice(t *testing.T) {
 // hold the owner's file descriptors (which its store needs too) for ever.
 // An idle connection is closed after Options.IdleTimeout.
 func TestIdleConnectionOfAStrangerIsClosed(t *testing.T) {
-	srv, err := newServer(app.Options{Drive: true, Log: store.NewMemory(), Resolve: func(context.Context, string, *engine.SessionCreated) (engine.Config, error) {
+	srv, err := newServer(app.Options{Drive: true, Log: store.NewMemory(), Resolve: func(context.Context, string, *event.SessionCreated) (engine.Config, error) {
 		return engine.Config{}, nil
 	}}, server.Options{Token: "s3cret", IdleTimeout: 200 * time.Millisecond})
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/server"
 )
 
@@ -60,7 +60,7 @@ func TestDecisionWhoIsAPersonsName(t *testing.T) {
 	}
 	evs, _ := untilIdle(t, f.client, "s", 1)
 	for _, e := range evs {
-		if e.Type == engine.EvApprovalDecision && !strings.Contains(string(e.Data), `"who":"Ada Lovelace (console)"`) {
+		if e.Type == event.EvApprovalDecision && !strings.Contains(string(e.Data), `"who":"Ada Lovelace (console)"`) {
 			t.Errorf("decision %s", e.Data)
 		}
 	}

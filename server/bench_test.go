@@ -19,6 +19,8 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
@@ -72,7 +74,7 @@ func benchBadger(b *testing.B) *countingLog {
 // BenchmarkThousandSessionsAPI runs 1,000 concurrent sessions, each a
 // tool turn, once driven through the HTTP API (create with the prompt,
 // follow the stream until idle) and once by the in-process driver
-// (engine.Host), on badger without fsync, in one run, and reports
+// (session.Host), on badger without fsync, in one run, and reports
 // transitions per second and the ratio (goal ≥ 0.5).
 func BenchmarkThousandSessionsAPI(b *testing.B) {
 	const n = 1000
@@ -83,7 +85,7 @@ func BenchmarkThousandSessionsAPI(b *testing.B) {
 	for range b.N {
 		// Through the API.
 		log := benchBadger(b)
-		srv, err := newServer(app.Options{Drive: true, Log: log, Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+		srv, err := newServer(app.Options{Drive: true, Log: log, Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *event.SessionCreated) (engine.Config, error) {
 			return engine.Config{Pipeline: pl, Provider: zeroLatency}, nil
 		}}, server.Options{Token: "t"})
 		if err != nil {
@@ -118,11 +120,11 @@ func BenchmarkThousandSessionsAPI(b *testing.B) {
 
 		// In process.
 		log = benchBadger(b)
-		host := engine.NewHost(engine.Config{Log: log, Pipeline: pl, Provider: zeroLatency, Durability: engine.SyncNever})
+		host := session.NewHost(engine.Config{Log: log, Pipeline: pl, Provider: zeroLatency, Durability: engine.SyncNever})
 		start = time.Now()
-		sessions := make([]*engine.Session, n)
+		sessions := make([]*session.Session, n)
 		for i := range sessions {
-			s, err := host.Create(ctx, fmt.Sprintf("s%04d", i), engine.SessionCreated{})
+			s, err := host.Create(ctx, fmt.Sprintf("s%04d", i), event.SessionCreated{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -175,7 +177,7 @@ func BenchmarkIdleSessionMemory(b *testing.B) {
 	pl := benchPipeline(b)
 	for range b.N {
 		log := benchBadger(b)
-		srv, err := newServer(app.Options{Drive: true, Log: log, Base: engine.Config{Durability: engine.SyncNever, SnapshotEvery: -1}, Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+		srv, err := newServer(app.Options{Drive: true, Log: log, Base: engine.Config{Durability: engine.SyncNever, SnapshotEvery: -1}, Resolve: func(ctx context.Context, id string, c *event.SessionCreated) (engine.Config, error) {
 			return engine.Config{Pipeline: pl, Provider: zeroLatency}, nil
 		}}, server.Options{Token: "t"})
 		if err != nil {
@@ -186,7 +188,7 @@ func BenchmarkIdleSessionMemory(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		for i := range n {
 			id := fmt.Sprintf("s%05d", i)
-			if _, err := srv.Host().Create(ctx, id, engine.SessionCreated{}); err != nil {
+			if _, err := srv.Host().Create(ctx, id, event.SessionCreated{}); err != nil {
 				b.Fatal(err)
 			}
 			s, _ := srv.Host().Get(id)
@@ -216,7 +218,7 @@ func BenchmarkStreamFanOut(b *testing.B) {
 	pl := benchPipeline(b)
 	for range b.N {
 		log := store.NewMemory()
-		srv, err := newServer(app.Options{Drive: true, Log: log, Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+		srv, err := newServer(app.Options{Drive: true, Log: log, Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *event.SessionCreated) (engine.Config, error) {
 			return engine.Config{Pipeline: pl, Provider: zeroLatency}, nil
 		}}, server.Options{Token: "t"})
 		if err != nil {
@@ -296,7 +298,7 @@ func BenchmarkDecisionToPrompts(b *testing.B) {
 func decisionToPrompts(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, err := newServer(app.Options{Drive: true, Log: store.NewMemory(), Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+	srv, err := newServer(app.Options{Drive: true, Log: store.NewMemory(), Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *event.SessionCreated) (engine.Config, error) {
 		p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
 		return engine.Config{Pipeline: p, Provider: &et.Scripted{Answer: et.Reuse}, Model: "m"}, err
 	}}, server.Options{Version: "bench", Token: "t"})
@@ -331,8 +333,8 @@ func decisionToPrompts(b *testing.B) {
 	for i, cl := range followers {
 		seen[i] = make(chan string, n)
 		go cl.StreamFrom(ctx, "d", 1, nil, func(ev server.StreamEvent) error {
-			if ev.Kind == "event" && ev.Event.Type == engine.EvApprovalDecision {
-				var d engine.ApprovalDecision
+			if ev.Kind == "event" && ev.Event.Type == event.EvApprovalDecision {
+				var d event.ApprovalDecision
 				json.Unmarshal(ev.Event.Data, &d)
 				seen[i] <- d.CallID
 			}

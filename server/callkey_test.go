@@ -8,6 +8,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
 )
@@ -15,7 +16,7 @@ import (
 // reusingFixture serves sessions whose model reuses call_0 in every turn.
 func reusingFixture(t *testing.T) *fixture {
 	return newFixture(t, func(o *fixtureOptions) {
-		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+		o.Resolve = func(ctx context.Context, id string, c *event.SessionCreated) (engine.Config, error) {
 			p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
 			return engine.Config{Pipeline: p, Provider: &et.Scripted{Answer: et.Reuse}, Model: "m"}, err
 		}
@@ -46,7 +47,7 @@ func TestDecisionLandsOnTheCallShown(t *testing.T) {
 		t.Fatalf("status %q, want waiting", status)
 	}
 	shownToB := onlyApproval(t, f.client)
-	if shownToB.ID != engine.CallKey(1, 1, 1) || shownToB.ModelID != "call_0" || shownToB.Digest != engine.CallDigest("calc_add", json.RawMessage(`{"value":7}`)) {
+	if shownToB.ID != event.CallKey(1, 1, 1) || shownToB.ModelID != "call_0" || shownToB.Digest != event.CallDigest("calc_add", json.RawMessage(`{"value":7}`)) {
 		t.Fatalf("waiting call %+v, want key 1.1.1, model id call_0 and the digest of calc_add {\"value\":7}", shownToB.WaitingCall)
 	}
 	// A decides it.
@@ -63,7 +64,7 @@ func TestDecisionLandsOnTheCallShown(t *testing.T) {
 		t.Fatalf("status %q, want waiting for turn 2's call", status)
 	}
 	now := onlyApproval(t, f.client)
-	if now.ID != engine.CallKey(2, 1, 1) || now.ModelID != "call_0" {
+	if now.ID != event.CallKey(2, 1, 1) || now.ModelID != "call_0" {
 		t.Fatalf("turn 2's call %+v, want key 2.1.1 with the reused model id call_0", now.WaitingCall)
 	}
 	head := func() uint64 {
@@ -106,12 +107,12 @@ func TestDecisionLandsOnTheCallShown(t *testing.T) {
 	var got []string
 	for _, e := range evs {
 		switch e.Type {
-		case engine.EvApprovalDecision:
-			var d engine.ApprovalDecision
+		case event.EvApprovalDecision:
+			var d event.ApprovalDecision
 			mustJSON(t, e, &d)
 			got = append(got, "decision "+d.CallID+" "+d.Who)
-		case engine.EvToolResult:
-			var r engine.ToolResult
+		case event.EvToolResult:
+			var r event.ToolResult
 			mustJSON(t, e, &r)
 			got = append(got, "result "+r.CallID+" "+r.Content)
 		}

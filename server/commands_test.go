@@ -8,6 +8,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/server"
 )
@@ -17,7 +18,7 @@ import (
 // session id that reads as a flag is refused at creation.
 func TestSessionCommands(t *testing.T) {
 	f := newFixture(t, func(o *fixtureOptions) {
-		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+		o.Resolve = func(ctx context.Context, id string, c *event.SessionCreated) (engine.Config, error) {
 			skills := et.Static("skills", []hostabi.Hook{hostabi.HookCommand}, nil)
 			skills.Manifest().Commands = []string{"skills"}
 			p, err := engine.NewPipeline(et.Approver(nil, nil), skills)

@@ -13,6 +13,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/server"
 )
@@ -64,7 +65,7 @@ func TestDecisionsFromManyClientsProperty(t *testing.T) {
 
 func decisionsProperty(t *testing.T, seed uint64) {
 	f := newFixture(t, func(o *fixtureOptions) {
-		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+		o.Resolve = func(ctx context.Context, id string, c *event.SessionCreated) (engine.Config, error) {
 			p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
 			return engine.Config{Pipeline: p, Provider: &et.Scripted{Answer: collidingModel(seed)}, Model: "m"}, err
 		}
@@ -101,7 +102,7 @@ func decisionsProperty(t *testing.T, seed uint64) {
 					for range r.IntN(50) {
 						runtime.Gosched()
 					}
-					d := server.Decision{CallID: w.ID, Digest: engine.CallDigest(w.Name, w.Arguments), Allow: r.IntN(3) > 0, Always: r.IntN(4) == 0}
+					d := server.Decision{CallID: w.ID, Digest: event.CallDigest(w.Name, w.Arguments), Allow: r.IntN(3) > 0, Always: r.IntN(4) == 0}
 					if r.IntN(5) == 0 {
 						d.CallID = w.ModelID // the model's id: never accepted by the API
 					}
@@ -124,7 +125,7 @@ func decisionsProperty(t *testing.T, seed uint64) {
 	if status != "idle" {
 		t.Fatalf("status %q", status)
 	}
-	st, err := engine.Fold("p", evs)
+	st, err := event.Fold("p", evs)
 	if err != nil {
 		t.Fatalf("the fold refuses the log: %v", err)
 	}
@@ -134,24 +135,24 @@ func decisionsProperty(t *testing.T, seed uint64) {
 	// Every call the log has, by key, with its digest.
 	digest := map[string]string{}
 	for _, e := range evs {
-		if e.Type != engine.EvAssistantMessage {
+		if e.Type != event.EvAssistantMessage {
 			continue
 		}
-		var am engine.AssistantMessage
+		var am event.AssistantMessage
 		json.Unmarshal(e.Data, &am)
 		for _, c := range am.ToolCalls {
 			if _, dup := digest[c.ID]; dup {
 				t.Fatalf("two calls keyed %s", c.ID)
 			}
-			digest[c.ID] = engine.CallDigest(c.Name, c.Arguments)
+			digest[c.ID] = event.CallDigest(c.Name, c.Arguments)
 		}
 	}
 	decided := map[string]string{}
 	for _, e := range evs {
-		if e.Type != engine.EvApprovalDecision {
+		if e.Type != event.EvApprovalDecision {
 			continue
 		}
-		var d engine.ApprovalDecision
+		var d event.ApprovalDecision
 		json.Unmarshal(e.Data, &d)
 		if prev, twice := decided[d.CallID]; twice {
 			t.Errorf("call %s decided by %s and again by %s", d.CallID, prev, d.Who)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/jsonl"
 )
@@ -138,12 +139,12 @@ func (s *Server) writeFailure(w http.ResponseWriter, err error, id string) {
 		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no session %q in this store (GET /v1/sessions lists them)", id))
 	case errors.Is(err, store.ErrExists):
 		writeError(w, http.StatusConflict, CodeExists, "a session of that id already exists: choose another")
-	case errors.As(err, new(*engine.SettingsError)):
+	case errors.As(err, new(*event.SettingsError)):
 		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
-	case errors.Is(err, engine.ErrNotBoundary), errors.Is(err, engine.ErrRefused):
+	case errors.Is(err, event.ErrNotBoundary), errors.Is(err, engine.ErrRefused):
 		writeError(w, http.StatusBadRequest, CodeBadRequest, strings.TrimPrefix(err.Error(), "engine: refused: "))
-	case errors.Is(err, engine.ErrCorruptLog):
-		writeError(w, http.StatusBadRequest, CodeBadRequest, "the log breaks an invariant: "+strings.TrimPrefix(err.Error(), engine.ErrCorruptLog.Error()+": "))
+	case errors.Is(err, event.ErrCorruptLog):
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "the log breaks an invariant: "+strings.TrimPrefix(err.Error(), event.ErrCorruptLog.Error()+": "))
 	default:
 		fail(w, err)
 	}
@@ -158,7 +159,7 @@ func (s *Server) created(w http.ResponseWriter, ctx context.Context, id string) 
 	}
 	out := Session{Summary: sum, Created: true}
 	if evs, err := s.log.Read(ctx, id, 1, 1); err == nil && len(evs) == 1 {
-		var c engine.SessionCreated
+		var c event.SessionCreated
 		if json.Unmarshal(evs[0].Data, &c) == nil {
 			out.Settings, out.Model, out.Pipeline = c.Settings, c.Model, c.Pipeline
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/jsonl"
@@ -45,10 +46,10 @@ func TestForkThroughTheAPI(t *testing.T) {
 	evs := twoTurnSession(t, f)
 	var end1, start2 uint64
 	for _, e := range evs {
-		if e.Type == engine.EvTurnEnd && end1 == 0 {
+		if e.Type == event.EvTurnEnd && end1 == 0 {
 			end1 = e.Seq
 		}
-		if e.Type == engine.EvTurnStart && e.Turn == 2 {
+		if e.Type == event.EvTurnStart && e.Turn == 2 {
 			start2 = e.Seq
 		}
 	}
@@ -72,7 +73,7 @@ func TestForkThroughTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := untilIdle(t, f.client, "f", q.Head)
-	if last := got[len(got)-1]; last.Type != engine.EvTurnEnd || last.Turn != 2 {
+	if last := got[len(got)-1]; last.Type != event.EvTurnEnd || last.Turn != 2 {
 		t.Errorf("the fork's turn 2 ended with %+v", last)
 	}
 }
@@ -112,7 +113,7 @@ func TestImportThroughTheAPIIsExact(t *testing.T) {
 
 	// A broken log is refused naming the seq; nothing is written.
 	broken := append([]store.Event(nil), evs...)
-	broken[3].Type = engine.EvTurnEnd
+	broken[3].Type = event.EvTurnEnd
 	file.Reset()
 	jsonl.Write(&file, jsonl.Header{Session: "s"}, broken)
 	_, err = other.client.Import(ctx, "s3", file.Bytes())
@@ -142,7 +143,7 @@ func TestImportChecksTheRecordedSettingsThroughTheAPI(t *testing.T) {
 	ctx := context.Background()
 	// The settings this owner records, and the one decoder its Resolve
 	// and its import check share.
-	decode := func(set *engine.SessionCreated) error {
+	decode := func(set *event.SessionCreated) error {
 		var s struct{ Pipeline string }
 		if err := json.Unmarshal(set.Settings, &s); err != nil {
 			return fmt.Errorf("not readable: %v", err)
@@ -151,7 +152,7 @@ func TestImportChecksTheRecordedSettingsThroughTheAPI(t *testing.T) {
 	}
 	strict := func(o *fixtureOptions) {
 		resolve := o.Resolve
-		o.Resolve = func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+		o.Resolve = func(ctx context.Context, id string, c *event.SessionCreated) (engine.Config, error) {
 			if err := decode(c); err != nil {
 				return engine.Config{}, err
 			}
@@ -171,7 +172,7 @@ func TestImportChecksTheRecordedSettingsThroughTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	changed := evs[len(evs)-1]
-	if changed.Type != engine.EvPipelineChanged {
+	if changed.Type != event.EvPipelineChanged {
 		t.Fatalf("the last event is %s", changed.Type)
 	}
 	export := func(seq uint64, settings string) []byte {
@@ -242,7 +243,7 @@ func TestImportChecksTheRecordedSettingsThroughTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := untilIdle(t, owner.client, "x", q.Head); got[len(got)-1].Type != engine.EvTurnEnd {
+	if got, _ := untilIdle(t, owner.client, "x", q.Head); got[len(got)-1].Type != event.EvTurnEnd {
 		t.Errorf("the import's turn ended with %+v", got[len(got)-1])
 	}
 }

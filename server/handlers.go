@@ -18,6 +18,8 @@ import (
 
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -141,7 +143,7 @@ func (s *Server) settings(w http.ResponseWriter, r *http.Request) {
 		prepareFailed(w, err)
 		return
 	}
-	if err := sess.ChangePipeline(r.Context(), engine.PipelineChanged{Pipeline: info.Pipeline, Model: info.Model, Settings: info.Settings, By: req.By}); err != nil {
+	if err := sess.ChangePipeline(r.Context(), event.PipelineChanged{Pipeline: info.Pipeline, Model: info.Model, Settings: info.Settings, By: req.By}); err != nil {
 		if errors.Is(err, engine.ErrRefused) {
 			writeError(w, http.StatusConflict, CodeBusy, strings.TrimPrefix(err.Error(), "engine: refused: "))
 			return
@@ -197,7 +199,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err == nil {
-		var c engine.SessionCreated
+		var c event.SessionCreated
 		if json.Unmarshal(evs[0].Data, &c) == nil {
 			out.Settings, out.Model, out.Pipeline = c.Settings, c.Model, c.Pipeline
 		}
@@ -246,11 +248,11 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	kind := engine.CauseUser
+	kind := event.CauseUser
 	switch req.Cause {
-	case "", engine.CauseUser:
-	case engine.CauseParent:
-		kind = engine.CauseParent
+	case "", event.CauseUser:
+	case event.CauseParent:
+		kind = event.CauseParent
 	default:
 		writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("cause %q is neither user nor parent", req.Cause))
 		return
@@ -261,7 +263,7 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	cause := engine.Cause{Kind: kind, Reason: req.Reason, By: req.By}
+	cause := event.Cause{Kind: kind, Reason: req.Reason, By: req.By}
 	var out Canceled
 	if req.Message != "" {
 		did, err := sess.CancelInput(r.Context(), req.Message, cause)
@@ -457,7 +459,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusConflict, CodeAlreadyDecided, decided)
 			return
 		}
-		if errors.Is(err, engine.ErrBusy) {
+		if errors.Is(err, session.ErrBusy) {
 			// Only a parked session waits for decisions: another client's
 			// answer let the turn go on.
 			writeError(w, http.StatusConflict, CodeNotWaiting, fmt.Sprintf("call %s is not waiting for a decision: session %s is running", strings.Join(ids, ", "), sess.ID()))
@@ -492,10 +494,10 @@ func (s *Server) alreadyDecided(ctx context.Context, id string, ids []string) st
 		want[c] = true
 	}
 	for i := len(evs) - 1; i >= 0; i-- {
-		if evs[i].Type != engine.EvApprovalDecision {
+		if evs[i].Type != event.EvApprovalDecision {
 			continue
 		}
-		var d engine.ApprovalDecision
+		var d event.ApprovalDecision
 		if json.Unmarshal(evs[i].Data, &d) == nil && want[d.CallID] {
 			verb := map[bool]string{true: "allowed", false: "denied"}[d.Allow]
 			return fmt.Sprintf("call %s was already decided: %s by %s", d.CallID, verb, d.Who)
@@ -529,8 +531,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		out.Events = []store.Event{}
 	}
 	if from <= 1 && limit <= 0 {
-		if _, err := engine.Fold(id, evs); err != nil {
-			out.Broken = strings.TrimPrefix(err.Error(), "engine: log breaks an invariant: ")
+		if _, err := event.Fold(id, evs); err != nil {
+			out.Broken = strings.TrimPrefix(err.Error(), event.ErrCorruptLog.Error()+": ")
 		}
 	}
 	writeExact(w, http.StatusOK, out)

@@ -4,7 +4,8 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 )
 
@@ -43,26 +44,26 @@ func wakeFailed(w http.ResponseWriter, id string, err error) {
 // logStatus is a session's status as its log shows it, for sessions that
 // run elsewhere: "waiting", "running" (a turn open or a prompt queued) or
 // "idle".
-func logStatus(st *engine.State) string {
+func logStatus(st *event.State) string {
 	switch {
 	case len(st.Waiting()) > 0:
 		return "waiting"
 	case st.TurnOpen || len(st.NextTurn) > 0:
-		return string(engine.DriverRunning)
+		return string(session.DriverRunning)
 	}
-	return string(engine.DriverIdle)
+	return string(session.DriverIdle)
 }
 
 // logFollower folds a streamed session's log as the stream writes it, to
 // tell its status.
 type logFollower struct {
-	st   *engine.State
+	st   *event.State
 	last string
 }
 
 // newLogFollower folds the session's events before from.
 func (s *Server) newLogFollower(ctx context.Context, id string, from uint64) (*logFollower, error) {
-	f := &logFollower{st: engine.NewState(id)}
+	f := &logFollower{st: event.NewState(id)}
 	for next := uint64(1); next < from; {
 		evs, err := s.log.Read(ctx, id, next, int(min(from-next, 4096)))
 		if err != nil {

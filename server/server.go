@@ -38,6 +38,8 @@ import (
 
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -80,12 +82,12 @@ type Server struct {
 	o    Options
 	node *app.Node
 	log  store.Log
-	host *engine.Host
+	host *session.Host
 	mux  *http.ServeMux
 
 	mu sync.Mutex
 	// summaries caches the summary of sessions that are not open, by head.
-	summaries map[string]engine.Summary
+	summaries map[string]event.Summary
 	// decideMu serialises decisions per session, so that of two clients
 	// deciding one call, the second sees the first's decision.
 	decideMu map[string]*sync.Mutex
@@ -124,7 +126,7 @@ func New(node *app.Node, o Options) (*Server, error) {
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 2 * time.Minute
 	}
-	s := &Server{o: o, node: node, log: node.Log(), host: node.Host(), summaries: map[string]engine.Summary{}, decideMu: map[string]*sync.Mutex{},
+	s := &Server{o: o, node: node, log: node.Log(), host: node.Host(), summaries: map[string]event.Summary{}, decideMu: map[string]*sync.Mutex{},
 		writing: map[string]bool{}, creating: map[string]bool{}, subs: map[string]map[*follower]struct{}{}}
 	s.host.Watch(s.dispatch)
 	s.routes()
@@ -142,7 +144,7 @@ func (s *Server) SetToken(token string) {
 }
 
 // Host returns the engine host that drives the sessions.
-func (s *Server) Host() *engine.Host { return s.host }
+func (s *Server) Host() *session.Host { return s.host }
 
 // Close disposes of every open session (a running turn ends "disposed").
 func (s *Server) Close(ctx context.Context) error { return s.host.Close(ctx) }
@@ -236,10 +238,10 @@ var table = []route{
 	{"GET /v1/sessions", func(s *Server) http.HandlerFunc { return s.list }},
 	{"POST /v1/sessions", func(s *Server) http.HandlerFunc { return s.create }},
 	{"GET /v1/sessions/{id}", func(s *Server) http.HandlerFunc { return s.get }},
-	{"POST /v1/sessions/{id}/send", func(s *Server) http.HandlerFunc { return s.input(engine.ListNextTurn, true) }},
-	{"POST /v1/sessions/{id}/followup", func(s *Server) http.HandlerFunc { return s.input(engine.ListNextTurn, true) }},
-	{"POST /v1/sessions/{id}/steer", func(s *Server) http.HandlerFunc { return s.input(engine.ListNextStep, true) }},
-	{"POST /v1/sessions/{id}/inject", func(s *Server) http.HandlerFunc { return s.input(engine.ListNextStep, false) }},
+	{"POST /v1/sessions/{id}/send", func(s *Server) http.HandlerFunc { return s.input(event.ListNextTurn, true) }},
+	{"POST /v1/sessions/{id}/followup", func(s *Server) http.HandlerFunc { return s.input(event.ListNextTurn, true) }},
+	{"POST /v1/sessions/{id}/steer", func(s *Server) http.HandlerFunc { return s.input(event.ListNextStep, true) }},
+	{"POST /v1/sessions/{id}/inject", func(s *Server) http.HandlerFunc { return s.input(event.ListNextStep, false) }},
 	{"POST /v1/sessions/{id}/cancel", func(s *Server) http.HandlerFunc { return s.cancel }},
 	{"POST /v1/sessions/{id}/resume", func(s *Server) http.HandlerFunc { return s.resume }},
 	{"POST /v1/sessions/{id}/step", func(s *Server) http.HandlerFunc { return s.step }},
@@ -376,9 +378,9 @@ func fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, strings.TrimPrefix(err.Error(), "engine: refused: "))
 	case errors.Is(err, store.ErrExists):
 		writeError(w, http.StatusConflict, CodeExists, err.Error())
-	case errors.Is(err, engine.ErrBusy):
+	case errors.Is(err, session.ErrBusy):
 		writeError(w, http.StatusConflict, CodeBusy, err.Error())
-	case errors.Is(err, engine.ErrClosed), errors.Is(err, store.ErrClosed):
+	case errors.Is(err, session.ErrClosed), errors.Is(err, store.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "the owner is shutting down: "+err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, CodeInternal, err.Error())
@@ -386,7 +388,7 @@ func fail(w http.ResponseWriter, err error) {
 }
 
 // session opens the path's session, writing the error if it cannot.
-func (s *Server) session(w http.ResponseWriter, r *http.Request) (*engine.Session, bool) {
+func (s *Server) session(w http.ResponseWriter, r *http.Request) (*session.Session, bool) {
 	id := r.PathValue("id")
 	if err := store.ValidSessionID(id); err != nil {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
@@ -395,7 +397,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) (*engine.Sessio
 	s.mu.Lock()
 	writing := s.writing[id]
 	s.mu.Unlock()
-	var sess *engine.Session
+	var sess *session.Session
 	err := store.ErrNotFound
 	if !writing {
 		sess, err = s.host.Open(r.Context(), id)
@@ -431,13 +433,13 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 
 // summary returns a session's summary: live if the owner has it open,
 // otherwise folded from the store (cached by head).
-func (s *Server) summary(ctx context.Context, id string) (engine.Summary, error) {
+func (s *Server) summary(ctx context.Context, id string) (event.Summary, error) {
 	if sess, ok := s.host.Get(id); ok && !s.remote() {
 		return sess.Summary(), nil
 	}
 	head, err := s.log.Head(ctx, id)
 	if err != nil {
-		return engine.Summary{}, err
+		return event.Summary{}, err
 	}
 	s.mu.Lock()
 	sum, ok := s.summaries[id]
@@ -447,13 +449,13 @@ func (s *Server) summary(ctx context.Context, id string) (engine.Summary, error)
 	}
 	evs, err := s.log.Read(ctx, id, 1, 0)
 	if err != nil {
-		return engine.Summary{}, err
+		return event.Summary{}, err
 	}
-	st, err := engine.Fold(id, evs)
+	st, err := event.Fold(id, evs)
 	if err != nil {
-		return engine.Summary{ID: id, Status: "broken: " + err.Error(), Head: head}, nil
+		return event.Summary{ID: id, Status: "broken: " + err.Error(), Head: head}, nil
 	}
-	sum = engine.Summarize(st)
+	sum = event.Summarize(st)
 	if s.remote() {
 		sum.Status = logStatus(st)
 	}
@@ -469,7 +471,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	out := Sessions{Sessions: []engine.Summary{}}
+	out := Sessions{Sessions: []event.Summary{}}
 	p, _ := principalOf(r)
 	for _, id := range ids {
 		if !s.node.MayAccess(r.Context(), p, id) {
@@ -512,7 +514,7 @@ func (s *Server) commands(id string) []Command {
 		}
 	}
 	if !owned["compact"] {
-		out = append(out, Command{Name: "compact", Op: engine.HostOp})
+		out = append(out, Command{Name: "compact", Op: event.HostOp})
 	}
 	return out
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
@@ -68,7 +69,7 @@ func newFixture(t *testing.T, mutate ...func(*fixtureOptions)) *fixture {
 	o := fixtureOptions{
 		serverOptions: server.Options{Token: f.token, Version: "test"},
 		appOptions: app.Options{Log: f.log, Drive: true, Base: engine.Config{Durability: engine.SyncNever},
-			Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+			Resolve: func(ctx context.Context, id string, c *event.SessionCreated) (engine.Config, error) {
 				p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
 				return engine.Config{Pipeline: p, Provider: &et.Scripted{Answer: answer}, Model: "m"}, err
 			}},
@@ -144,7 +145,7 @@ func TestCreateSendAndFollow(t *testing.T) {
 		t.Fatalf("create: %+v %v", s, err)
 	}
 	evs, status := untilIdle(t, f.client, "s1", 1)
-	if status != "idle" || !slices.Contains(types(evs), engine.EvAssistantMessage) || evs[len(evs)-1].Type != engine.EvTurnEnd {
+	if status != "idle" || !slices.Contains(types(evs), event.EvAssistantMessage) || evs[len(evs)-1].Type != event.EvTurnEnd {
 		t.Fatalf("status %q, events %v", status, types(evs))
 	}
 	if _, err := f.client.Create(ctx, &server.CreateRequest{ID: "s1"}); !server.IsCode(err, server.CodeExists) {
@@ -205,7 +206,7 @@ func TestDecisionsFromTwoClientsAtOnce(t *testing.T) {
 	}
 	decisions := 0
 	for _, e := range evs {
-		if e.Type == engine.EvApprovalDecision {
+		if e.Type == event.EvApprovalDecision {
 			decisions++
 		}
 	}
@@ -237,10 +238,28 @@ func TestStreamResumesBySeq(t *testing.T) {
 		}
 	}
 	// Disconnect mid-stream: the owner goes on.
+	// The client leaves once its first event has arrived, and the test
+	// goes on once its connection is gone.
 	cctx, cancel := context.WithCancel(ctx)
-	go f.client.Stream(cctx, "s", 1, func(server.StreamEvent) error { return nil })
-	time.Sleep(50 * time.Millisecond)
+	streaming, left := make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	go func() {
+		left <- f.client.Stream(cctx, "s", 1, func(server.StreamEvent) error {
+			once.Do(func() { close(streaming) })
+			return nil
+		})
+	}()
+	select {
+	case <-streaming:
+	case err := <-left:
+		t.Fatalf("the stream ended before its first event: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event streamed in 10s")
+	}
 	cancel()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the stream the client left ended with %v, want context.Canceled", err)
+	}
 	f.client.Input(ctx, "s", "send", "three")
 	if _, status := untilIdle(t, f.client, "s", all.Head+1); status != "idle" {
 		t.Fatalf("after a client left mid-stream: status %q", status)
@@ -289,7 +308,7 @@ func TestSlowFollowerIsDroppedNotWaitedFor(t *testing.T) {
 	if status != "idle" || time.Since(start) > 15*time.Second {
 		t.Fatalf("status %q after %v: the session must not wait for a slow follower", status, time.Since(start))
 	}
-	st, err := engine.Fold("s", evs)
+	st, err := event.Fold("s", evs)
 	if err != nil || st.Turn != 30 {
 		t.Fatalf("turns %d (%v), want 30", st.Turn, err)
 	}
@@ -472,14 +491,14 @@ func TestCancelOfOneInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var end engine.TurnEnd
+	var end event.TurnEnd
 	for _, e := range evs.Events {
-		if e.Type == engine.EvTurnEnd {
+		if e.Type == event.EvTurnEnd {
 			json.Unmarshal(e.Data, &end)
 		}
 	}
-	want := engine.Cause{Kind: engine.CauseUser, Reason: "changed my mind", By: "client a"}
-	if end.Reason != engine.ReasonAborted || end.Cause == nil || *end.Cause != want {
+	want := event.Cause{Kind: event.CauseUser, Reason: "changed my mind", By: "client a"}
+	if end.Reason != event.ReasonAborted || end.Cause == nil || *end.Cause != want {
 		t.Fatalf("turn end %+v (cause %+v), want aborted with %+v", end, end.Cause, want)
 	}
 }

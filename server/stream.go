@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/store"
 )
 
@@ -25,7 +25,7 @@ type follower struct {
 // dispatch hands a notification to the followers of its session: never
 // blocking the driver that sent it; a follower whose buffer is full is
 // marked dropped.
-func (s *Server) dispatch(n engine.Notification) {
+func (s *Server) dispatch(n session.Notification) {
 	s.subsMu.Lock()
 	fs := s.subs[n.Session]
 	if len(fs) == 0 {
@@ -34,18 +34,18 @@ func (s *Server) dispatch(n engine.Notification) {
 	}
 	var ev StreamEvent
 	switch {
-	case n.Kind == engine.NoteLive && n.Live.Kind == "event":
+	case n.Kind == session.NoteLive && n.Live.Kind == "event":
 		e := *n.Live.Event
 		ev = StreamEvent{Kind: "event", Event: &e}
-	case n.Kind == engine.NoteLive:
+	case n.Kind == session.NoteLive:
 		ev = StreamEvent{Kind: n.Live.Kind, Op: n.Live.Op, Text: n.Live.Text}
-	case n.Kind == engine.NoteStatus:
+	case n.Kind == session.NoteStatus:
 		ev = StreamEvent{Kind: "status", Status: n.Status}
-		if sess, ok := s.host.Get(n.Session); ok && n.Status == string(engine.DriverIdle) {
+		if sess, ok := s.host.Get(n.Session); ok && n.Status == string(session.DriverIdle) {
 			sum := sess.Summary()
 			ev.Status, ev.Head = sum.Status, sum.Head
 		}
-	case n.Kind == engine.NoteError:
+	case n.Kind == session.NoteError:
 		ev = StreamEvent{Kind: "error", Text: n.Error}
 	default:
 		s.subsMu.Unlock()

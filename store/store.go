@@ -49,7 +49,7 @@ import (
 )
 
 // Event is one entry of a session's log. Seq is assigned by the store on
-// Append; Type names what happened (see DESIGN.md §3 for the vocabulary);
+// Append; Type names what happened (engine/events.go lists the vocabulary);
 // Turn and Step place the event in the session's structure; Data is the
 // event's payload as a JSON value.
 type Event struct {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental"
+
+	"github.com/wagent/wagent/wasmhost/wasmbin"
 )
 
 // Compilation workers on modules with fewer functions than workers (none,
@@ -15,13 +17,13 @@ func TestAttackCompileWorkersTinyModules(t *testing.T) {
 	ctx := context.Background()
 	sec := func(out []byte, id byte, body []byte) []byte {
 		out = append(out, id)
-		out = appendU32(out, uint32(len(body)))
+		out = wasmbin.AppendU32(out, uint32(len(body)))
 		return append(out, body...)
 	}
 	for nf := 0; nf <= 5; nf++ {
 		mod := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
 		mod = sec(mod, 1, []byte{1, 0x60, 0, 1, 0x7f}) // () -> i32
-		mod = sec(mod, 3, append(appendU32(nil, uint32(nf)), make([]byte, nf)...))
+		mod = sec(mod, 3, append(wasmbin.AppendU32(nil, uint32(nf)), make([]byte, nf)...))
 		mod = sec(mod, 5, []byte{1, 0, 1})
 		exp := []byte{byte(1 + min(nf, 1))}
 		exp = append(exp, 3, 'm', 'e', 'm', 2, 0)
@@ -29,7 +31,7 @@ func TestAttackCompileWorkersTinyModules(t *testing.T) {
 			exp = append(exp, 1, 'f', 0, byte(nf-1))
 		}
 		mod = sec(mod, 7, exp)
-		code := appendU32(nil, uint32(nf))
+		code := wasmbin.AppendU32(nil, uint32(nf))
 		for i := 0; i < nf; i++ {
 			code = append(code, 4, 0, 0x41, byte(i), 0x0b) // i32.const i
 		}

@@ -379,3 +379,33 @@ func BenchmarkBundleCompile(b *testing.B) {
 	b.ReportMetric(ms(cpu[1]), "one-cpu-cpu-ms")
 	b.ReportMetric(float64(wall[0])/float64(wall[1]), "x_one_cpu")
 }
+
+// BenchmarkScanRewrite is the host's own reading of the built-ins bundle
+// (4.5 MB) at load: the shape checks every Load runs, and with the
+// deadline rewrite a load that misses the cache of instrumented modules
+// runs.
+func BenchmarkScanRewrite(b *testing.B) {
+	wasm := readRepo(b, "builtins/builtins.wasm")
+	b.Run("scan", func(b *testing.B) {
+		b.SetBytes(int64(len(wasm)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := scanModule(wasm); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("scan+rewrite", func(b *testing.B) {
+		b.SetBytes(int64(len(wasm)))
+		b.ReportAllocs()
+		for b.Loop() {
+			s, err := scanModule(wasm)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := rewrite(s, wasm, true); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

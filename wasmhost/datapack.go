@@ -3,6 +3,8 @@ package wasmhost
 import (
 	"cmp"
 	"slices"
+
+	"github.com/wagent/wagent/wasmhost/wasmbin"
 )
 
 // packGap is the widest run of zeros packData fills to join two segments.
@@ -30,28 +32,27 @@ func packData(body []byte) []byte {
 		off  uint64
 		data []byte
 	}
-	r := &wreader{b: body}
-	n := r.u32()
-	if r.err != nil || n < 2 || n > maxDataSegments {
+	r := wasmbin.NewReader(body)
+	n := r.Count(1)
+	if r.Err() != nil || n < 2 || n > maxDataSegments {
 		return body
 	}
 	segs := make([]seg, 0, n)
 	for i := uint32(0); i < n; i++ {
-		if r.byte() != 0 || r.byte() != 0x41 { // active, memory 0, i32.const
+		if r.Byte() != 0 || r.Byte() != 0x41 { // active, memory 0, i32.const
 			return body
 		}
-		off, ok := r.i32()
-		if !ok || r.byte() != 0x0b {
+		off := r.I32()
+		if r.Err() != nil || r.Byte() != 0x0b {
 			return body
 		}
-		size := r.u32()
-		if r.err != nil || size == 0 || uint64(size) > uint64(len(r.b)-r.i) {
+		data := r.Read(r.U32())
+		if r.Err() != nil || len(data) == 0 {
 			return body
 		}
-		segs = append(segs, seg{uint64(uint32(off)), r.b[r.i : r.i+int(size)]})
-		r.i += int(size)
+		segs = append(segs, seg{uint64(uint32(off)), data})
 	}
-	if r.err != nil || r.i != len(r.b) {
+	if r.Err() != nil || r.Len() != 0 {
 		return body
 	}
 	slices.SortStableFunc(segs, func(a, b seg) int { return cmp.Compare(a.off, b.off) })
@@ -80,14 +81,14 @@ func packData(body []byte) []byte {
 	if len(runs) == len(segs) {
 		return body
 	}
-	out := appendU32(make([]byte, 0, len(body)+added), uint32(len(runs)))
+	out := wasmbin.AppendU32(make([]byte, 0, len(body)+added), uint32(len(runs)))
 	for _, ru := range runs {
 		first, last := segs[ru.start], segs[ru.end-1]
 		size := last.off + uint64(len(last.data)) - first.off
 		out = append(out, 0x00, 0x41)
-		out = appendS32(out, int32(uint32(first.off)))
+		out = wasmbin.AppendI32(out, int32(uint32(first.off)))
 		out = append(out, 0x0b)
-		out = appendU32(out, uint32(size))
+		out = wasmbin.AppendU32(out, uint32(size))
 		at := first.off
 		for _, sg := range segs[ru.start:ru.end] {
 			for ; at < sg.off; at++ {
@@ -98,28 +99,4 @@ func packData(body []byte) []byte {
 		}
 	}
 	return out
-}
-
-// i32 reads a signed 32-bit LEB128 number.
-func (r *wreader) i32() (int32, bool) {
-	var v int64
-	var shift uint
-	for k := 0; k < 5; k++ {
-		b := r.byte()
-		if r.err != nil {
-			return 0, false
-		}
-		v |= int64(b&0x7f) << shift
-		shift += 7
-		if b&0x80 == 0 {
-			if shift < 64 && b&0x40 != 0 {
-				v |= -1 << shift
-			}
-			if v < -1<<31 || v > 1<<31-1 {
-				return 0, false
-			}
-			return int32(v), true
-		}
-	}
-	return 0, false
 }

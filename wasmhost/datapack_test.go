@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/wagent/wagent/wasmhost/wasmbin"
 )
 
 type testSeg struct {
@@ -19,18 +21,18 @@ type testSeg struct {
 func dataModule(pages uint32, segs []testSeg) []byte {
 	sec := func(out []byte, id byte, body []byte) []byte {
 		out = append(out, id)
-		out = appendU32(out, uint32(len(body)))
+		out = wasmbin.AppendU32(out, uint32(len(body)))
 		return append(out, body...)
 	}
 	out := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
-	out = sec(out, 5, appendU32([]byte{1, 0}, pages))
+	out = sec(out, 5, wasmbin.AppendU32([]byte{1, 0}, pages))
 	out = sec(out, 7, []byte{1, 3, 'm', 'e', 'm', 2, 0})
-	data := appendU32(nil, uint32(len(segs)))
+	data := wasmbin.AppendU32(nil, uint32(len(segs)))
 	for _, s := range segs {
 		data = append(data, 0, 0x41)
-		data = appendS32(data, s.off)
+		data = wasmbin.AppendI32(data, s.off)
 		data = append(data, 0x0b)
-		data = appendU32(data, uint32(len(s.data)))
+		data = wasmbin.AppendU32(data, uint32(len(s.data)))
 		data = append(data, s.data...)
 	}
 	return sec(out, 11, data)
@@ -69,17 +71,15 @@ func packed(t *testing.T, mod []byte) ([]byte, uint32) {
 	}
 	// The rewritten module exports the host's globals, which scanModule
 	// refuses in a module as written: find its data section by hand.
-	r := &wreader{b: out, i: 8}
-	for r.i < len(out) && r.err == nil {
-		id := r.byte()
-		size := r.u32()
-		if id == 11 {
-			n, _ := readU32(out[r.i:])
-			return out, n
+	for sec, err := range wasmbin.Sections(out) {
+		if err != nil {
+			t.Fatal(err)
 		}
-		r.skipN(int(size))
+		if sec.ID == wasmbin.IDData {
+			return out, wasmbin.NewReader(sec.Body).U32()
+		}
 	}
-	t.Fatalf("rewritten module has no data section (%v)", r.err)
+	t.Fatal("rewritten module has no data section")
 	return nil, 0
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/wasmhost/wasmbin"
 )
 
 // Every module in testdata/hostile is refused at load or faults at its
@@ -200,7 +201,7 @@ func TestCancelStopsCall(t *testing.T) {
 // and many GB; an 8 MB name section, 64 MiB. Too big or too many to keep
 // as files, they are made here.
 func TestHostileLoadDecoderBombs(t *testing.T) {
-	u := func(v uint64) []byte { return appendU32(nil, uint32(v)) }
+	u := func(v uint64) []byte { return wasmbin.AppendU32(nil, uint32(v)) }
 	sec := func(id byte, body []byte) []byte { return append(append([]byte{id}, u(uint64(len(body)))...), body...) }
 	module := func(funcs int, elem, code []byte) []byte {
 		m := []byte("\x00asm\x01\x00\x00\x00")

@@ -3,6 +3,8 @@ package wasmhost
 import (
 	"errors"
 	"fmt"
+
+	"github.com/wagent/wagent/wasmhost/wasmbin"
 )
 
 // instrumentVersion names the rewriter's output format in the on-disk
@@ -123,9 +125,9 @@ func rewrite(s *shape, mod []byte, checks bool) ([]byte, error) {
 	if checks {
 		// (mut i32) = 0, (mut i32) = yieldEvery, (mut i32) = stackBudget
 		newGlobals = []byte{0x7f, 0x01, 0x41, 0x00, 0x0b, 0x7f, 0x01, 0x41}
-		newGlobals = appendS32(newGlobals, yieldEvery)
+		newGlobals = wasmbin.AppendI32(newGlobals, yieldEvery)
 		newGlobals = append(newGlobals, 0x0b, 0x7f, 0x01, 0x41)
-		newGlobals = appendS32(newGlobals, stackBudget)
+		newGlobals = wasmbin.AppendI32(newGlobals, stackBudget)
 		newGlobals = append(newGlobals, 0x0b)
 	}
 
@@ -134,9 +136,9 @@ func rewrite(s *shape, mod []byte, checks bool) ([]byte, error) {
 	var code []byte
 	if checks {
 		for _, sec := range s.sections {
-			if sec.id == 10 {
+			if sec.ID == 10 {
 				var err error
-				if code, err = rw.rewriteCode(sec.body); err != nil {
+				if code, err = rw.rewriteCode(sec.Body); err != nil {
 					return nil, err
 				}
 			}
@@ -144,70 +146,66 @@ func rewrite(s *shape, mod []byte, checks bool) ([]byte, error) {
 	}
 
 	out := append(make([]byte, 0, len(mod)+len(mod)/8), mod[:8]...)
-	emit := func(id byte, body []byte) {
-		out = append(out, id)
-		out = appendU32(out, uint32(len(body)))
-		out = append(out, body...)
-	}
+	emit := func(id byte, body []byte) { out = wasmbin.AppendSection(out, id, body) }
 	hasTypes, hasGlobals, exported := false, false, false
 	for _, sec := range s.sections {
 		switch {
-		case sec.id == 1 && checks && len(rw.newTypes) > 0:
-			n, m := readU32(sec.body)
-			body := appendU32(nil, n+uint32(len(rw.newTypes)))
-			body = append(body, sec.body[m:]...)
+		case sec.ID == 1 && checks && len(rw.newTypes) > 0:
+			n, rest := countAndRest(sec.Body)
+			body := wasmbin.AppendU32(nil, n+uint32(len(rw.newTypes)))
+			body = append(body, rest...)
 			for _, results := range rw.newTypes {
 				body = append(body, 0x60, 0x00)
-				body = appendU32(body, uint32(len(results)))
+				body = wasmbin.AppendU32(body, uint32(len(results)))
 				body = append(body, results...)
 			}
 			emit(1, body)
 			hasTypes = true
-		case sec.id == 1:
-			emit(1, sec.body)
+		case sec.ID == 1:
+			emit(1, sec.Body)
 			hasTypes = true
-		case sec.id == 4 && clampTables:
-			body := appendU32(nil, uint32(len(s.tables)))
-			r := &wreader{b: sec.body}
-			r.u32()
+		case sec.ID == 4 && clampTables:
+			body := wasmbin.AppendU32(nil, uint32(len(s.tables)))
+			r := wasmbin.NewReader(sec.Body)
+			r.U32()
 			for i, t := range s.tables {
-				body = append(body, r.byte())
-				if _, err := r.tableLimits(uint32(i)); err != nil {
+				body = append(body, r.Byte())
+				if _, err := tableLimits(r, uint32(i)); err != nil {
 					return nil, err
 				}
 				body = append(body, 0x01)
-				body = appendU32(body, t.min)
-				body = appendU32(body, tableMax(t))
+				body = wasmbin.AppendU32(body, t.min)
+				body = wasmbin.AppendU32(body, tableMax(t))
 			}
 			emit(4, body)
-		case sec.id == 7 && checks: // export: add the globals; a global section must come first
+		case sec.ID == 7 && checks: // export: add the globals; a global section must come first
 			if !hasGlobals {
 				emit(6, append([]byte{3}, newGlobals...))
 				hasGlobals = true
 			}
-			n, m := readU32(sec.body)
-			body := appendU32(nil, n+3)
-			body = append(body, sec.body[m:]...)
+			n, rest := countAndRest(sec.Body)
+			body := wasmbin.AppendU32(nil, n+3)
+			body = append(body, rest...)
 			for i, name := range []string{stopGlobal, budgetGlobal, stackGlobal} {
-				body = appendU32(body, uint32(len(name)))
+				body = wasmbin.AppendU32(body, uint32(len(name)))
 				body = append(body, name...)
 				body = append(body, 0x03)
-				body = appendU32(body, g+uint32(i))
+				body = wasmbin.AppendU32(body, g+uint32(i))
 			}
 			emit(7, body)
 			exported = true
-		case sec.id == 6 && checks:
-			n, m := readU32(sec.body)
-			body := appendU32(nil, n+3)
-			body = append(body, sec.body[m:]...)
+		case sec.ID == 6 && checks:
+			n, rest := countAndRest(sec.Body)
+			body := wasmbin.AppendU32(nil, n+3)
+			body = append(body, rest...)
 			emit(6, append(body, newGlobals...))
 			hasGlobals = true
-		case sec.id == 10 && checks:
+		case sec.ID == 10 && checks:
 			emit(10, code)
-		case sec.id == 11 && checks && packSegments && !rw.namesData && !s.hasDataCount:
-			emit(11, packData(sec.body))
+		case sec.ID == 11 && checks && packSegments && !rw.namesData && !s.hasDataCount:
+			emit(11, packData(sec.Body))
 		default:
-			emit(sec.id, sec.body)
+			emit(sec.ID, sec.Body)
 		}
 	}
 	if checks && !exported {
@@ -229,17 +227,17 @@ func rewrite(s *shape, mod []byte, checks bool) ([]byte, error) {
 //	}
 func checkCode(stop, budget uint32) []byte {
 	c := []byte{0x23}
-	c = appendU32(c, budget)
+	c = wasmbin.AppendU32(c, budget)
 	c = append(c, 0x41, 0x01, 0x6b, 0x24) // i32.const 1, i32.sub, global.set
-	c = appendU32(c, budget)
+	c = wasmbin.AppendU32(c, budget)
 	c = append(c, 0x23)
-	c = appendU32(c, budget)
+	c = wasmbin.AppendU32(c, budget)
 	c = append(c, 0x45, 0x04, 0x40, 0x23) // i32.eqz, if, global.get stop
-	c = appendU32(c, stop)
+	c = wasmbin.AppendU32(c, stop)
 	c = append(c, 0x04, 0x40, 0x00, 0x0b, 0x41) // if unreachable end, i32.const
-	c = appendS32(c, yieldEvery)
+	c = wasmbin.AppendI32(c, yieldEvery)
 	c = append(c, 0x24)
-	c = appendU32(c, budget)
+	c = wasmbin.AppendU32(c, budget)
 	c = append(c, 0x41, 0x00, 0x40, 0x00, 0x1a, 0x0b) // memory.grow 0, drop, end
 	return c
 }
@@ -251,35 +249,24 @@ func checkCode(stop, budget uint32) []byte {
 //	if stack < 0 { unreachable }
 func enterCode(dst []byte, stack uint32, w int32) []byte {
 	dst = append(dst, 0x23)
-	dst = appendU32(dst, stack)
+	dst = wasmbin.AppendU32(dst, stack)
 	dst = append(dst, 0x41)
-	dst = appendS32(dst, w)
+	dst = wasmbin.AppendI32(dst, w)
 	dst = append(dst, 0x6b, 0x24) // i32.sub, global.set
-	dst = appendU32(dst, stack)
+	dst = wasmbin.AppendU32(dst, stack)
 	dst = append(dst, 0x23)
-	dst = appendU32(dst, stack)
+	dst = wasmbin.AppendU32(dst, stack)
 	return append(dst, 0x41, 0x00, 0x48, 0x04, 0x40, 0x00, 0x0b) // i32.const 0, i32.lt_s, if unreachable end
 }
 
 // leaveCode gives a frame of w bytes back: stack += w.
 func leaveCode(dst []byte, stack uint32, w int32) []byte {
 	dst = append(dst, 0x23)
-	dst = appendU32(dst, stack)
+	dst = wasmbin.AppendU32(dst, stack)
 	dst = append(dst, 0x41)
-	dst = appendS32(dst, w)
+	dst = wasmbin.AppendI32(dst, w)
 	dst = append(dst, 0x6a, 0x24) // i32.add, global.set
-	return appendU32(dst, stack)
-}
-
-func appendS32(b []byte, v int32) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
+	return wasmbin.AppendU32(dst, stack)
 }
 
 // codeRewriter instruments the code section and checks what it names.
@@ -294,67 +281,67 @@ type codeRewriter struct {
 }
 
 func (rw *codeRewriter) rewriteCode(b []byte) ([]byte, error) {
-	r := &wreader{b: b}
-	n := r.u32()
-	out := appendU32(make([]byte, 0, len(b)+len(b)/4), n)
+	r := wasmbin.NewReader(b)
+	n := r.U32()
+	out := wasmbin.AppendU32(make([]byte, 0, len(b)+len(b)/4), n)
 	var body []byte
 	for i := uint32(0); i < n; i++ {
 		fi := rw.s.funcImport + i // in the function index space
-		size := r.u32()
-		if r.err != nil || uint64(size) > uint64(len(r.b)-r.i) {
+		code := r.Read(r.U32())
+		if r.Err() != nil {
 			return nil, invalidf("function %d's body is truncated", fi)
 		}
-		if size > maxFunctionBytes {
-			return nil, fmt.Errorf("function %d is %d bytes of code, over the limit of %d KiB", fi, size, maxFunctionBytes>>10)
+		if len(code) > maxFunctionBytes {
+			return nil, fmt.Errorf("function %d is %d bytes of code, over the limit of %d KiB", fi, len(code), maxFunctionBytes>>10)
 		}
-		fn := &wreader{b: r.b[r.i : r.i+int(size)]}
-		r.i += int(size)
+		fn := wasmbin.NewReader(code)
 		var err error
 		if body, err = rw.rewriteBody(body[:0], fi, fn); err != nil {
 			return nil, err
 		}
-		out = appendU32(out, uint32(len(body)))
+		out = wasmbin.AppendU32(out, uint32(len(body)))
 		out = append(out, body...)
 	}
-	if r.err != nil {
-		return nil, invalidf("code section: %v", r.err)
+	if r.Err() != nil {
+		return nil, invalidf("code section: %v", r.Err())
 	}
-	if r.i != len(r.b) {
-		return nil, invalidf("the code section has %d bytes after its bodies", len(r.b)-r.i)
+	if r.Len() != 0 {
+		return nil, invalidf("the code section has %d bytes after its bodies", r.Len())
 	}
 	return out, nil
 }
 
-func (rw *codeRewriter) rewriteBody(body []byte, fi uint32, fn *wreader) ([]byte, error) {
+func (rw *codeRewriter) rewriteBody(body []byte, fi uint32, fn *wasmbin.Reader) ([]byte, error) {
 	s := rw.s
 	typ := s.types[s.funcTypes[fi]]
 	// Locals are copied as they are, and counted.
 	locals := uint64(typ.params)
-	decls := fn.u32()
-	for j := uint32(0); j < decls && fn.err == nil; j++ {
-		locals += uint64(fn.u32())
-		fn.byte()
+	decls := fn.U32()
+	for j := uint32(0); j < decls && fn.Err() == nil; j++ {
+		locals += uint64(fn.U32())
+		fn.Byte()
 	}
-	if fn.err != nil {
-		return nil, invalidf("function %d: locals: %v", fi, fn.err)
+	if fn.Err() != nil {
+		return nil, invalidf("function %d: locals: %v", fi, fn.Err())
 	}
 	if locals > maxLocals {
 		return nil, fmt.Errorf("function %d has %d locals, over the limit of %d", fi, locals, maxLocals)
 	}
 	// The frame's estimate (see stackBudget): at most a few MiB for the
 	// largest body allowed, so it fits in an i32 immediate.
-	w := int32(frameBase + frameSlot*(locals+uint64(len(fn.b))+uint64(rw.maxResults)))
+	code := fn.Bytes()
+	w := int32(frameBase + frameSlot*(locals+uint64(len(code))+uint64(rw.maxResults)))
 
-	body = append(body, fn.b[:fn.i]...)
+	body = append(body, code[:fn.Offset()]...)
 	body = enterCode(body, rw.stack, w)
 	body = append(body, rw.yield...)
 	body = append(body, 0x02) // block of the function's results
 	body = rw.appendBlockType(body, typ.results)
 	w32 := w
 	depth := uint32(0) // blocks the function's own code has opened
-	start := fn.i
-	for fn.i < len(fn.b) {
-		op := fn.b[fn.i]
+	start := fn.Offset()
+	for fn.Len() > 0 {
+		op := code[fn.Offset()]
 		if op == 0x0f || op == 0x12 || op == 0x13 { // return, return_call(_indirect)
 			body = leaveCode(body, rw.stack, w32)
 		}
@@ -362,13 +349,13 @@ func (rw *codeRewriter) rewriteBody(body []byte, fi uint32, fn *wreader) ([]byte
 		if err != nil {
 			return nil, err
 		}
-		body = append(body, fn.b[start:fn.i]...)
+		body = append(body, code[start:fn.Offset()]...)
 		if op == 0x03 { // loop: check at every back-edge
 			body = append(body, rw.yield...)
 		}
-		start = fn.i
+		start = fn.Offset()
 		if end {
-			if fn.i != len(fn.b) {
+			if fn.Len() != 0 {
 				return nil, invalidf("function %d has code after its end", fi)
 			}
 			// The original end closed the block: give the frame back and
@@ -406,60 +393,49 @@ func (rw *codeRewriter) appendBlockType(dst []byte, results []byte) []byte {
 		}
 		rw.blockTypes[key] = idx
 	}
-	return appendS33(dst, int64(idx))
-}
-
-func appendS33(b []byte, v int64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
+	return wasmbin.AppendI64(dst, int64(idx))
 }
 
 // instr moves past one instruction of function fi, checking every index
 // and label it names against the module's counts. It reports whether the
 // instruction was the function's final end.
-func (rw *codeRewriter) instr(r *wreader, fi uint32, locals uint64, depth *uint32) (bool, error) {
+func (rw *codeRewriter) instr(r *wasmbin.Reader, fi uint32, locals uint64, depth *uint32) (bool, error) {
 	s := rw.s
-	at := r.i
+	at := r.Offset()
 	bad := func(format string, args ...any) (bool, error) {
 		return false, invalidf("function %d (code byte %d): %s", fi, at, fmt.Sprintf(format, args...))
 	}
 	idx := func(what string, have uint32) (bool, error) {
-		if v := r.u32(); r.err == nil && v >= have {
+		if v := r.U32(); r.Err() == nil && v >= have {
 			return bad("uses %s %d but the module has %d %ss", what, v, have, what)
 		}
 		return false, nil
 	}
 	label := func() (bool, error) {
-		if l := r.u32(); r.err == nil && l > *depth {
+		if l := r.U32(); r.Err() == nil && l > *depth {
 			return bad("branches to label %d at block depth %d", l, *depth)
 		}
 		return false, nil
 	}
 	var err error
-	op := r.byte()
+	op := r.Byte()
 	switch {
 	case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
-		if t, isIndex := r.blockType(); r.err == nil && isIndex && (t < 0 || t >= int64(len(s.types))) {
+		if t, isIndex := r.BlockType(); r.Err() == nil && isIndex && (t < 0 || t >= int64(len(s.types))) {
 			return bad("uses type %d but the module has %d types", t, len(s.types))
 		}
 		*depth++
 	case op == 0x0b: // end
 		if *depth == 0 {
-			return r.err == nil, r.err
+			return r.Err() == nil, r.Err()
 		}
 		*depth--
 	case op <= 0x01 || op == 0x05 || op == 0x0f || op == 0x1a || op == 0x1b || op == 0xd1:
 	case op == 0x0c || op == 0x0d: // br, br_if
 		_, err = label()
 	case op == 0x0e: // br_table
-		n := r.u32()
-		for j := uint32(0); j <= n && r.err == nil && err == nil; j++ {
+		n := r.U32()
+		for j := uint32(0); j <= n && r.Err() == nil && err == nil; j++ {
 			_, err = label()
 		}
 	case op == 0x10 || op == 0x12: // call, return_call
@@ -469,10 +445,10 @@ func (rw *codeRewriter) instr(r *wreader, fi uint32, locals uint64, depth *uint3
 			_, err = idx("table", uint32(len(s.tables)))
 		}
 	case op == 0x1c: // select t*
-		n := r.u32()
-		r.skipN(int(min(n, uint32(len(r.b)))))
+		n := r.U32()
+		r.Skip(int(min(n, uint32(r.Len()+1))))
 	case op >= 0x20 && op <= 0x22: // local.get, local.set, local.tee
-		if v := r.u32(); r.err == nil && uint64(v) >= locals {
+		if v := r.U32(); r.Err() == nil && uint64(v) >= locals {
 			return bad("uses local %d but the function has %d", v, locals)
 		}
 	case op == 0x23 || op == 0x24: // global.get, global.set
@@ -480,27 +456,27 @@ func (rw *codeRewriter) instr(r *wreader, fi uint32, locals uint64, depth *uint3
 	case op == 0x25 || op == 0x26: // table.get, table.set
 		_, err = idx("table", uint32(len(s.tables)))
 	case op >= 0x28 && op <= 0x3e: // loads and stores
-		if align := r.u32(); align&0x40 != 0 {
+		if align := r.U32(); align&0x40 != 0 {
 			return bad("names a memory index (multi-memory is not supported)")
 		}
-		r.u32() // offset
+		r.U32() // offset
 	case op == 0x3f || op == 0x40: // memory.size, memory.grow
 		_, err = idx("memory", s.memories)
 	case op == 0x41:
-		r.s32()
+		r.I32()
 	case op == 0x42:
-		r.leb()
+		r.I64()
 	case op == 0x43:
-		r.skipN(4)
+		r.Skip(4)
 	case op == 0x44:
-		r.skipN(8)
+		r.Skip(8)
 	case op >= 0x45 && op <= 0xc4:
 	case op == 0xd0: // ref.null
-		r.byte()
+		r.Byte()
 	case op == 0xd2: // ref.func
 		_, err = idx("function", s.funcs())
 	case op == 0xfc:
-		switch sub := r.u32(); {
+		switch sub := r.U32(); {
 		case sub <= 7: // saturating truncation
 		case sub == 8: // memory.init
 			rw.namesData = true
@@ -532,22 +508,22 @@ func (rw *codeRewriter) instr(r *wreader, fi uint32, locals uint64, depth *uint3
 			return false, errUninstrumentable
 		}
 	case op == 0xfd: // SIMD: only immediates to move past; no index but memory 0
-		switch sub := r.u32(); {
+		switch sub := r.U32(); {
 		case sub <= 0x0b || sub == 0x5c || sub == 0x5d: // loads and stores
-			if align := r.u32(); align&0x40 != 0 {
+			if align := r.U32(); align&0x40 != 0 {
 				return bad("names a memory index (multi-memory is not supported)")
 			}
-			r.u32() // offset
+			r.U32() // offset
 		case sub == 0x0c || sub == 0x0d: // v128.const, i8x16.shuffle
-			r.skipN(16)
+			r.Skip(16)
 		case sub >= 0x15 && sub <= 0x22: // extract_lane, replace_lane
-			r.byte()
+			r.Byte()
 		case sub >= 0x54 && sub <= 0x5b: // load_lane, store_lane
-			if align := r.u32(); align&0x40 != 0 {
+			if align := r.U32(); align&0x40 != 0 {
 				return bad("names a memory index (multi-memory is not supported)")
 			}
-			r.u32() // offset
-			r.byte()
+			r.U32() // offset
+			r.Byte()
 		case sub <= 0xff: // no immediates (wazero refuses an opcode that does not exist)
 		default: // relaxed SIMD and beyond
 			return false, errUninstrumentable
@@ -558,165 +534,41 @@ func (rw *codeRewriter) instr(r *wreader, fi uint32, locals uint64, depth *uint3
 	if err != nil {
 		return false, err
 	}
-	if r.err != nil {
-		return bad("%v", r.err)
+	if r.Err() != nil {
+		return bad("%v", r.Err())
 	}
 	return false, nil
 }
 
-type wreader struct {
-	b   []byte
-	i   int
-	err error
-}
-
-func (r *wreader) byte() byte {
-	if r.i >= len(r.b) {
-		r.err = errors.New("unexpected end")
-		return 0
-	}
-	c := r.b[r.i]
-	r.i++
-	return c
-}
-
-func (r *wreader) skipN(n int) {
-	if n > len(r.b)-r.i {
-		r.err = errors.New("unexpected end")
-		r.i = len(r.b)
-		return
-	}
-	r.i += n
-}
-
-// leb moves past a LEB128 number of up to 64 bits.
-func (r *wreader) leb() {
-	for k := 0; k < 10; k++ {
-		if r.byte()&0x80 == 0 {
-			return
-		}
-	}
-	r.err = errors.New("LEB128 too long")
-}
-
-// s32 moves past a signed 32-bit LEB128 number.
-func (r *wreader) s32() {
-	for k := 0; k < 5; k++ {
-		if r.byte()&0x80 == 0 {
-			return
-		}
-	}
-	r.err = errors.New("LEB128 too long for 32 bits")
-}
-
-func (r *wreader) u32() uint32 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := readU32(r.b[min(r.i, len(r.b)):])
-	if n == 0 {
-		r.err = errors.New("bad LEB128")
-		return 0
-	}
-	r.i += n
-	return v
-}
-
 // count reads a vector's length and refuses one over limit.
-func (r *wreader) count(limit uint32, what string) (uint32, error) {
-	n := r.u32()
-	if r.err == nil && n > limit {
+func count(r *wasmbin.Reader, limit uint32, what string) (uint32, error) {
+	n := r.U32()
+	if r.Err() == nil && n > limit {
 		return 0, fmt.Errorf("module has %d %s, over the limit of %d", n, what, limit)
 	}
 	return n, nil
 }
 
-// name moves past a vector of bytes.
-func (r *wreader) name() {
-	n := r.u32()
-	if uint64(n) > uint64(len(r.b)-r.i) {
-		r.err = errors.New("truncated name")
-		return
-	}
-	r.i += int(n)
-}
-
-// nameStr reads a name.
-func (r *wreader) nameStr() string {
-	start := r.i
-	r.name()
-	if r.err != nil {
-		return ""
-	}
-	_, n := readU32(r.b[start:])
-	return string(r.b[start+n : r.i])
-}
-
-func (r *wreader) tableLimits(i uint32) (tableShape, error) {
+func tableLimits(r *wasmbin.Reader, i uint32) (tableShape, error) {
 	var t tableShape
-	switch flags := r.byte(); flags {
+	switch flags := r.Byte(); flags {
 	case 0:
-		t.min = r.u32()
+		t.min = r.U32()
 	case 1:
-		t.min, t.max, t.hasMax = r.u32(), r.u32(), true
+		t.min, t.max, t.hasMax = r.U32(), r.U32(), true
 	default:
-		if r.err != nil {
-			return t, invalidf("table %d: %v", i, r.err)
+		if r.Err() != nil {
+			return t, invalidf("table %d: %v", i, r.Err())
 		}
 		return t, invalidf("table %d has limits flags %#x (64-bit and shared tables are not supported)", i, flags)
 	}
 	return t, nil
 }
 
-// blockType reads a block type; for a type index it returns it and true.
-func (r *wreader) blockType() (int64, bool) {
-	c := r.byte()
-	if c == 0x40 || c >= 0x7b && c <= 0x7f || c == 0x70 || c == 0x6f {
-		return 0, false
-	}
-	r.i--
-	// s33
-	var v int64
-	var shift uint
-	for k := 0; k < 5; k++ {
-		b := r.byte()
-		v |= int64(b&0x7f) << shift
-		shift += 7
-		if b&0x80 == 0 {
-			if shift < 64 && b&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return v, true
-		}
-	}
-	r.err = errors.New("block type too long")
-	return 0, true
-}
-
-func readU32(b []byte) (uint32, int) {
-	var v uint64
-	for i := 0; i < len(b) && i < 5; i++ {
-		v |= uint64(b[i]&0x7f) << (7 * i)
-		if b[i]&0x80 == 0 {
-			if v > 0xffffffff {
-				return 0, 0
-			}
-			return uint32(v), i + 1
-		}
-	}
-	return 0, 0
-}
-
-func appendU32(b []byte, v uint32) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			c |= 0x80
-		}
-		b = append(b, c)
-		if v == 0 {
-			return b
-		}
-	}
+// countAndRest splits a section that is a vector into its count and the
+// elements after it.
+func countAndRest(body []byte) (uint32, []byte) {
+	r := wasmbin.NewReader(body)
+	n := r.U32()
+	return n, r.Rest()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/wasmhost/wasmbin"
 )
 
 func TestPolicyTool(t *testing.T) {
@@ -351,19 +352,14 @@ func TestTablesAreBounded(t *testing.T) {
 // tablesOf reads the table section of a module.
 func tablesOf(out []byte) []tableShape {
 	var got []tableShape
-	{
-		for i := 8; i < len(out); {
-			id := out[i]
-			size, n := readU32(out[i+1:])
-			if id == 4 {
-				r := &wreader{b: out[i+1+n : i+1+n+int(size)]}
-				for j := r.u32(); j > 0; j-- {
-					r.byte()
-					ts, _ := r.tableLimits(0)
-					got = append(got, ts)
-				}
+	for sec := range wasmbin.Sections(out) {
+		if sec.ID == wasmbin.IDTable {
+			r := wasmbin.NewReader(sec.Body)
+			for j := r.U32(); j > 0; j-- {
+				r.Byte()
+				ts, _ := tableLimits(r, 0)
+				got = append(got, ts)
 			}
-			i += 1 + n + int(size)
 		}
 	}
 	return got

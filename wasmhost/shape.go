@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/wasmhost/wasmbin"
 )
 
 // The module as written (see RATIONALE.md, "Validate as written").
@@ -55,15 +56,9 @@ func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errInvalid, fmt.Sprintf(format, args...))
 }
 
-// section is one section of a module, its body as written.
-type section struct {
-	id   byte
-	body []byte
-}
-
 // shape is what scanModule found.
 type shape struct {
-	sections []section
+	sections []wasmbin.Section
 
 	types      []funcType
 	funcTypes  []uint32 // type of each function: imported, then defined
@@ -96,46 +91,35 @@ type tableShape struct {
 
 func (s *shape) funcs() uint32 { return uint32(len(s.funcTypes)) }
 
-// Section ids in the order the binary format requires them (the data count
-// section, 12, sits between import-free element and code sections).
-var sectionOrder = map[byte]int{1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 13: 6, 6: 7, 7: 8, 8: 9, 9: 10, 12: 11, 10: 12, 11: 13}
-
 // scanModule reads a module's sections and checks everything outside the
 // code section.
 func scanModule(mod []byte) (*shape, error) {
 	if len(mod) > maxModuleBytes {
 		return nil, fmt.Errorf("module is %d bytes, over the limit of %d MiB", len(mod), maxModuleBytes>>20)
 	}
-	if len(mod) < 8 || string(mod[:4]) != "\x00asm" {
-		return nil, invalidf("not a wasm binary (no \\0asm header)")
-	}
-	if string(mod[4:8]) != "\x01\x00\x00\x00" {
+	if version, err := wasmbin.Header(mod); err != nil {
+		return nil, invalidf("%v", err)
+	} else if version != 1 {
 		return nil, invalidf("wasm binary version %x is not 1", mod[4:8])
 	}
 	s := &shape{exports: map[string]bool{}}
 	last := 0
-	for i := 8; i < len(mod); {
-		id := mod[i]
-		i++
-		size, n := readU32(mod[i:])
-		if n == 0 || uint64(size) > uint64(len(mod)-i-n) {
-			return nil, invalidf("section %d at offset %d is truncated", id, i-1)
+	for sec, err := range wasmbin.Sections(mod) {
+		if err != nil {
+			return nil, invalidf("%v", err)
 		}
-		i += n
-		body := mod[i : i+int(size)]
-		i += int(size)
-		if id != 0 {
-			pos, ok := sectionOrder[id]
-			if !ok {
-				return nil, invalidf("unknown section id %d", id)
+		if sec.ID != wasmbin.IDCustom {
+			pos := wasmbin.Order(sec.ID)
+			if pos == 0 {
+				return nil, invalidf("unknown section id %d", sec.ID)
 			}
 			if pos <= last {
-				return nil, invalidf("section %d is out of order or repeated", id)
+				return nil, invalidf("section %d is out of order or repeated", sec.ID)
 			}
 			last = pos
 		}
-		s.sections = append(s.sections, section{id, body})
-		if err := s.read(id, body); err != nil {
+		s.sections = append(s.sections, sec)
+		if err := s.read(sec.ID, sec.Body); err != nil {
 			return nil, err
 		}
 	}
@@ -143,21 +127,21 @@ func scanModule(mod []byte) (*shape, error) {
 }
 
 func (s *shape) read(id byte, body []byte) error {
-	r := &wreader{b: body}
+	r := wasmbin.NewReader(body)
 	var err error
 	switch id {
 	case 0:
-		name := r.nameStr()
-		if r.err == nil && name == hostabi.ManifestSection {
-			s.manifest += len(body) - r.i
+		name := r.Name()
+		if r.Err() == nil && name == hostabi.ManifestSection {
+			s.manifest += r.Len()
 			if s.manifest > hostabi.MaxManifestBytes {
 				return fmt.Errorf("the %s section is %d bytes, over the limit of %d KiB", hostabi.ManifestSection, s.manifest, hostabi.MaxManifestBytes>>10)
 			}
 		}
-		if r.err == nil && name == "name" {
+		if r.Err() == nil && name == "name" {
 			// wazero decodes the names (for stack traces) into about eight
 			// times their size.
-			s.names += len(body) - r.i
+			s.names += r.Len()
 			if s.names > maxNameBytes {
 				return fmt.Errorf("the name section is %d bytes, over the limit of %d KiB (strip it, or build without so many names)", s.names, maxNameBytes>>10)
 			}
@@ -168,13 +152,13 @@ func (s *shape) read(id byte, body []byte) error {
 	case 2:
 		err = s.readImports(r)
 	case 3:
-		n, err := r.count(maxFunctions, "functions")
+		n, err := count(r, maxFunctions, "functions")
 		if err != nil {
 			return err
 		}
-		for j := uint32(0); j < n && r.err == nil; j++ {
-			t := r.u32()
-			if r.err == nil && t >= uint32(len(s.types)) {
+		for j := uint32(0); j < n && r.Err() == nil; j++ {
+			t := r.U32()
+			if r.Err() == nil && t >= uint32(len(s.types)) {
 				return invalidf("function %d has type %d but the module has %d types", s.funcs(), t, len(s.types))
 			}
 			s.funcTypes = append(s.funcTypes, t)
@@ -183,15 +167,15 @@ func (s *shape) read(id byte, body []byte) error {
 			return fmt.Errorf("module has %d functions, over the limit of %d", s.funcs(), maxFunctions)
 		}
 	case 4:
-		n, err := r.count(maxTables, "tables")
+		n, err := count(r, maxTables, "tables")
 		if err != nil {
 			return err
 		}
-		for j := uint32(0); j < n && r.err == nil; j++ {
-			if t := r.byte(); t != 0x70 && t != 0x6f {
+		for j := uint32(0); j < n && r.Err() == nil; j++ {
+			if t := r.Byte(); t != 0x70 && t != 0x6f {
 				return invalidf("table %d has element type %#x, not funcref or externref", j, t)
 			}
-			t, err := r.tableLimits(j)
+			t, err := tableLimits(r, j)
 			if err != nil {
 				return err
 			}
@@ -208,41 +192,41 @@ func (s *shape) read(id byte, body []byte) error {
 			return fmt.Errorf("the module's tables declare %d entries together, over the limit of %d", total, maxTableEntries)
 		}
 	case 5:
-		n, err := r.count(1, "memories")
+		n, err := count(r, 1, "memories")
 		if err != nil {
 			return err
 		}
-		for j := uint32(0); j < n && r.err == nil; j++ {
-			switch flags := r.byte(); flags {
+		for j := uint32(0); j < n && r.Err() == nil; j++ {
+			switch flags := r.Byte(); flags {
 			case 0:
-				r.u32()
+				r.U32()
 			case 1:
-				r.u32()
-				r.u32()
+				r.U32()
+				r.U32()
 			default:
 				return invalidf("memory has limits flags %#x (shared and 64-bit memories are not supported)", flags)
 			}
 		}
 		s.memories = n
 	case 13:
-		n, err := r.count(maxTypes, "tags")
+		n, err := count(r, maxTypes, "tags")
 		if err != nil {
 			return err
 		}
-		for j := uint32(0); j < n && r.err == nil; j++ {
-			r.byte()
-			if t := r.u32(); r.err == nil && t >= uint32(len(s.types)) {
+		for j := uint32(0); j < n && r.Err() == nil; j++ {
+			r.Byte()
+			if t := r.U32(); r.Err() == nil && t >= uint32(len(s.types)) {
 				return invalidf("tag %d has type %d but the module has %d types", j, t, len(s.types))
 			}
 		}
 	case 6:
-		n, err := r.count(maxGlobals, "globals")
+		n, err := count(r, maxGlobals, "globals")
 		if err != nil {
 			return err
 		}
-		for j := uint32(0); j < n && r.err == nil; j++ {
-			r.byte() // value type
-			r.byte() // mutability
+		for j := uint32(0); j < n && r.Err() == nil; j++ {
+			r.Byte() // value type
+			r.Byte() // mutability
 			if err := s.constExpr(r, "global", s.globals); err != nil {
 				return err
 			}
@@ -252,14 +236,14 @@ func (s *shape) read(id byte, body []byte) error {
 		err = s.readExports(r)
 	case 8:
 		s.hasStart = true
-		if f := r.u32(); r.err == nil && f >= s.funcs() {
+		if f := r.U32(); r.Err() == nil && f >= s.funcs() {
 			return invalidf("the start function %d is not one of the module's %d functions", f, s.funcs())
 		}
 	case 9:
 		err = s.readElements(r)
 	case 12:
 		s.hasDataCount = true
-		s.datas = r.u32()
+		s.datas = r.U32()
 		if s.datas > maxDataSegments {
 			return fmt.Errorf("module has %d data segments, over the limit of %d", s.datas, maxDataSegments)
 		}
@@ -267,26 +251,25 @@ func (s *shape) read(id byte, body []byte) error {
 		// Bodies are checked by the rewriter (or by wazero, for modules it
 		// compiles as written); here only their count and their locals,
 		// which a decoder expands (a few bytes declare 65,536 of them).
-		n := r.u32()
-		if r.err == nil && n != s.funcs()-s.funcImport {
+		n := r.U32()
+		if r.Err() == nil && n != s.funcs()-s.funcImport {
 			return invalidf("the code section has %d bodies for %d functions", n, s.funcs()-s.funcImport)
 		}
-		for j := uint32(0); j < n && r.err == nil; j++ {
+		for j := uint32(0); j < n && r.Err() == nil; j++ {
 			fi := s.funcImport + j
-			size := r.u32()
-			if r.err != nil || uint64(size) > uint64(len(r.b)-r.i) {
+			code := r.Read(r.U32())
+			if r.Err() != nil {
 				return invalidf("function %d's body is truncated", fi)
 			}
-			fn := &wreader{b: r.b[r.i : r.i+int(size)]}
-			r.i += int(size)
+			fn := wasmbin.NewReader(code)
 			locals := uint64(s.types[s.funcTypes[fi]].params)
-			decls := fn.u32()
-			for k := uint32(0); k < decls && fn.err == nil && locals <= maxLocals; k++ {
-				locals += uint64(fn.u32())
-				fn.byte()
+			decls := fn.U32()
+			for k := uint32(0); k < decls && fn.Err() == nil && locals <= maxLocals; k++ {
+				locals += uint64(fn.U32())
+				fn.Byte()
 			}
-			if fn.err != nil {
-				return invalidf("function %d: locals: %v", fi, fn.err)
+			if fn.Err() != nil {
+				return invalidf("function %d: locals: %v", fi, fn.Err())
 			}
 			if locals > maxLocals {
 				return fmt.Errorf("function %d has %d locals or more, over the limit of %d", fi, locals, maxLocals)
@@ -295,20 +278,20 @@ func (s *shape) read(id byte, body []byte) error {
 				return fmt.Errorf("module's functions have %d locals or more in all, over the limit of %d", s.locals, maxTotalLocals)
 			}
 		}
-		return r.err
+		return r.Err()
 	case 11:
-		n, err := r.count(maxDataSegments, "data segments")
+		n, err := count(r, maxDataSegments, "data segments")
 		if err != nil {
 			return err
 		}
-		for j := uint32(0); j < n && r.err == nil; j++ {
-			flags := r.u32()
+		for j := uint32(0); j < n && r.Err() == nil; j++ {
+			flags := r.U32()
 			switch flags {
 			case 0:
 				err = s.constExpr(r, "data segment", j)
 			case 1:
 			case 2:
-				if m := r.u32(); r.err == nil && m >= s.memories {
+				if m := r.U32(); r.Err() == nil && m >= s.memories {
 					return invalidf("data segment %d names memory %d but the module has %d", j, m, s.memories)
 				}
 				err = s.constExpr(r, "data segment", j)
@@ -318,62 +301,60 @@ func (s *shape) read(id byte, body []byte) error {
 			if err != nil {
 				return err
 			}
-			r.name() // the bytes
+			r.NameBytes() // the bytes
 		}
 		s.datas = max(s.datas, n)
 	}
 	if err != nil {
 		return err
 	}
-	if r.err != nil {
-		return invalidf("section %d: %v", id, r.err)
+	if r.Err() != nil {
+		return invalidf("section %d: %v", id, r.Err())
 	}
-	if r.i != len(r.b) {
-		return invalidf("section %d has %d bytes after its contents", id, len(r.b)-r.i)
+	if r.Len() != 0 {
+		return invalidf("section %d has %d bytes after its contents", id, r.Len())
 	}
 	return nil
 }
 
-func (s *shape) readTypes(r *wreader) error {
-	n, err := r.count(maxTypes, "types")
+func (s *shape) readTypes(r *wasmbin.Reader) error {
+	n, err := count(r, maxTypes, "types")
 	if err != nil {
 		return err
 	}
-	for j := uint32(0); j < n && r.err == nil; j++ {
-		if form := r.byte(); form != 0x60 {
+	for j := uint32(0); j < n && r.Err() == nil; j++ {
+		if form := r.Byte(); form != 0x60 {
 			return invalidf("type %d has form %#x; only function types are supported", j, form)
 		}
-		params := r.u32()
-		r.skipN(int(min(params, uint32(len(r.b)))))
-		results := r.u32()
-		start := r.i
-		r.skipN(int(min(results, uint32(len(r.b)))))
-		if r.err != nil {
+		params := r.U32()
+		r.Skip(int(min(params, uint32(r.Len()+1))))
+		results := r.Read(r.U32())
+		if r.Err() != nil {
 			break
 		}
-		s.types = append(s.types, funcType{params: params, results: r.b[start:r.i]})
+		s.types = append(s.types, funcType{params: params, results: results})
 	}
 	return nil
 }
 
 // readImports refuses every import but a function: a module's globals,
 // tables and memory are its own (ABI.md §3).
-func (s *shape) readImports(r *wreader) error {
-	n, err := r.count(maxImports, "imports")
+func (s *shape) readImports(r *wasmbin.Reader) error {
+	n, err := count(r, maxImports, "imports")
 	if err != nil {
 		return err
 	}
-	for j := uint32(0); j < n && r.err == nil; j++ {
-		mod, name := r.nameStr(), r.nameStr()
-		kind := r.byte()
-		if r.err != nil {
+	for j := uint32(0); j < n && r.Err() == nil; j++ {
+		mod, name := r.Name(), r.Name()
+		kind := r.Byte()
+		if r.Err() != nil {
 			break
 		}
 		what := map[byte]string{1: "a table", 2: "a memory", 3: "a global", 4: "a tag"}[kind]
 		switch kind {
 		case 0:
-			t := r.u32()
-			if r.err == nil && t >= uint32(len(s.types)) {
+			t := r.U32()
+			if r.Err() == nil && t >= uint32(len(s.types)) {
 				return invalidf("import %s.%s has type %d but the module has %d types", mod, name, t, len(s.types))
 			}
 			s.funcTypes = append(s.funcTypes, t)
@@ -393,16 +374,16 @@ func (s *shape) readImports(r *wreader) error {
 // reservedPrefix starts the names of the exports the rewriter adds.
 const reservedPrefix = "__wagent_"
 
-func (s *shape) readExports(r *wreader) error {
-	n, err := r.count(maxExports, "exports")
+func (s *shape) readExports(r *wasmbin.Reader) error {
+	n, err := count(r, maxExports, "exports")
 	if err != nil {
 		return err
 	}
-	for j := uint32(0); j < n && r.err == nil; j++ {
-		name := r.nameStr()
-		kind := r.byte()
-		idx := r.u32()
-		if r.err != nil {
+	for j := uint32(0); j < n && r.Err() == nil; j++ {
+		name := r.Name()
+		kind := r.Byte()
+		idx := r.U32()
+		if r.Err() != nil {
 			break
 		}
 		if strings.HasPrefix(name, reservedPrefix) {
@@ -433,20 +414,20 @@ func (s *shape) readExports(r *wreader) error {
 	return nil
 }
 
-func (s *shape) readElements(r *wreader) error {
-	n, err := r.count(maxElemSegments, "element segments")
+func (s *shape) readElements(r *wasmbin.Reader) error {
+	n, err := count(r, maxElemSegments, "element segments")
 	if err != nil {
 		return err
 	}
 	s.elems = n
-	for j := uint32(0); j < n && r.err == nil; j++ {
+	for j := uint32(0); j < n && r.Err() == nil; j++ {
 		what := func() string { return fmt.Sprintf("element segment %d", j) }
-		flags := r.u32()
-		if r.err != nil || flags > 7 {
+		flags := r.U32()
+		if r.Err() != nil || flags > 7 {
 			return invalidf("%s has flags %d", what(), flags)
 		}
 		if flags&2 != 0 && flags&1 == 0 { // an explicit table
-			if t := r.u32(); r.err == nil && t >= uint32(len(s.tables)) {
+			if t := r.U32(); r.Err() == nil && t >= uint32(len(s.tables)) {
 				return invalidf("%s names table %d but the module has %d", what(), t, len(s.tables))
 			}
 		}
@@ -456,15 +437,15 @@ func (s *shape) readElements(r *wreader) error {
 			}
 		}
 		if flags&3 != 0 { // elemkind or reftype
-			r.byte()
+			r.Byte()
 		}
-		count := r.u32()
-		if s.elemEntries += uint64(count); r.err == nil && s.elemEntries > maxElemEntries {
+		count := r.U32()
+		if s.elemEntries += uint64(count); r.Err() == nil && s.elemEntries > maxElemEntries {
 			return fmt.Errorf("module's element segments hold %d entries or more, over the limit of %d", s.elemEntries, maxElemEntries)
 		}
-		for k := uint32(0); k < count && r.err == nil; k++ {
+		for k := uint32(0); k < count && r.Err() == nil; k++ {
 			if flags&4 == 0 { // function indices
-				if f := r.u32(); r.err == nil && f >= s.funcs() {
+				if f := r.U32(); r.Err() == nil && f >= s.funcs() {
 					return invalidf("%s names function %d but the module has %d functions", what(), f, s.funcs())
 				}
 			} else if err := s.constExpr(r, "element segment", j); err != nil {
@@ -478,32 +459,32 @@ func (s *shape) readElements(r *wreader) error {
 // constExpr reads a constant expression up to its end, checking the
 // indices it names; kind and i name it in an error (a module may have tens
 // of thousands of data segments: no formatting unless it fails).
-func (s *shape) constExpr(r *wreader, kind string, i uint32) error {
+func (s *shape) constExpr(r *wasmbin.Reader, kind string, i uint32) error {
 	what := func() string { return fmt.Sprintf("%s %d", kind, i) }
-	for r.err == nil {
-		op := r.byte()
+	for r.Err() == nil {
+		op := r.Byte()
 		switch {
 		case op == 0x0b:
 			return nil
 		case op == 0x41 || op == 0x42: // i32.const, i64.const
-			r.leb()
+			r.I64()
 		case op == 0x43:
-			r.skipN(4)
+			r.Skip(4)
 		case op == 0x44:
-			r.skipN(8)
+			r.Skip(8)
 		case op == 0x23: // global.get
-			if g := r.u32(); r.err == nil && g >= s.globals {
+			if g := r.U32(); r.Err() == nil && g >= s.globals {
 				return invalidf("%s reads global %d but the module has %d globals", what(), g, s.globals)
 			}
 		case op == 0xd0: // ref.null
-			r.byte()
+			r.Byte()
 		case op == 0xfd: // v128.const
-			if sub := r.u32(); r.err == nil && sub != 0x0c {
+			if sub := r.U32(); r.Err() == nil && sub != 0x0c {
 				return invalidf("%s has instruction 0xfd %#x in its constant expression", what(), sub)
 			}
-			r.skipN(16)
+			r.Skip(16)
 		case op == 0xd2: // ref.func
-			if f := r.u32(); r.err == nil && f >= s.funcs() {
+			if f := r.U32(); r.Err() == nil && f >= s.funcs() {
 				return invalidf("%s names function %d but the module has %d functions", what(), f, s.funcs())
 			}
 		case op == 0x6a || op == 0x6b || op == 0x6c || op == 0x7c || op == 0x7d || op == 0x7e: // extended constants
@@ -511,5 +492,5 @@ func (s *shape) constExpr(r *wreader, kind string, i uint32) error {
 			return invalidf("%s has instruction %#x in its constant expression", what(), op)
 		}
 	}
-	return invalidf("%s: %v", what(), r.err)
+	return invalidf("%s: %v", what(), r.Err())
 }

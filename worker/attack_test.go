@@ -11,9 +11,9 @@ import (
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/worker"
@@ -210,14 +210,20 @@ func TestPausedWorkerWakesUpAppending(t *testing.T) {
 				return et.Reply{Text: "ok"}
 			}})
 			sleeper := f.proc()
-			late := newGate(sleeper.log, hasType(engine.EvToolResult))
+			late := newGate(sleeper.log, hasType(event.EvToolResult))
 			w, err := worker.New(worker.Options{Log: late, Bus: sleeper.bus, Base: cfg, Name: "sleeper", Logger: quiet(), Grace: 100 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			go w.Run(ctx)
+			// Run returns once every drive it started has ended: the
+			// sleeper then sends nothing more.
+			sleeperDone := make(chan struct{})
+			go func() {
+				defer close(sleeperDone)
+				w.Run(ctx)
+			}()
 			create(t, client, "p", "go")
 			select {
 			case <-late.at:
@@ -265,7 +271,7 @@ func TestPausedWorkerWakesUpAppending(t *testing.T) {
 				close(late.release)
 				waitFor(t, 20*time.Second, "the sleeper's late result", func() bool {
 					for _, e := range events(t, client.log, "p") {
-						if e.Type == engine.EvToolResult {
+						if e.Type == event.EvToolResult {
 							return true
 						}
 					}
@@ -274,7 +280,11 @@ func TestPausedWorkerWakesUpAppending(t *testing.T) {
 				close(first.release)
 				waitFor(t, 20*time.Second, "the heir to complete the turn", func() bool { return turnsEnded(events(t, client.log, "p")) == 1 })
 			}
-			time.Sleep(300 * time.Millisecond) // anything else the sleeper might still send
+			select {
+			case <-sleeperDone:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the sleeper's drive never ended after its late append")
+			}
 			evs := events(t, client.log, "p")
 			codes := checkSession(t, "p", evs, ops)
 			spans, err := worker.CheckWriters(evs)

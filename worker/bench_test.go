@@ -14,6 +14,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/worker"
 )
@@ -126,7 +127,7 @@ func seed(b *testing.B, p *proc, ids []string) {
 			defer wg.Done()
 			ctx := context.Background()
 			for id := range ch {
-				if err := engine.Create(ctx, p.log, id, engine.SessionCreated{}, time.Now()); err != nil {
+				if err := engine.Create(ctx, p.log, id, event.SessionCreated{}, time.Now()); err != nil {
 					b.Error(err)
 					continue
 				}
@@ -135,7 +136,7 @@ func seed(b *testing.B, p *proc, ids []string) {
 					b.Error(err)
 					continue
 				}
-				if _, err := m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{Content: "go"}); err != nil {
+				if _, err := m.Enqueue(ctx, event.ListNextTurn, hostabi.InputMessage{Content: "go"}); err != nil {
 					b.Error(err)
 				}
 			}
@@ -253,8 +254,8 @@ func BenchmarkTakeover(b *testing.B) {
 		for _, id := range ids {
 			first := time.Time{}
 			for _, e := range events(b, client.log, id) {
-				var w engine.SessionWriter
-				if e.Type == engine.EvSessionWriter && json.Unmarshal(e.Data, &w) == nil {
+				var w event.SessionWriter
+				if e.Type == event.EvSessionWriter && json.Unmarshal(e.Data, &w) == nil {
 					if name, _, _ := worker.ParseWriterID(w.ID); name == "heir" {
 						first = w.Start
 						break

@@ -1,5 +1,7 @@
 // Package worker runs wagent sessions on any number of processes and
-// machines that share one store (DESIGN.md §11a): wagent worker is a
+// machines that share one store (any worker may step any session it can
+// append to with the expected head; a lease keeps one driver per session,
+// and the expected-head append makes a second one harmless): wagent worker is a
 // Worker, wagent serve --nats and wagent run --detach wake sessions
 // through a Bus.
 //

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/jetstream"
@@ -34,9 +35,9 @@ func Example() {
 	bus, _ := worker.OpenBus(ctx, nc, worker.BusOptions{})
 
 	// The client: create a session, queue a prompt, wake it.
-	engine.Create(ctx, log, "hello", engine.SessionCreated{}, time.Now())
+	engine.Create(ctx, log, "hello", event.SessionCreated{}, time.Now())
 	m, _ := engine.Open(ctx, engine.Config{Log: log, Session: "hello", Passive: true})
-	m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{Content: "hi"})
+	m.Enqueue(ctx, event.ListNextTurn, hostabi.InputMessage{Content: "hi"})
 	bus.Wake(ctx, "hello")
 
 	// The worker: it runs sessions with this config (a real one resolves
@@ -65,8 +66,8 @@ func Example() {
 
 func answer(evs []store.Event) string {
 	for _, e := range evs {
-		if e.Type == engine.EvAssistantMessage {
-			var a engine.AssistantMessage
+		if e.Type == event.EvAssistantMessage {
+			var a event.AssistantMessage
 			json.Unmarshal(e.Data, &a)
 			return a.Content
 		}

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 )
 
@@ -74,10 +74,10 @@ func (f *fencedLog) saw(evs []store.Event) {
 	defer f.mu.Unlock()
 	for _, e := range evs {
 		f.seen = max(f.seen, e.Seq)
-		if e.Type != engine.EvSessionWriter {
+		if e.Type != event.EvSessionWriter {
 			continue
 		}
-		var w engine.SessionWriter
+		var w event.SessionWriter
 		if json.Unmarshal(e.Data, &w) != nil {
 			continue
 		}

@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 )
 
 func writerEvent(id string) store.Event {
-	b, _ := json.Marshal(engine.SessionWriter{ID: id, Start: time.Unix(0, 0)})
-	return store.Event{Type: engine.EvSessionWriter, Time: time.Unix(0, 0), Data: b}
+	b, _ := json.Marshal(event.SessionWriter{ID: id, Start: time.Unix(0, 0)})
+	return store.Event{Type: event.EvSessionWriter, Time: time.Unix(0, 0), Data: b}
 }
 
 func plain(typ string) store.Event {
@@ -76,8 +76,8 @@ func TestFence(t *testing.T) {
 
 func TestCheckWriters(t *testing.T) {
 	call := func(writer string) store.Event {
-		b, _ := json.Marshal(engine.ToolCallEvent{CallID: "c", Name: "x", Writer: writer})
-		return store.Event{Type: engine.EvToolCall, Data: b}
+		b, _ := json.Marshal(event.ToolCallEvent{CallID: "c", Name: "x", Writer: writer})
+		return store.Event{Type: event.EvToolCall, Data: b}
 	}
 	cases := []struct {
 		name string

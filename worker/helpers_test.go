@@ -18,6 +18,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/natstest"
 	"github.com/wagent/wagent/store"
@@ -158,14 +159,14 @@ func base(t testing.TB, ops *sideEffects, p provider.Provider, extra ...engine.O
 func create(t testing.TB, p *proc, id, prompt string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := engine.Create(ctx, p.log, id, engine.SessionCreated{}, time.Now()); err != nil {
+	if err := engine.Create(ctx, p.log, id, event.SessionCreated{}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	m, err := engine.Open(ctx, engine.Config{Log: p.log, Session: id, Durability: engine.SyncNever, Passive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{Content: prompt}); err != nil {
+	if _, err := m.Enqueue(ctx, event.ListNextTurn, hostabi.InputMessage{Content: prompt}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.bus.Wake(ctx, id); err != nil {
@@ -187,7 +188,7 @@ func events(t testing.TB, log store.Log, id string) []store.Event {
 func turnsEnded(evs []store.Event) int {
 	n := 0
 	for _, e := range evs {
-		if e.Type == engine.EvTurnEnd {
+		if e.Type == event.EvTurnEnd {
 			n++
 		}
 	}
@@ -212,14 +213,14 @@ func tally(evs []store.Event) (calls map[string]string, results map[string]int, 
 	calls, results, codes = map[string]string{}, map[string]int{}, map[string]string{}
 	for _, e := range evs {
 		switch e.Type {
-		case engine.EvAssistantMessage:
-			var a engine.AssistantMessage
+		case event.EvAssistantMessage:
+			var a event.AssistantMessage
 			json.Unmarshal(e.Data, &a)
 			for _, c := range a.ToolCalls {
 				calls[c.ID] = c.Name
 			}
-		case engine.EvToolResult:
-			var r engine.ToolResult
+		case event.EvToolResult:
+			var r event.ToolResult
 			json.Unmarshal(e.Data, &r)
 			results[r.CallID]++
 			codes[r.CallID] = r.Code
@@ -234,7 +235,7 @@ func tally(evs []store.Event) (calls map[string]string, results map[string]int, 
 // codes by call.
 func checkSession(t testing.TB, id string, evs []store.Event, ops *sideEffects) map[string]string {
 	t.Helper()
-	if _, err := engine.Fold(id, evs); err != nil {
+	if _, err := event.Fold(id, evs); err != nil {
 		t.Errorf("%s: %v", id, err)
 	}
 	if _, err := worker.CheckWriters(evs); err != nil {

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 )
 
@@ -54,8 +54,8 @@ func CheckWriters(evs []store.Event) ([]Span, error) {
 			spans[n-1].To = e.Seq
 		}
 		switch e.Type {
-		case engine.EvSessionWriter:
-			var w engine.SessionWriter
+		case event.EvSessionWriter:
+			var w event.SessionWriter
 			if err := json.Unmarshal(e.Data, &w); err != nil {
 				return spans, fmt.Errorf("seq %d: session/writer: %v", e.Seq, err)
 			}
@@ -71,8 +71,8 @@ func CheckWriters(evs []store.Event) ([]Span, error) {
 				s.Worker, s.Epoch, lastEpoch = name, epoch, epoch
 			}
 			spans = append(spans, s)
-		case engine.EvToolCall:
-			var c engine.ToolCallEvent
+		case event.EvToolCall:
+			var c event.ToolCallEvent
 			if err := json.Unmarshal(e.Data, &c); err != nil {
 				return spans, fmt.Errorf("seq %d: tool/call: %v", e.Seq, err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/natstest"
 	"github.com/wagent/wagent/store"
@@ -123,7 +124,7 @@ func twoWriters(t *testing.T, f *fleet) {
 	}
 	// The history shows both writers: the store keeps the log consistent,
 	// the fence (TestFence) keeps it single-writer.
-	if _, err := engine.Fold("two", evs); err != nil {
+	if _, err := event.Fold("two", evs); err != nil {
 		t.Fatal(err)
 	}
 	checkCalls(t, "two", evs, ops)
@@ -131,7 +132,7 @@ func twoWriters(t *testing.T, f *fleet) {
 	// not appended beside the winner's: it decided again from the log.
 	answers := 0
 	for _, e := range evs {
-		if e.Type == engine.EvAssistantMessage {
+		if e.Type == event.EvAssistantMessage {
 			answers++
 		}
 	}
@@ -223,7 +224,7 @@ func TestHammerWritersWithoutLeases(t *testing.T) {
 					return
 				}
 				text := fmt.Sprintf("p%d-%d", s, i)
-				if _, err := m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{ID: text, Content: text}); err != nil {
+				if _, err := m.Enqueue(ctx, event.ListNextTurn, hostabi.InputMessage{ID: text, Content: text}); err != nil {
 					t.Errorf("sender %d: %v", s, err)
 					return
 				}
@@ -252,7 +253,7 @@ func TestHammerWritersWithoutLeases(t *testing.T) {
 		id := fmt.Sprintf("h%d", s)
 		evs := events(t, client.log, id)
 		total += len(evs)
-		st, err := engine.Fold(id, evs)
+		st, err := event.Fold(id, evs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,8 +261,8 @@ func TestHammerWritersWithoutLeases(t *testing.T) {
 			t.Errorf("%s: input still queued after the last run", id)
 		}
 		for _, e := range evs {
-			if e.Type == engine.EvUserMessage {
-				var u engine.UserMessage
+			if e.Type == event.EvUserMessage {
+				var u event.UserMessage
 				json.Unmarshal(e.Data, &u)
 				admitted[id+"/"+u.ID] = true
 			}

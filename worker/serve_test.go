@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/server"
 )
 
@@ -22,14 +24,17 @@ import (
 func serveRemote(t *testing.T, f *fleet) *server.Client {
 	t.Helper()
 	p := f.proc()
-	srv, err := server.New(server.Options{
+	node, err := app.Open(context.Background(), app.Options{
 		Log:  p.log,
 		Wake: p.bus.Wake, Interrupt: p.bus.Interrupt,
-		Resolve: func(ctx context.Context, id string, created *engine.SessionCreated, secrets map[string]string) (engine.Config, error) {
+		Resolve: func(ctx context.Context, id string, created *event.SessionCreated) (engine.Config, error) {
 			return engine.Config{}, nil // recording needs no pipeline or provider
 		},
-		Token: "t0ken",
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(node, server.Options{Token: "t0ken"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,8 +181,8 @@ func TestCancelInterruptsTheWorker(t *testing.T) {
 	checkSession(t, "c", evs, nil)
 	var reasons []string
 	for _, e := range evs {
-		if e.Type == engine.EvTurnEnd {
-			var te engine.TurnEnd
+		if e.Type == event.EvTurnEnd {
+			var te event.TurnEnd
 			json.Unmarshal(e.Data, &te)
 			reasons = append(reasons, te.Reason)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 )
 
@@ -376,7 +377,7 @@ func (w *Worker) finish(ctx context.Context, msg jetstream.Msg, l *lease, f *fen
 	case errors.Is(err, store.ErrNotFound):
 		release()
 		msg.Term()
-	case errors.Is(err, engine.ErrCorruptLog):
+	case errors.Is(err, event.ErrCorruptLog):
 		release()
 		w.log.Error("a session whose log the engine refuses; its wake-up is dropped (wagent log shows where it breaks)", "session", id, "err", err)
 		msg.TermWithReason("the log breaks an invariant")

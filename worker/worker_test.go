@@ -11,6 +11,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/worker"
 )
@@ -114,7 +115,7 @@ func TestInputDuringADriveIsNotLost(t *testing.T) {
 	const more = 4
 	for i := range more {
 		time.Sleep(150 * time.Millisecond)
-		if _, err := m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{Content: fmt.Sprintf("more %d", i)}); err != nil {
+		if _, err := m.Enqueue(ctx, event.ListNextTurn, hostabi.InputMessage{Content: fmt.Sprintf("more %d", i)}); err != nil {
 			t.Fatal(err)
 		}
 		if err := client.bus.Wake(ctx, "busy"); err != nil {
@@ -209,7 +210,16 @@ func TestDeadWorkerIsTakenOver(t *testing.T) {
 		return et.Reply{Text: "ok"}
 	}})
 	doomed := f.proc()
-	w, _ := worker.New(worker.Options{Log: doomed.log, Bus: doomed.bus, Base: cfg, Name: "doomed", Logger: quiet(), Grace: 100 * time.Millisecond})
+	// The doomed worker lets go of its drive (the lease's release is the
+	// last thing it does with a wake-up, whatever the drive's end).
+	doomedDone := make(chan struct{})
+	var doneOnce sync.Once
+	observe := func(e worker.Event) {
+		if e.Kind == worker.EventReleased && e.Session == "t" {
+			doneOnce.Do(func() { close(doomedDone) })
+		}
+	}
+	w, _ := worker.New(worker.Options{Log: doomed.log, Bus: doomed.bus, Base: cfg, Name: "doomed", Logger: quiet(), Grace: 100 * time.Millisecond, Observe: observe})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go w.Run(ctx)
@@ -224,7 +234,11 @@ func TestDeadWorkerIsTakenOver(t *testing.T) {
 	runWorker(t, f, "heir", cfg)
 	waitFor(t, 20*time.Second, "the heir to complete the turn", func() bool { return turnsEnded(events(t, client.log, "t")) == 1 })
 	close(release)
-	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-doomedDone:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the doomed worker's drive never ended after its tool returned")
+	}
 	evs := events(t, client.log, "t")
 	codes := checkSession(t, "t", evs, ops)
 	if codes[call] != hostabi.CodeOutcomeUnknown {

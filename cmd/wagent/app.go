@@ -18,11 +18,11 @@ import (
 	"golang.org/x/term"
 
 	"github.com/wagent/wagent/app"
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 )
 
-// Exit codes (DESIGN.md §11).
+// Exit codes, a contract scripts rely on (README.md, "The CLI").
 const (
 	exitOK      = 0
 	exitFailure = 1
@@ -236,7 +236,7 @@ func sessionArg(c *cli.Context, usage string) (string, error) {
 // stopped says why a command's context was cancelled: a signal, or a
 // standard output that was closed. It is the context's cause.
 type stopped struct {
-	cause engine.Cause
+	cause event.Cause
 	// quiet: exit without a message (the reader of our output is gone).
 	quiet bool
 }
@@ -259,11 +259,11 @@ func signalContext() (context.Context, context.CancelCauseFunc, func()) {
 				case syscall.SIGPIPE:
 					continue // the failed write reports it
 				case syscall.SIGTERM:
-					cancel(&stopped{cause: engine.Cause{Kind: engine.CauseParent, Reason: "terminated (SIGTERM)"}})
+					cancel(&stopped{cause: event.Cause{Kind: event.CauseParent, Reason: "terminated (SIGTERM)"}})
 				case syscall.SIGHUP:
-					cancel(&stopped{cause: engine.Cause{Kind: engine.CauseParent, Reason: "the terminal hung up (SIGHUP)"}})
+					cancel(&stopped{cause: event.Cause{Kind: event.CauseParent, Reason: "the terminal hung up (SIGHUP)"}})
 				default:
-					cancel(&stopped{cause: engine.Cause{Kind: engine.CauseUser, Reason: "interrupted at the terminal"}})
+					cancel(&stopped{cause: event.Cause{Kind: event.CauseUser, Reason: "interrupted at the terminal"}})
 				}
 			case <-ctx.Done():
 				return
@@ -279,7 +279,7 @@ func stopCause(ctx context.Context) *stopped {
 	if errors.As(context.Cause(ctx), &s) {
 		return s
 	}
-	return &stopped{cause: engine.Cause{Kind: engine.CauseUser, Reason: "interrupted"}}
+	return &stopped{cause: event.Cause{Kind: event.CauseUser, Reason: "interrupted"}}
 }
 
 // guardStdout wraps standard output so that the first failed write (the
@@ -301,7 +301,7 @@ func (g *guardStdout) Write(p []byte) (int, error) {
 	n, err := g.w.Write(p)
 	if err != nil {
 		g.failed = true
-		g.cancel(&stopped{cause: engine.Cause{Kind: engine.CauseParent, Reason: "standard output was closed"}, quiet: true})
+		g.cancel(&stopped{cause: event.Cause{Kind: event.CauseParent, Reason: "standard output was closed"}, quiet: true})
 	}
 	return n, err
 }
@@ -315,12 +315,12 @@ func printJSON(w io.Writer, v any) {
 }
 
 // readState folds a session's whole log.
-func readState(ctx context.Context, log store.Log, id string) (*engine.State, []store.Event, error) {
+func readState(ctx context.Context, log store.Log, id string) (*event.State, []store.Event, error) {
 	evs, err := log.Read(ctx, id, 1, 0)
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := engine.Fold(id, evs)
+	st, err := event.Fold(id, evs)
 	if err != nil {
 		return nil, nil, fail(exitFailure, "%v", err)
 	}

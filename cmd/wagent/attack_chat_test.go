@@ -9,7 +9,7 @@ import (
 
 	"github.com/ergochat/readline"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/fakeopenai"
 )
 
@@ -56,7 +56,7 @@ func TestChatPromptIgnoresAnInterruptInjectedForAnAnsweredPrompt(t *testing.T) {
 	}
 }
 
-// A decision names what was shown (DESIGN.md §12): in the chat too, keys
+// A decision names what was shown (README.md, "The log"): in the chat too, keys
 // that came before an approval prompt showed are not its answer. Attack:
 // the person pastes two lines, "please add 2" and "y" (or types y ahead,
 // to answer a question the model's text asks, while the answer streams);
@@ -84,7 +84,7 @@ func TestChatApprovalPromptTakesNoTypeAhead(t *testing.T) {
 	if code := s.exit(); code != 0 {
 		t.Fatalf("exit %d after Ctrl-D\n%s", code, s.text())
 	}
-	ds := dataOf[engine.ApprovalDecision](t, logEvents(t, env, "paste"), engine.EvApprovalDecision)
+	ds := dataOf[event.ApprovalDecision](t, logEvents(t, env, "paste"), event.EvApprovalDecision)
 	if len(ds) != 1 || ds[0].Allow || ds[0].Note != "not now" {
 		t.Fatalf("decisions %+v, want 1.1.1 denied at the prompt, after it showed", ds)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/server"
 )
 
@@ -32,7 +32,7 @@ func (g *gatedOutput) Write(p []byte) (int, error) {
 	return g.lockedBuffer.Write(p)
 }
 
-// A decision names what was shown (DESIGN.md §12): a line the person typed
+// A decision names what was shown (README.md, "The log"): a line the person typed
 // before a prompt was on the screen is not that prompt's answer. Attack:
 // the person types y for call 3.1.1 as its prompt shows, at the instant
 // the console decides it; wagent run's prompt loop then had both the line
@@ -42,7 +42,7 @@ func (g *gatedOutput) Write(p []byte) (int, error) {
 // keystroke meant for an echo. (Here the y arrives while 3.1.1's prompt is
 // still being written, so it answers neither.)
 func TestAskDecisionsLineTypedBeforeThePromptIsNotItsAnswer(t *testing.T) {
-	calls := []engine.WaitingCall{
+	calls := []event.WaitingCall{
 		{ID: "3.1.1", Name: "echo", Arguments: json.RawMessage(`{"text":"hi"}`)},
 		{ID: "3.1.2", Name: "shell", Arguments: json.RawMessage(`{"command":"rm -rf ~"}`)},
 	}
@@ -66,7 +66,7 @@ func TestAskDecisionsLineTypedBeforeThePromptIsNotItsAnswer(t *testing.T) {
 		// The prompt for 3.1.1 is on its way to the screen; the person
 		// answers it, and the console decides it, at once.
 		<-out.entered
-		feed <- decided(engine.ApprovalDecision{CallID: "3.1.1", Allow: true, Who: "console"})
+		feed <- decided(event.ApprovalDecision{CallID: "3.1.1", Allow: true, Who: "console"})
 		io.WriteString(pw, "y\n")
 		for len(in.lines) == 0 {
 			runtime.Gosched() // until the line is read, as a terminal's would be at once
@@ -101,7 +101,7 @@ func TestAskDecisionsShowsEveryArgument(t *testing.T) {
 	defer pw.Close()
 	in := newLineReader(pr)
 	args := `{"content":"` + strings.Repeat("harmless text ", 25) + `","path":"/home/u/.bashrc","mode":"append"}`
-	calls := []engine.WaitingCall{{ID: "1.1.1", Name: "write_file", Arguments: json.RawMessage(args)}}
+	calls := []event.WaitingCall{{ID: "1.1.1", Name: "write_file", Arguments: json.RawMessage(args)}}
 	done := make(chan error, 1)
 	go func() {
 		done <- askDecisions(context.Background(), env, in, calls, nil, func(d server.Decision) (*server.Decided, error) { return &server.Decided{}, nil })
@@ -132,7 +132,7 @@ func TestAskDecisionsDoNotWaitForACallAnsweredWithoutADecision(t *testing.T) {
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	in := newLineReader(pr)
-	calls := []engine.WaitingCall{
+	calls := []event.WaitingCall{
 		{ID: "4.1.1", Name: "calc_add", Arguments: json.RawMessage(`{"value":1}`)},
 		{ID: "4.1.2", Name: "calc_add", Arguments: json.RawMessage(`{"value":2}`)},
 	}
@@ -146,7 +146,7 @@ func TestAskDecisionsDoNotWaitForACallAnsweredWithoutADecision(t *testing.T) {
 		done <- askDecisions(ctx, env, in, calls, feed, func(d server.Decision) (*server.Decided, error) {
 			// The cancellation came right after: its result for 4.1.2
 			// is in the log, and nothing waits.
-			feed <- callNews{CallID: "4.1.2", Answered: &engine.ToolResult{CallID: "4.1.2", Content: "the turn was aborted before the call started", IsError: true}}
+			feed <- callNews{CallID: "4.1.2", Answered: &event.ToolResult{CallID: "4.1.2", Content: "the turn was aborted before the call started", IsError: true}}
 			return &server.Decided{Decided: []string{"4.1.1"}}, nil
 		})
 	}()
@@ -168,7 +168,7 @@ func TestAskDecisionsDoNotWaitForACallAnsweredWithoutADecision(t *testing.T) {
 // new call, which nobody had been shown. The model's id still names the
 // one waiting call that has it when it is not key-shaped.
 func TestPickCallsKeyShapedNamesAreKeys(t *testing.T) {
-	waiting := []engine.WaitingCall{
+	waiting := []event.WaitingCall{
 		{ID: "2.1.1", ModelID: "1.1.1", Name: "shell", Arguments: json.RawMessage(`{"command":"rm -rf ~"}`)},
 		{ID: "2.1.2", ModelID: "call_7", Name: "echo", Arguments: json.RawMessage(`{}`)},
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/npmtest"
 	"github.com/wagent/wagent/internal/procbox"
 	"github.com/wagent/wagent/wasmhost"
@@ -216,10 +216,10 @@ func TestE2EBoxWrappedMCPServer(t *testing.T) {
 	}
 }
 
-func toolResults(t *testing.T, env map[string]string, id string) map[string]engine.ToolResult {
+func toolResults(t *testing.T, env map[string]string, id string) map[string]event.ToolResult {
 	t.Helper()
-	res := map[string]engine.ToolResult{}
-	for _, x := range dataOf[engine.ToolResult](t, logEvents(t, env, id), engine.EvToolResult) {
+	res := map[string]event.ToolResult{}
+	for _, x := range dataOf[event.ToolResult](t, logEvents(t, env, id), event.EvToolResult) {
 		res[x.CallID] = x
 	}
 	return res

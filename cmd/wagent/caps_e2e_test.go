@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/procbox"
 	"github.com/wagent/wagent/wasmhost"
@@ -110,11 +110,11 @@ func TestE2ECodingSession(t *testing.T) {
 	}
 
 	evs := logEvents(t, env, id)
-	if _, err := engine.Fold(id, evs); err != nil {
+	if _, err := event.Fold(id, evs); err != nil {
 		t.Fatalf("fold refuses the log: %v", err)
 	}
-	res := map[string]engine.ToolResult{}
-	for _, x := range dataOf[engine.ToolResult](t, evs, engine.EvToolResult) {
+	res := map[string]event.ToolResult{}
+	for _, x := range dataOf[event.ToolResult](t, evs, event.EvToolResult) {
 		res[x.CallID] = x
 	}
 	if x := res["1.1.1"]; x.IsError || x.Op != "files" || !strings.Contains(x.Content, "     6\t\tfmt.Printf(\"%d\\n\", \"forty-two\")") {
@@ -129,7 +129,7 @@ func TestE2ECodingSession(t *testing.T) {
 	// Who decided what: the read by the approval op's rule, the edit and
 	// the command by the person.
 	who := map[string]string{}
-	for _, d := range dataOf[engine.ApprovalDecision](t, evs, engine.EvApprovalDecision) {
+	for _, d := range dataOf[event.ApprovalDecision](t, evs, event.EvApprovalDecision) {
 		if !d.Allow {
 			t.Errorf("decision %+v denies", d)
 		}
@@ -139,13 +139,13 @@ func TestE2ECodingSession(t *testing.T) {
 		t.Errorf("deciders %v: the read by approval, the edit and the command by a person", who)
 	}
 	asked := 0
-	for _, a := range dataOf[engine.ApprovalRequest](t, evs, engine.EvApprovalRequest) {
+	for _, a := range dataOf[event.ApprovalRequest](t, evs, event.EvApprovalRequest) {
 		asked += len(a.CallIDs)
 	}
 	if asked != 2 {
 		t.Errorf("%d calls asked about, want 2 (the edit and the command)", asked)
 	}
-	calls := dataOf[engine.ToolCallEvent](t, evs, engine.EvToolCall)
+	calls := dataOf[event.ToolCallEvent](t, evs, event.EvToolCall)
 	for _, c := range calls {
 		if want := c.Name == "read_file"; c.Idempotent != want {
 			t.Errorf("tool/call %s idempotent = %v", c.Name, c.Idempotent)
@@ -244,13 +244,13 @@ func TestE2ENobodyIsAskedAboutACommandNotGranted(t *testing.T) {
 		t.Fatalf("run: exit %d, want 3 waiting for echo1 alone\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	evs := logEvents(t, env, id)
-	for _, a := range dataOf[engine.ApprovalRequest](t, evs, engine.EvApprovalRequest) {
+	for _, a := range dataOf[event.ApprovalRequest](t, evs, event.EvApprovalRequest) {
 		if len(a.CallIDs) != 1 || a.CallIDs[0] != "1.1.2" {
 			t.Errorf("a person was asked about %v; want only echo1", a.CallIDs)
 		}
 	}
-	res := dataOf[engine.ToolResult](t, evs, engine.EvToolResult)
-	if len(res) != 1 || res[0].CallID != "1.1.1" || !res[0].IsError || res[0].Code != hostabi.CodeNotGranted || res[0].Op != engine.HostOp ||
+	res := dataOf[event.ToolResult](t, evs, event.EvToolResult)
+	if len(res) != 1 || res[0].CallID != "1.1.1" || !res[0].IsError || res[0].Code != hostabi.CodeNotGranted || res[0].Op != event.HostOp ||
 		!strings.Contains(res[0].Content, "rm -rf . matches no exec grant of op shell (granted: echo **)") {
 		t.Fatalf("results before the decision %+v; want rm1 answered by the host with TOOL_NOT_GRANTED", res)
 	}
@@ -263,14 +263,14 @@ func TestE2ENobodyIsAskedAboutACommandNotGranted(t *testing.T) {
 		t.Fatalf("resume: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	evs = logEvents(t, env, id)
-	if _, err := engine.Fold(id, evs); err != nil {
+	if _, err := event.Fold(id, evs); err != nil {
 		t.Fatalf("fold refuses the log: %v", err)
 	}
-	calls := dataOf[engine.ToolCallEvent](t, evs, engine.EvToolCall)
+	calls := dataOf[event.ToolCallEvent](t, evs, event.EvToolCall)
 	if len(calls) != 1 || calls[0].CallID != "1.1.2" {
 		t.Errorf("calls run %+v; want only echo1", calls)
 	}
-	for _, x := range dataOf[engine.ToolResult](t, evs, engine.EvToolResult) {
+	for _, x := range dataOf[event.ToolResult](t, evs, event.EvToolResult) {
 		if x.CallID == "1.1.2" && (x.IsError || x.Op != "shell" || !strings.Contains(x.Content, "--- stdout ---\ncleaned\n")) {
 			t.Errorf("echo1 answered %+v", x)
 		}

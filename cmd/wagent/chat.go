@@ -20,7 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wagent/wagent/app"
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
@@ -260,12 +260,12 @@ func historyFile(env *cliEnv) string {
 // and SIGTERM or SIGHUP into a cancelled turn and leaving.
 func (ch *chatter) signals(sigs chan os.Signal, stop context.CancelCauseFunc) {
 	for sig := range sigs {
-		cause := &stopped{cause: engine.Cause{Kind: engine.CauseUser, Reason: "interrupted at the terminal"}}
+		cause := &stopped{cause: event.Cause{Kind: event.CauseUser, Reason: "interrupted at the terminal"}}
 		switch sig {
 		case syscall.SIGTERM:
-			cause = &stopped{cause: engine.Cause{Kind: engine.CauseParent, Reason: "terminated (SIGTERM)"}}
+			cause = &stopped{cause: event.Cause{Kind: event.CauseParent, Reason: "terminated (SIGTERM)"}}
 		case syscall.SIGHUP:
-			cause = &stopped{cause: engine.Cause{Kind: engine.CauseParent, Reason: "the terminal hung up (SIGHUP)"}}
+			cause = &stopped{cause: event.Cause{Kind: event.CauseParent, Reason: "the terminal hung up (SIGHUP)"}}
 		}
 		ch.mu.Lock()
 		if sig != os.Interrupt || time.Since(ch.lastInt) < doubleInterrupt {
@@ -354,14 +354,14 @@ func (ch *chatter) turn(parent context.Context, start func() error) error {
 			return err
 		}
 		if !ok {
-			ch.abort(engine.Cause{Kind: engine.CauseUser, Reason: "interrupted at the terminal"})
+			ch.abort(event.Cause{Kind: event.CauseUser, Reason: "interrupted at the terminal"})
 			return nil
 		}
 	}
 }
 
 // abort records the cancellation of the open turn and shows its end.
-func (ch *chatter) abort(cause engine.Cause) {
+func (ch *chatter) abort(cause event.Cause) {
 	bg := context.Background()
 	res, err := ch.own.cancel(bg, ch.cl, ch.id, server.CancelRequest{Reason: cause.Reason, KeepInbox: true, Cause: cause.Kind, By: fmt.Sprintf("wagent chat (pid %d)", os.Getpid())})
 	if err == nil && res.Withdrawn {
@@ -380,7 +380,7 @@ func (ch *chatter) abort(cause engine.Cause) {
 // about, and an open prompt whose call is decided elsewhere ends at once
 // with a line saying who decided it. ok is false when the person pressed
 // Ctrl-C (or Ctrl-D): the turn is to end.
-func (ch *chatter) ask(ctx context.Context, waiting []engine.WaitingCall) (ok bool, err error) {
+func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok bool, err error) {
 	defer ch.rl.SetPrompt(ch.prompt())
 	c := ch.out.c
 	feed := watchDecisions(ctx, ch.cl, ch.id, ch.from)
@@ -408,7 +408,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []engine.WaitingCall) (ok bo
 		}
 	}()
 	var still map[string]bool // what the owner said still waits, after our last answer
-	decidedElse := func(w engine.WaitingCall) bool {
+	decidedElse := func(w event.WaitingCall) bool {
 		mu.Lock()
 		// A call our last answer decided too (an always): its decision is
 		// in the log and on its way; show it rather than a prompt.
@@ -434,7 +434,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []engine.WaitingCall) (ok bo
 		}
 		return done
 	}
-	record := func(w engine.WaitingCall, d server.Decision) error {
+	record := func(w event.WaitingCall, d server.Decision) error {
 		mu.Lock()
 		mine[w.ID], asking = true, ""
 		mu.Unlock()
@@ -457,7 +457,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []engine.WaitingCall) (ok bo
 	}
 	// readLine reads an answer; gone is true when the call was decided
 	// elsewhere meanwhile (the prompt was interrupted for it).
-	readLine := func(w engine.WaitingCall) (line string, gone bool, err error) {
+	readLine := func(w event.WaitingCall) (line string, gone bool, err error) {
 		for {
 			line, err := ch.rl.ReadLine()
 			if errors.Is(err, readline.ErrInterrupt) && ch.in.injected() {
@@ -529,7 +529,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []engine.WaitingCall) (ok bo
 	return true, nil
 }
 
-func (ch *chatter) explain(w engine.WaitingCall) {
+func (ch *chatter) explain(w event.WaitingCall) {
 	out := ch.env.stdout
 	tprintf(out, "  call %s: %s", w.ID, callTitle(w))
 	if w.Owner != "" {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/fakeopenai"
 )
 
@@ -235,7 +235,7 @@ func TestChatPromptApprovalAndCommands(t *testing.T) {
 		t.Fatalf("exit %d after Ctrl-D\n%s", code, s.text())
 	}
 	evs := logEvents(t, env, "talk")
-	ds := dataOf[engine.ApprovalDecision](t, evs, engine.EvApprovalDecision)
+	ds := dataOf[event.ApprovalDecision](t, evs, event.EvApprovalDecision)
 	var got []string
 	for _, d := range ds {
 		got = append(got, fmt.Sprintf("%s %v %s %s", d.CallID, d.Allow, d.Scope, d.Who))
@@ -244,7 +244,7 @@ func TestChatPromptApprovalAndCommands(t *testing.T) {
 		t.Errorf("decisions %q, want %q: call_1 allowed and call_2 allowed always at the terminal, call_3 by the op", got, want)
 	}
 	var users []string
-	for _, u := range dataOf[engine.UserMessage](t, evs, engine.EvUserMessage) {
+	for _, u := range dataOf[event.UserMessage](t, evs, event.EvUserMessage) {
 		users = append(users, u.Content)
 	}
 	if strings.Join(users, "|") != "hello there|please add 2|add 3|add 4|/skills check" {
@@ -284,14 +284,14 @@ func TestChatDenyAtThePrompt(t *testing.T) {
 		t.Fatalf("exit %d after Ctrl-D\n%s", code, s.text())
 	}
 	evs := logEvents(t, env, "no")
-	ds := dataOf[engine.ApprovalDecision](t, evs, engine.EvApprovalDecision)
+	ds := dataOf[event.ApprovalDecision](t, evs, event.EvApprovalDecision)
 	if len(ds) != 1 || ds[0].Allow || ds[0].Who != "terminal" || ds[0].CallID != "1.1.1" || ds[0].Note != "not before lunch" {
 		t.Fatalf("decisions %+v, want call_1 denied by the terminal, saying why", ds)
 	}
-	if calls := dataOf[engine.ToolCallEvent](t, evs, engine.EvToolCall); len(calls) != 0 {
+	if calls := dataOf[event.ToolCallEvent](t, evs, event.EvToolCall); len(calls) != 0 {
 		t.Errorf("a denied call ran: %+v", calls)
 	}
-	rs := dataOf[engine.ToolResult](t, evs, engine.EvToolResult)
+	rs := dataOf[event.ToolResult](t, evs, event.EvToolResult)
 	if len(rs) != 1 || !rs[0].IsError || !strings.Contains(rs[0].Content, "not before lunch") {
 		t.Errorf("results %+v, want one error result telling the model of the denial and why", rs)
 	}
@@ -315,10 +315,10 @@ func TestChatCtrlCCancelsTheTurn(t *testing.T) {
 	s.waitFor(m, fmt.Sprintf("(turn 1 ended: aborted, cause user: interrupted at the terminal, by wagent chat (pid %d))", s.cmd.Process.Pid))
 	s.waitFor(m, "› ")
 	te := lastTurnEnd(t, env, "cc")
-	if te.Reason != engine.ReasonAborted || te.Cause == nil || te.Cause.Kind != engine.CauseUser {
+	if te.Reason != event.ReasonAborted || te.Cause == nil || te.Cause.Kind != event.CauseUser {
 		t.Fatalf("turn end %+v, want aborted by the user", te)
 	}
-	msgs := dataOf[engine.AssistantMessage](t, logEvents(t, env, "cc"), engine.EvAssistantMessage)
+	msgs := dataOf[event.AssistantMessage](t, logEvents(t, env, "cc"), event.EvAssistantMessage)
 	if len(msgs) != 1 || !msgs[0].Interrupted || !strings.HasPrefix(msgs[0].Content, "Once") {
 		t.Fatalf("assistant messages %+v, want the text shown kept as an interrupted answer", msgs)
 	}
@@ -341,7 +341,7 @@ func TestChatCtrlCCancelsTheTurn(t *testing.T) {
 	if code := s.exit(); code != 0 {
 		t.Fatalf("exit %d\n%s", code, s.text())
 	}
-	if te := lastTurnEnd(t, env, "cc"); te.Turn != 3 || te.Reason != engine.ReasonAborted {
+	if te := lastTurnEnd(t, env, "cc"); te.Turn != 3 || te.Reason != event.ReasonAborted {
 		t.Fatalf("turn end %+v, want turn 3 aborted", te)
 	}
 }
@@ -376,7 +376,7 @@ func TestChatLeavingAndComingBack(t *testing.T) {
 	if code := s.exit(); code != 0 {
 		t.Fatalf("exit %d\n%s", code, s.text())
 	}
-	if te := lastTurnEnd(t, env, "back"); te.Turn != 2 || te.Reason != engine.ReasonCompleted {
+	if te := lastTurnEnd(t, env, "back"); te.Turn != 2 || te.Reason != event.ReasonCompleted {
 		t.Fatalf("turn end %+v, want turn 2 completed", te)
 	}
 	// No terminal: a usage error, nothing written.
@@ -412,11 +412,11 @@ func TestChatAlwaysCoversTheOtherWaitingCalls(t *testing.T) {
 	if code := s.exit(); code != 0 {
 		t.Fatalf("exit %d after Ctrl-D\n%s", code, s.text())
 	}
-	ds := dataOf[engine.ApprovalDecision](t, logEvents(t, env, "al"), engine.EvApprovalDecision)
+	ds := dataOf[event.ApprovalDecision](t, logEvents(t, env, "al"), event.EvApprovalDecision)
 	if len(ds) != 2 || ds[1].CallID != "1.1.2" || !ds[1].Allow || ds[1].Who != "terminal" {
 		t.Fatalf("decisions %+v; want 1.1.2 decided by the terminal's always on 1.1.1", ds)
 	}
-	if rs := dataOf[engine.ToolResult](t, logEvents(t, env, "al"), engine.EvToolResult); len(rs) != 2 || rs[1].Content != "5" {
+	if rs := dataOf[event.ToolResult](t, logEvents(t, env, "al"), event.EvToolResult); len(rs) != 2 || rs[1].Content != "5" {
 		t.Errorf("results %+v; want both calls run, the total 5", rs)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 )
 
@@ -81,7 +81,7 @@ func (tc *twoClients) waitLog(t *testing.T, what string, cond func(store.Event) 
 func (tc *twoClients) firstHolds(t *testing.T) *proc {
 	t.Helper()
 	first := tc.run(t, "first")
-	tc.waitLog(t, "the first run's tool call", func(e store.Event) bool { return e.Type == engine.EvToolCall })
+	tc.waitLog(t, "the first run's tool call", func(e store.Event) bool { return e.Type == event.EvToolCall })
 	return first
 }
 
@@ -89,14 +89,14 @@ func (tc *twoClients) firstHolds(t *testing.T) *proc {
 func (tc *twoClients) queued(t *testing.T, text string) {
 	t.Helper()
 	tc.waitLog(t, fmt.Sprintf("%q to be queued", text), func(e store.Event) bool {
-		var d engine.InboxSpliced
-		return e.Type == engine.EvInboxSpliced && json.Unmarshal(e.Data, &d) == nil && len(d.Inserted) == 1 && d.Inserted[0].Content == text
+		var d event.InboxSpliced
+		return e.Type == event.EvInboxSpliced && json.Unmarshal(e.Data, &d) == nil && len(d.Inserted) == 1 && d.Inserted[0].Content == text
 	})
 }
 
-func turnEnds(t *testing.T, env map[string]string) map[int]engine.TurnEnd {
-	ends := map[int]engine.TurnEnd{}
-	for _, te := range dataOf[engine.TurnEnd](t, logEvents(t, env, "tw2"), engine.EvTurnEnd) {
+func turnEnds(t *testing.T, env map[string]string) map[int]event.TurnEnd {
+	ends := map[int]event.TurnEnd{}
+	for _, te := range dataOf[event.TurnEnd](t, logEvents(t, env, "tw2"), event.EvTurnEnd) {
 		ends[te.Turn] = te
 	}
 	return ends
@@ -133,7 +133,7 @@ func TestTwoRunsOnOneSessionEachPrintTheirOwnAnswer(t *testing.T) {
 		}
 	}
 	ends := turnEnds(t, tc.env)
-	if ends[1].Reason != engine.ReasonCompleted || ends[2].Reason != engine.ReasonCompleted {
+	if ends[1].Reason != event.ReasonCompleted || ends[2].Reason != event.ReasonCompleted {
 		t.Errorf("turn ends %+v, want turns 1 and 2 completed", ends)
 	}
 }
@@ -155,23 +155,23 @@ func TestSignalToTheSecondRunLeavesTheFirstsTurn(t *testing.T) {
 			t.Errorf("the first run: exit %d\n%s\n%s", code, out, stderr)
 		}
 		evs := logEvents(t, tc.env, "tw2")
-		ends := dataOf[engine.TurnEnd](t, evs, engine.EvTurnEnd)
-		if len(ends) != 1 || ends[0].Turn != 1 || ends[0].Reason != engine.ReasonCompleted {
+		ends := dataOf[event.TurnEnd](t, evs, event.EvTurnEnd)
+		if len(ends) != 1 || ends[0].Turn != 1 || ends[0].Reason != event.ReasonCompleted {
 			t.Errorf("turn ends %+v, want turn 1 completed and no other", ends)
 		}
-		for _, m := range dataOf[engine.UserMessage](t, evs, engine.EvUserMessage) {
+		for _, m := range dataOf[event.UserMessage](t, evs, event.EvUserMessage) {
 			if m.Content == "second" {
 				t.Errorf("the withdrawn input was admitted into a turn: %+v", m)
 			}
 		}
-		var withdrawn *engine.InboxSpliced
-		for _, d := range dataOf[engine.InboxSpliced](t, evs, engine.EvInboxSpliced) {
-			if d.Outcome == engine.OutcomeCanceled {
+		var withdrawn *event.InboxSpliced
+		for _, d := range dataOf[event.InboxSpliced](t, evs, event.EvInboxSpliced) {
+			if d.Outcome == event.OutcomeCanceled {
 				withdrawn = &d
 			}
 		}
 		by := fmt.Sprintf("wagent run (pid %d)", second.cmd.Process.Pid)
-		if withdrawn == nil || withdrawn.Removed != 1 || withdrawn.Cause == nil || withdrawn.Cause.Kind != engine.CauseParent || withdrawn.Cause.Reason != "terminated (SIGTERM)" || withdrawn.Cause.By != by {
+		if withdrawn == nil || withdrawn.Removed != 1 || withdrawn.Cause == nil || withdrawn.Cause.Kind != event.CauseParent || withdrawn.Cause.Reason != "terminated (SIGTERM)" || withdrawn.Cause.By != by {
 			t.Errorf("the withdrawal %+v (cause %+v); want one message removed, cause parent: terminated (SIGTERM), by %s", withdrawn, withdrawn.Cause, by)
 		}
 	})
@@ -197,10 +197,10 @@ func TestSignalToTheSecondRunLeavesTheFirstsTurn(t *testing.T) {
 		}
 		ends := turnEnds(t, tc.env)
 		by := fmt.Sprintf("wagent run (pid %d)", second.cmd.Process.Pid)
-		if ends[1].Reason != engine.ReasonCompleted {
+		if ends[1].Reason != event.ReasonCompleted {
 			t.Errorf("turn 1 ended %+v, want completed", ends[1])
 		}
-		if c := ends[2].Cause; ends[2].Reason != engine.ReasonAborted || c == nil || c.Kind != engine.CauseParent || c.Reason != "terminated (SIGTERM)" || c.By != by {
+		if c := ends[2].Cause; ends[2].Reason != event.ReasonAborted || c == nil || c.Kind != event.CauseParent || c.Reason != "terminated (SIGTERM)" || c.By != by {
 			t.Errorf("turn 2 ended %+v (cause %+v), want aborted, cause parent: terminated (SIGTERM), by %s", ends[2], c, by)
 		}
 	})
@@ -227,10 +227,10 @@ func TestSignalToTheOwnerRunLeavesTheOthersTurn(t *testing.T) {
 	}
 	ends := turnEnds(t, tc.env)
 	by := fmt.Sprintf("wagent run (pid %d)", first.cmd.Process.Pid)
-	if c := ends[1].Cause; ends[1].Reason != engine.ReasonAborted || c == nil || c.By != by {
+	if c := ends[1].Cause; ends[1].Reason != event.ReasonAborted || c == nil || c.By != by {
 		t.Errorf("turn 1 ended %+v (cause %+v), want aborted by %s", ends[1], c, by)
 	}
-	if ends[2].Reason != engine.ReasonCompleted {
+	if ends[2].Reason != event.ReasonCompleted {
 		t.Errorf("turn 2 ended %+v, want completed: the owner's leaving cancels no other client's turn", ends[2])
 	}
 }
@@ -256,7 +256,7 @@ func TestChatOnASessionAnotherClientRuns(t *testing.T) {
 	if code, stderr := first.wait(t); code != exitOK || !strings.Contains(first.stdout(), "Answer one.") {
 		t.Fatalf("the run whose turn ran: exit %d\n%s\n%s", code, first.stdout(), stderr)
 	}
-	if ends := turnEnds(t, tc.env); len(ends) != 1 || ends[1].Reason != engine.ReasonCompleted {
+	if ends := turnEnds(t, tc.env); len(ends) != 1 || ends[1].Reason != event.ReasonCompleted {
 		t.Fatalf("turn ends %+v, want the run's turn completed and no other", ends)
 	}
 
@@ -264,7 +264,7 @@ func TestChatOnASessionAnotherClientRuns(t *testing.T) {
 	// that turn's answer, not the run's.
 	os.WriteFile(tc.hold, []byte("wait"), 0o644)
 	next := tc.run(t, "first")
-	tc.waitLog(t, "the second run's tool call", func(e store.Event) bool { return e.Type == engine.EvToolCall && e.Turn == 2 })
+	tc.waitLog(t, "the second run's tool call", func(e store.Event) bool { return e.Type == event.EvToolCall && e.Turn == 2 })
 	m = s.mark()
 	s.typeKeys("second\r")
 	tc.queued(t, "second")

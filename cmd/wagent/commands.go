@@ -13,6 +13,8 @@ import (
 
 	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/render"
@@ -73,7 +75,7 @@ Examples:
 			for _, w := range calls {
 				d := server.Decision{CallID: w.ID, Allow: allow, Always: c.Bool("always"), Note: c.String("note")}
 				if w.Name != "" {
-					d.Digest = engine.CallDigest(w.Name, w.Arguments)
+					d.Digest = event.CallDigest(w.Name, w.Arguments)
 				}
 				req.Decisions = append(req.Decisions, d)
 			}
@@ -108,17 +110,17 @@ Examples:
 // when exactly one waiting call has it and the name is not key-shaped:
 // a model may give its call the key of another, decided long ago), or
 // all of them.
-func pickCalls(session string, waiting []engine.WaitingCall, names []string, all bool) ([]engine.WaitingCall, error) {
+func pickCalls(session string, waiting []event.WaitingCall, names []string, all bool) ([]event.WaitingCall, error) {
 	if len(waiting) == 0 {
 		return nil, fail(exitFailure, "session %s is not waiting for a decision", session)
 	}
 	if all {
 		return waiting, nil
 	}
-	var out []engine.WaitingCall
+	var out []event.WaitingCall
 	for _, n := range names {
-		i := slices.IndexFunc(waiting, func(w engine.WaitingCall) bool { return w.ID == n })
-		if i < 0 && !engine.IsCallKey(n) {
+		i := slices.IndexFunc(waiting, func(w event.WaitingCall) bool { return w.ID == n })
+		if i < 0 && !event.IsCallKey(n) {
 			var by []string
 			for j, w := range waiting {
 				if w.ModelID == n {
@@ -132,10 +134,10 @@ func pickCalls(session string, waiting []engine.WaitingCall, names []string, all
 		}
 		if i < 0 {
 			// Let the owner say why (decided already, and by whom).
-			out = append(out, engine.WaitingCall{ID: n})
+			out = append(out, event.WaitingCall{ID: n})
 			continue
 		}
-		if slices.ContainsFunc(out, func(w engine.WaitingCall) bool { return w.ID == waiting[i].ID }) {
+		if slices.ContainsFunc(out, func(w event.WaitingCall) bool { return w.ID == waiting[i].ID }) {
 			return nil, fail(exitUsage, "call %s is named twice", waiting[i].ID)
 		}
 		out = append(out, waiting[i])
@@ -152,9 +154,9 @@ func ownerPID(ctx context.Context, cn *conn) int {
 }
 
 func inputCommand(env *cliEnv, verb string) *cli.Command {
-	list, usage := engine.ListNextTurn, "queue a prompt for its own turn (wagent resume runs it, or the running owner)"
+	list, usage := event.ListNextTurn, "queue a prompt for its own turn (wagent resume runs it, or the running owner)"
 	if verb == "steer" {
-		list, usage = engine.ListNextStep, "queue steering for the next step of the running or next turn"
+		list, usage = event.ListNextStep, "queue steering for the next step of the running or next turn"
 	}
 	return &cli.Command{
 		Name:  verb,
@@ -219,7 +221,7 @@ Example:
 				return apiFail(err)
 			}
 			switch {
-			case before.TurnOpen || before.Status == string(engine.DriverRunning):
+			case before.TurnOpen || before.Status == string(session.DriverRunning):
 				tprintf(env.stdout, "turn %d aborted\n", before.Turns)
 			default:
 				tprintln(env.stdout, "no turn was open")
@@ -388,7 +390,7 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 					if c.Bool("json") {
 						status += ": " + strings.Join(ids, " ")
 					}
-				case s.Status == string(engine.DriverRunning):
+				case s.Status == string(session.DriverRunning):
 					status = "running"
 				case s.TurnOpen:
 					status = fmt.Sprintf("turn %d open (it stopped: wagent resume goes on with it)", s.Turns)

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/wagent/wagent/app"
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 )
 
 // wagIn runs the CLI in-process with the given environment (WAGENT_HOME
@@ -227,7 +227,7 @@ func TestConfigReachesTheSession(t *testing.T) {
 	if strings.Contains(string(evs[0].Data), "sk-secret") {
 		t.Fatalf("the key was recorded: %s", evs[0].Data)
 	}
-	var created engine.SessionCreated
+	var created event.SessionCreated
 	json.Unmarshal(evs[0].Data, &created)
 	var s app.Settings
 	json.Unmarshal(created.Settings, &s)
@@ -245,8 +245,8 @@ func TestConfigReachesTheSession(t *testing.T) {
 	}
 	var systems []string
 	for _, e := range events(t, home, "c") {
-		if e.Type == engine.EvRequestHeader {
-			var h engine.RequestHeader
+		if e.Type == event.EvRequestHeader {
+			var h event.RequestHeader
 			json.Unmarshal(e.Data, &h)
 			if len(h.PromptParts) == 0 {
 				systems = append(systems, "none")
@@ -280,8 +280,8 @@ func TestPromptFromStandardInput(t *testing.T) {
 	for id, want := range map[string]string{"p1": "what is in the pipe?", "p2": "line one\nline two"} {
 		var got string
 		for _, e := range events(t, home, id) {
-			if e.Type == engine.EvUserMessage {
-				var m engine.UserMessage
+			if e.Type == event.EvUserMessage {
+				var m event.UserMessage
 				json.Unmarshal(e.Data, &m)
 				got = m.Content
 			}
@@ -327,18 +327,18 @@ func TestSystemPromptAndAgentsMD(t *testing.T) {
 			t.Fatalf("%s: %d %s", id, r.code, r.stderr)
 		}
 	}
-	header := func(id string) engine.RequestHeader {
+	header := func(id string) event.RequestHeader {
 		for _, e := range events(t, home, id) {
-			if e.Type == engine.EvRequestHeader {
-				var h engine.RequestHeader
+			if e.Type == event.EvRequestHeader {
+				var h event.RequestHeader
 				json.Unmarshal(e.Data, &h)
 				return h
 			}
 		}
 		t.Fatalf("%s: no request header", id)
-		return engine.RequestHeader{}
+		return event.RequestHeader{}
 	}
-	for id, wantSys := range map[string]engine.Contribution{
+	for id, wantSys := range map[string]event.Contribution{
 		"default": {Op: "host", Source: "--system @" + sys, Text: "You are a careful reviewer."},
 		"file":    {Op: "host", Source: "--system", Text: "Be brief."},
 	} {

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store/badger"
 )
 
@@ -46,7 +47,7 @@ func crashedHome(t *testing.T) string {
 	}
 	defer s.Close()
 	for i := range 6 {
-		if err := engine.Create(t.Context(), s, fmt.Sprintf("y%d", i), engine.SessionCreated{CreatedBy: "test"}, time.Now()); err != nil {
+		if err := engine.Create(t.Context(), s, fmt.Sprintf("y%d", i), event.SessionCreated{CreatedBy: "test"}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/fakeopenai"
 )
 
@@ -63,7 +63,7 @@ func (s *screen) after(mark int, want string) string {
 func decisionLines(t *testing.T, env map[string]string, id string) []string {
 	t.Helper()
 	var out []string
-	for _, d := range dataOf[engine.ApprovalDecision](t, logEvents(t, env, id), engine.EvApprovalDecision) {
+	for _, d := range dataOf[event.ApprovalDecision](t, logEvents(t, env, id), event.EvApprovalDecision) {
 		out = append(out, fmt.Sprintf("%s %v %s", d.CallID, d.Allow, d.Who))
 	}
 	return out
@@ -74,13 +74,13 @@ func decisionLines(t *testing.T, env map[string]string, id string) []string {
 func callsAndResults(t *testing.T, env map[string]string, id string) (calls []string, results map[string]string) {
 	t.Helper()
 	evs := logEvents(t, env, id)
-	for _, m := range dataOf[engine.AssistantMessage](t, evs, engine.EvAssistantMessage) {
+	for _, m := range dataOf[event.AssistantMessage](t, evs, event.EvAssistantMessage) {
 		for _, c := range m.ToolCalls {
 			calls = append(calls, fmt.Sprintf("%s %s %s %s", c.ID, c.ModelID, c.Name, c.Arguments))
 		}
 	}
 	results = map[string]string{}
-	for _, r := range dataOf[engine.ToolResult](t, evs, engine.EvToolResult) {
+	for _, r := range dataOf[event.ToolResult](t, evs, event.EvToolResult) {
 		if _, twice := results[r.CallID]; twice {
 			t.Errorf("call %s answered twice", r.CallID)
 		}
@@ -235,7 +235,7 @@ func TestChatPromptEndsWhenApprovedElsewhere(t *testing.T) {
 	if got, want := decisionLines(t, env, "else"), []string{"1.1.1 true cli", "2.1.1 true terminal"}; strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("decisions %q, want %q", got, want)
 	}
-	if te := lastTurnEnd(t, env, "else"); te.Turn != 2 || te.Reason != engine.ReasonCompleted {
+	if te := lastTurnEnd(t, env, "else"); te.Turn != 2 || te.Reason != event.ReasonCompleted {
 		t.Errorf("turn end %+v, want turn 2 completed", te)
 	}
 }
@@ -333,7 +333,7 @@ func TestApproveByTheModelsID(t *testing.T) {
 // never have: it gives a repeated id in one answer a new one): naming that
 // id asks for a key.
 func TestPickCallsAmbiguousModelID(t *testing.T) {
-	waiting := []engine.WaitingCall{
+	waiting := []event.WaitingCall{
 		{ID: "2.1.1", ModelID: "call_0", Name: "calc_add", Arguments: json.RawMessage(`{"value":8}`)},
 		{ID: "2.1.2", ModelID: "call_0", Name: "calc_add", Arguments: json.RawMessage(`{"value":9}`)},
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/fakeopenai"
 	"github.com/wagent/wagent/store"
@@ -240,11 +240,11 @@ func TestE2EBinaryDenyWordAndCalculator(t *testing.T) {
 	}
 
 	evs := logEvents(t, env, "e2e-deny")
-	if _, err := engine.Fold("e2e-deny", evs); err != nil {
+	if _, err := event.Fold("e2e-deny", evs); err != nil {
 		t.Fatalf("fold refuses the log: %v", err)
 	}
-	ran := map[string]engine.ToolCallEvent{}
-	for _, c := range dataOf[engine.ToolCallEvent](t, evs, engine.EvToolCall) {
+	ran := map[string]event.ToolCallEvent{}
+	for _, c := range dataOf[event.ToolCallEvent](t, evs, event.EvToolCall) {
 		ran[c.CallID] = c
 	}
 	if _, ok := ran["1.1.1"]; ok {
@@ -253,8 +253,8 @@ func TestE2EBinaryDenyWordAndCalculator(t *testing.T) {
 	if c, ok := ran["1.1.2"]; !ok || c.Op != "calculator" || c.Name != "calc_add" {
 		t.Errorf("1.1.2 tool/call %+v (present %v), want run by calculator", c, ok)
 	}
-	res := map[string]engine.ToolResult{}
-	for _, x := range dataOf[engine.ToolResult](t, evs, engine.EvToolResult) {
+	res := map[string]event.ToolResult{}
+	for _, x := range dataOf[event.ToolResult](t, evs, event.EvToolResult) {
 		res[x.CallID] = x
 	}
 	if x := res["1.1.1"]; x.Code != hostabi.CodeDenied || !x.IsError || !strings.Contains(x.Content, "666") {
@@ -264,7 +264,7 @@ func TestE2EBinaryDenyWordAndCalculator(t *testing.T) {
 		t.Errorf("1.1.2 result %+v, want the total 40 from calculator", x)
 	}
 	decided := false
-	for _, d := range dataOf[engine.ApprovalDecision](t, evs, engine.EvApprovalDecision) {
+	for _, d := range dataOf[event.ApprovalDecision](t, evs, event.EvApprovalDecision) {
 		if d.CallID == "1.1.1" && !d.Allow && strings.Contains(d.Who, "deny-word") {
 			decided = true
 		}
@@ -272,8 +272,8 @@ func TestE2EBinaryDenyWordAndCalculator(t *testing.T) {
 	if !decided {
 		t.Errorf("no denial of call_bad by deny-word in the log")
 	}
-	ends := dataOf[engine.TurnEnd](t, evs, engine.EvTurnEnd)
-	if len(ends) != 1 || ends[0].Reason != engine.ReasonCompleted {
+	ends := dataOf[event.TurnEnd](t, evs, event.EvTurnEnd)
+	if len(ends) != 1 || ends[0].Reason != event.ReasonCompleted {
 		t.Errorf("turn ends %+v", ends)
 	}
 }
@@ -322,10 +322,10 @@ func TestE2EBinaryApprovalWaitsWithoutTerminal(t *testing.T) {
 		t.Errorf("the server saw %d requests, want 1", n)
 	}
 	evs := logEvents(t, env, id)
-	if n := len(dataOf[engine.ToolCallEvent](t, evs, engine.EvToolCall)); n != 0 {
+	if n := len(dataOf[event.ToolCallEvent](t, evs, event.EvToolCall)); n != 0 {
 		t.Errorf("%d tool calls ran while waiting for approval", n)
 	}
-	reqs := dataOf[engine.ApprovalRequest](t, evs, engine.EvApprovalRequest)
+	reqs := dataOf[event.ApprovalRequest](t, evs, event.EvApprovalRequest)
 	if len(reqs) != 1 || len(reqs[0].CallIDs) != 1 || reqs[0].CallIDs[0] != "1.1.1" {
 		t.Errorf("approval requests %+v, want one for 1.1.1", reqs)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/builtins"
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
@@ -57,7 +57,7 @@ Examples:
 				return apiFail(err)
 			}
 			h := jsonl.Header{Session: id, Exported: time.Now().UTC(), By: "wagent " + version}
-			if st, err := engine.Fold(id, evs.Events); err == nil {
+			if st, err := event.Fold(id, evs.Events); err == nil {
 				h.Pipeline = st.Settings.Pipeline
 				mods, err := moduleDigests(env, st.Settings)
 				if err != nil {
@@ -86,7 +86,7 @@ Examples:
 
 // moduleDigests lists the modules the session's pipeline names now, with
 // their digests.
-func moduleDigests(env *cliEnv, set engine.SessionCreated) ([]jsonl.Module, error) {
+func moduleDigests(env *cliEnv, set event.SessionCreated) ([]jsonl.Module, error) {
 	var s app.Settings
 	if len(set.Settings) > 0 {
 		json.Unmarshal(set.Settings, &s)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 )
 
 // Issue 27, item 4, through the real binary: a FIFO in the project (the
@@ -42,8 +42,8 @@ func TestE2EReadFileOnAFIFOFinishes(t *testing.T) {
 		t.Fatalf("run: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	evs := logEvents(t, env, id)
-	res := map[string]engine.ToolResult{}
-	for _, x := range dataOf[engine.ToolResult](t, evs, engine.EvToolResult) {
+	res := map[string]event.ToolResult{}
+	for _, x := range dataOf[event.ToolResult](t, evs, event.EvToolResult) {
 		res[x.CallID] = x
 	}
 	if x := res["1.1.1"]; !x.IsError || x.Op != "files" || x.Content != "x.fifo is a named pipe (FIFO) or a socket, not a regular file: only regular files and directories are opened" {

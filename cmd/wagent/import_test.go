@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/badger"
 	"github.com/wagent/wagent/store/jsonl"
@@ -33,7 +34,7 @@ func TestImportRefusesUnreadableSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changed := seqWhere(t, evs, engine.EvPipelineChanged, `"model":"m2"`)
+	changed := seqWhere(t, evs, event.EvPipelineChanged, `"model":"m2"`)
 
 	cases := []struct {
 		name string

@@ -2,8 +2,8 @@
 // session with a pipeline of operations, answer approvals from another
 // shell, read what happened.
 //
-// The contract scripts rely on (names, flags, exit codes) is in DESIGN.md
-// §11: exit 0 done, 1 failure, 2 usage, 3 waiting for a person.
+// The contract scripts rely on (names, flags, exit codes) is in README.md,
+// "The CLI": exit 0 done, 1 failure, 2 usage, 3 waiting for a person.
 package main
 
 import (

@@ -18,7 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/fakeopenai"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
@@ -121,7 +121,7 @@ func TestApprovalRoundTrip(t *testing.T) {
 		}
 	}
 	// Nothing ran yet.
-	if n := count(events(t, home, "trip"), engine.EvToolCall, nil); n != 0 {
+	if n := count(events(t, home, "trip"), event.EvToolCall, nil); n != 0 {
 		t.Fatalf("%d tool calls ran before approval", n)
 	}
 	// Approving a call that is not waiting is refused.
@@ -137,18 +137,18 @@ func TestApprovalRoundTrip(t *testing.T) {
 		t.Fatalf("resume: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	evs := events(t, home, "trip")
-	adds := count(evs, engine.EvToolCall, func(d json.RawMessage) bool { return strings.Contains(string(d), `"1.1.1"`) })
+	adds := count(evs, event.EvToolCall, func(d json.RawMessage) bool { return strings.Contains(string(d), `"1.1.1"`) })
 	if adds != 1 {
 		t.Errorf("calc_add ran %d times, want exactly once", adds)
 	}
-	if _, err := engine.Fold("trip", evs); err != nil {
+	if _, err := event.Fold("trip", evs); err != nil {
 		t.Fatal(err)
 	}
 	// A second resume has nothing to do and runs nothing again.
 	if r := wag(t, home, "resume", "trip"); r.code != exitOK {
 		t.Fatalf("second resume: exit %d %s", r.code, r.stderr)
 	}
-	if n := count(events(t, home, "trip"), engine.EvToolCall, nil); n != 2 {
+	if n := count(events(t, home, "trip"), event.EvToolCall, nil); n != 2 {
 		t.Errorf("%d tool calls after a second resume, want 2", n)
 	}
 	// The log renders as turns and steps.
@@ -183,10 +183,10 @@ func TestDenyFromAnotherShell(t *testing.T) {
 		t.Fatalf("resume: %d %s", r.code, r.stderr)
 	}
 	evs := events(t, home, "d")
-	if n := count(evs, engine.EvToolCall, func(d json.RawMessage) bool { return strings.Contains(string(d), "1.1.1") }); n != 0 {
+	if n := count(evs, event.EvToolCall, func(d json.RawMessage) bool { return strings.Contains(string(d), "1.1.1") }); n != 0 {
 		t.Errorf("denied call ran %d times", n)
 	}
-	if n := count(evs, engine.EvToolResult, func(d json.RawMessage) bool { return strings.Contains(string(d), "TOOL_DENIED") }); n != 1 {
+	if n := count(evs, event.EvToolResult, func(d json.RawMessage) bool { return strings.Contains(string(d), "TOOL_DENIED") }); n != 1 {
 		t.Errorf("%d denied results, want 1", n)
 	}
 }
@@ -305,7 +305,7 @@ func TestAskDecisions(t *testing.T) {
 	defer pw.Close()
 	in := newLineReader(pr)
 	ctx := context.Background()
-	calls := []engine.WaitingCall{
+	calls := []event.WaitingCall{
 		{ID: "1.1.1", Name: "calc_add", Arguments: json.RawMessage(`{"value":1}`)},
 		{ID: "1.1.2", Name: "calc_total", Arguments: json.RawMessage(`{}`)},
 		{ID: "1.1.3", Name: "calc_divide", Arguments: json.RawMessage(`{"value":0}`)},
@@ -325,9 +325,9 @@ func TestAskDecisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []server.Decision{
-		{CallID: "1.1.1", Digest: engine.CallDigest("calc_add", json.RawMessage(`{"value":1}`)), Allow: true},
-		{CallID: "1.1.2", Digest: engine.CallDigest("calc_total", json.RawMessage(`{}`)), Allow: true, Always: true},
-		{CallID: "1.1.3", Digest: engine.CallDigest("calc_divide", json.RawMessage(`{"value":0}`)), Allow: false},
+		{CallID: "1.1.1", Digest: event.CallDigest("calc_add", json.RawMessage(`{"value":1}`)), Allow: true},
+		{CallID: "1.1.2", Digest: event.CallDigest("calc_total", json.RawMessage(`{}`)), Allow: true, Always: true},
+		{CallID: "1.1.3", Digest: event.CallDigest("calc_divide", json.RawMessage(`{"value":0}`)), Allow: false},
 	}
 	if diff := cmp.Diff(want, ds); diff != "" {
 		t.Errorf("decisions (-want +got):\n%s", diff)
@@ -339,7 +339,7 @@ func TestAskDecisions(t *testing.T) {
 	if err := askDecisions(ctx, env, newLineReader(strings.NewReader("")), nil, nil, record); err != nil {
 		t.Errorf("no calls: %v", err)
 	}
-	err := askDecisions(ctx, env, newLineReader(strings.NewReader("")), []engine.WaitingCall{{ID: "1.1.1", Name: "x"}}, nil, record)
+	err := askDecisions(ctx, env, newLineReader(strings.NewReader("")), []event.WaitingCall{{ID: "1.1.1", Name: "x"}}, nil, record)
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != exitWaiting {
 		t.Errorf("end of input: %v, want exit 3", err)
@@ -356,7 +356,7 @@ func TestAskDecisionsDecidedElsewhere(t *testing.T) {
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	in := newLineReader(pr)
-	calls := []engine.WaitingCall{
+	calls := []event.WaitingCall{
 		{ID: "2.1.1", Name: "calc_add", Arguments: json.RawMessage(`{"value":7}`)},
 		{ID: "2.1.2", Name: "calc_multiply", Arguments: json.RawMessage(`{"value":3}`)},
 		{ID: "2.1.3", Name: "calc_total", Arguments: json.RawMessage(`{}`)},
@@ -373,8 +373,8 @@ func TestAskDecisionsDecidedElsewhere(t *testing.T) {
 	// The prompt for 2.1.1 is open (nothing typed); the console allows
 	// it, and wagent approve denies 2.1.2.
 	waitOutput(t, &out, "allow calc_add")
-	feed <- decided(engine.ApprovalDecision{CallID: "2.1.2", Allow: false, Who: "cli", Note: "no"})
-	feed <- decided(engine.ApprovalDecision{CallID: "2.1.1", Allow: true, Who: "console"})
+	feed <- decided(event.ApprovalDecision{CallID: "2.1.2", Allow: false, Who: "cli", Note: "no"})
+	feed <- decided(event.ApprovalDecision{CallID: "2.1.1", Allow: true, Who: "console"})
 	waitOutput(t, &out, "allow calc_total")
 	io.WriteString(pw, "y\n")
 	if err := <-done; err != nil {
@@ -506,12 +506,31 @@ func TestOpenAIFlags(t *testing.T) {
 func TestSpinner(t *testing.T) {
 	var mu sync.Mutex
 	var buf bytes.Buffer
-	w := writerFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return buf.Write(b) })
+	wrote := make(chan struct{}, 1)
+	w := writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		defer func() {
+			select {
+			case wrote <- struct{}{}:
+			default:
+			}
+		}()
+		return buf.Write(b)
+	})
+	count := func(s string) int { mu.Lock(); defer mu.Unlock(); return strings.Count(buf.String(), s) }
 	s := &spinner{w: w, every: 5 * time.Millisecond}
 	s.halt() // not running: nothing
 	s.start("waiting")
 	s.start("again") // already running: nothing
-	time.Sleep(40 * time.Millisecond)
+	// Two frames drawn: the spinner redraws on its own.
+	for timeout := time.After(10 * time.Second); count("waiting") < 2; {
+		select {
+		case <-wrote:
+		case <-timeout:
+			t.Fatalf("the spinner drew %d frames in 10s, want 2", count("waiting"))
+		}
+	}
 	s.halt()
 	mu.Lock()
 	out := buf.String()
@@ -573,13 +592,13 @@ func TestLogOfABrokenLog(t *testing.T) {
 	s.Create(ctx, "bad")
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	evs := []store.Event{
-		{Type: engine.EvSessionCreated, Time: at, Data: []byte(`{}`)},
-		{Type: engine.EvInboxSpliced, Time: at, Data: []byte(`{"list":"next-turn","start":0,"inserted":[{"id":"m","content":"hi"}]}`)},
-		{Type: engine.EvTurnStart, Turn: 1, Time: at, Data: []byte(`{"turn":1}`)},
-		{Type: engine.EvInboxSpliced, Turn: 1, Time: at, Data: []byte(`{"list":"next-turn","start":0,"removed":1,"outcome":"claimed"}`)},
-		{Type: engine.EvUserMessage, Turn: 1, Time: at, Data: []byte(`{"id":"m","content":"hi"}`)},
-		{Type: engine.EvTurnEnd, Turn: 1, Time: at, Data: []byte(`{"turn":1,"reason":"completed"}`)},
-		{Type: engine.EvToolResult, Turn: 1, Time: at, Data: []byte(`{"call_id":"late","content":"after the turn"}`)},
+		{Type: event.EvSessionCreated, Time: at, Data: []byte(`{}`)},
+		{Type: event.EvInboxSpliced, Time: at, Data: []byte(`{"list":"next-turn","start":0,"inserted":[{"id":"m","content":"hi"}]}`)},
+		{Type: event.EvTurnStart, Turn: 1, Time: at, Data: []byte(`{"turn":1}`)},
+		{Type: event.EvInboxSpliced, Turn: 1, Time: at, Data: []byte(`{"list":"next-turn","start":0,"removed":1,"outcome":"claimed"}`)},
+		{Type: event.EvUserMessage, Turn: 1, Time: at, Data: []byte(`{"id":"m","content":"hi"}`)},
+		{Type: event.EvTurnEnd, Turn: 1, Time: at, Data: []byte(`{"turn":1,"reason":"completed"}`)},
+		{Type: event.EvToolResult, Turn: 1, Time: at, Data: []byte(`{"call_id":"late","content":"after the turn"}`)},
 	}
 	if _, err := s.Append(ctx, "bad", 0, evs...); err != nil {
 		t.Fatal(err)

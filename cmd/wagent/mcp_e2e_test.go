@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/fakeopenai"
 	"github.com/wagent/wagent/internal/npmtest"
@@ -133,8 +134,8 @@ func TestE2EBinaryMCPServers(t *testing.T) {
 		t.Fatalf("resume: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	evs := logEvents(t, env, id)
-	res := map[string]engine.ToolResult{}
-	for _, x := range dataOf[engine.ToolResult](t, evs, engine.EvToolResult) {
+	res := map[string]event.ToolResult{}
+	for _, x := range dataOf[event.ToolResult](t, evs, event.EvToolResult) {
 		res[x.CallID] = x
 	}
 	if x := res["1.1.1"]; x.Content != "Echo: hello from the model" || x.Op != "mcp.everything" {
@@ -144,7 +145,7 @@ func TestE2EBinaryMCPServers(t *testing.T) {
 		t.Errorf("read result %+v", x)
 	}
 	var who string
-	for _, d := range dataOf[engine.ApprovalDecision](t, evs, engine.EvApprovalDecision) {
+	for _, d := range dataOf[event.ApprovalDecision](t, evs, event.EvApprovalDecision) {
 		if d.CallID == "1.1.2" {
 			who = d.Who
 		}
@@ -193,10 +194,10 @@ func TestE2EBinaryMCPServers(t *testing.T) {
 		syscall.Kill(pid, syscall.SIGKILL)
 		return pid
 	}
-	waitEvent(engine.EvToolCall, "2.1.1")
+	waitEvent(event.EvToolCall, "2.1.1")
 	first := killServer(0, 700*time.Millisecond)
 	second := killServer(first, 2500*time.Millisecond)
-	waitEvent(engine.EvToolResult, "2.1.1")
+	waitEvent(event.EvToolResult, "2.1.1")
 	go func() {
 		for lines.Scan() {
 		}
@@ -205,8 +206,8 @@ func TestE2EBinaryMCPServers(t *testing.T) {
 		t.Fatalf("the run after the kills: %v\nstderr: %s", err, stderr.String())
 	}
 	evs = logEvents(t, env, id)
-	var slow engine.ToolResult
-	for _, x := range dataOf[engine.ToolResult](t, evs, engine.EvToolResult) {
+	var slow event.ToolResult
+	for _, x := range dataOf[event.ToolResult](t, evs, event.EvToolResult) {
 		if x.CallID == "2.1.1" {
 			slow = x
 		}
@@ -232,7 +233,7 @@ func TestE2EBinaryMCPServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines = bufio.NewScanner(out)
-	waitEvent(engine.EvToolCall, "3.1.1")
+	waitEvent(event.EvToolCall, "3.1.1")
 	servers := children(cmd.Process.Pid, "mcp-server")
 	if len(servers) != 2 {
 		t.Errorf("servers %v, want everything and files", servers)
@@ -252,11 +253,11 @@ func TestE2EBinaryMCPServers(t *testing.T) {
 	}
 	evs = logEvents(t, env, id)
 	var rerun bool
-	for _, c := range dataOf[engine.ToolCallEvent](t, evs, engine.EvToolCall) {
+	for _, c := range dataOf[event.ToolCallEvent](t, evs, event.EvToolCall) {
 		rerun = rerun || c.CallID == "3.1.1" && c.Rerun
 	}
-	var brief engine.ToolResult
-	for _, x := range dataOf[engine.ToolResult](t, evs, engine.EvToolResult) {
+	var brief event.ToolResult
+	for _, x := range dataOf[event.ToolResult](t, evs, event.EvToolResult) {
 		if x.CallID == "3.1.1" {
 			brief = x
 		}
@@ -264,7 +265,7 @@ func TestE2EBinaryMCPServers(t *testing.T) {
 	if !rerun || brief.IsError || !strings.Contains(brief.Content, "Long running operation completed") {
 		t.Errorf("after the crash: rerun %v, result %+v; want the idempotent call run again to the end", rerun, brief)
 	}
-	if _, err := engine.Fold(id, evs); err != nil {
+	if _, err := event.Fold(id, evs); err != nil {
 		t.Errorf("the fold refuses the log: %v", err)
 	}
 }

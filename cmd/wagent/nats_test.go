@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/natstest"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
@@ -182,7 +182,7 @@ func natsEvents(t *testing.T, home, storeURL, id string) []store.Event {
 func ended(evs []store.Event) int {
 	n := 0
 	for _, e := range evs {
-		if e.Type == engine.EvTurnEnd {
+		if e.Type == event.EvTurnEnd {
 			n++
 		}
 	}
@@ -262,7 +262,7 @@ func TestDetachedRunsOnWorkers(t *testing.T) {
 	for _, id := range ids {
 		waitUntil(t, 30*time.Second, id+"'s second turn", func() bool { return ended(natsEvents(t, home, url, id)) == 2 })
 		evs := natsEvents(t, home, url, id)
-		if _, err := engine.Fold(id, evs); err != nil {
+		if _, err := event.Fold(id, evs); err != nil {
 			t.Fatal(err)
 		}
 		spans, err := worker.CheckWriters(evs)
@@ -276,13 +276,13 @@ func TestDetachedRunsOnWorkers(t *testing.T) {
 			workers[s.Worker] = true
 		}
 		var answers []string
-		for _, a := range dataOf[engine.AssistantMessage](t, evs, engine.EvAssistantMessage) {
+		for _, a := range dataOf[event.AssistantMessage](t, evs, event.EvAssistantMessage) {
 			answers = append(answers, a.Content)
 		}
 		if strings.Join(answers, "|") != "Adding.|The total is 40.|A second turn." {
 			t.Errorf("%s: answers %q; want the worker folder's script", id, answers)
 		}
-		if n := len(dataOf[engine.ToolCallEvent](t, evs, engine.EvToolCall)); n != 2 {
+		if n := len(dataOf[event.ToolCallEvent](t, evs, event.EvToolCall)); n != 2 {
 			t.Errorf("%s: %d tool/call events, want 2 (each call ran once)", id, n)
 		}
 	}

@@ -135,7 +135,7 @@ func faultText(err error) string {
 }
 
 // engineRules applies the engine's check that needs no session: only a
-// guard decides calls (DESIGN.md §6).
+// guard decides calls (engine/doc.go).
 func engineRules(man *hostabi.Manifest, effects []hostabi.Effect) error {
 	for i, e := range effects {
 		if !man.Guard && (e.Kind == hostabi.KindDecision || e.Kind == hostabi.KindApprovalRequest) {

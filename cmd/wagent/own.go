@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
@@ -45,7 +45,7 @@ type ownTurn struct {
 	opening []*store.Event
 	// end is how the input's turn ended; discarded says the input was
 	// removed from the inbox (a cancellation) before a turn claimed it.
-	end       *engine.TurnEnd
+	end       *event.TurnEnd
 	discarded bool
 	// sent: the owner has the input (it answered the send).
 	sent bool
@@ -92,9 +92,9 @@ func (o *ownTurn) outcome(session string) error {
 	switch {
 	case o.discarded:
 		return fail(exitFailure, "this run's input was discarded before a turn took it: the session's queued input was cancelled (wagent log %s)", session)
-	case o.end.Reason == engine.ReasonError:
+	case o.end.Reason == event.ReasonError:
 		return fail(exitFailure, "turn %d ended in error: %s (wagent log %s shows the attempts)", o.end.Turn, render.OneLine(o.end.Error, 200), session)
-	case o.end.Reason == engine.ReasonAborted:
+	case o.end.Reason == event.ReasonAborted:
 		return fail(exitFailure, "turn %d was cancelled%s (wagent log %s)", o.end.Turn, render.TurnDetail(*o.end), session)
 	}
 	return nil
@@ -113,13 +113,13 @@ func (o *ownTurn) running() bool { return o.turn != 0 && o.end == nil && o.open 
 // another turn's.
 func (o *ownTurn) see(e *store.Event) []*store.Event {
 	switch e.Type {
-	case engine.EvTurnStart:
-		var d engine.TurnStart
+	case event.EvTurnStart:
+		var d event.TurnStart
 		json.Unmarshal(e.Data, &d)
 		o.open, o.opening = d.Turn, []*store.Event{e}
 		return nil
-	case engine.EvTurnEnd:
-		var d engine.TurnEnd
+	case event.EvTurnEnd:
+		var d event.TurnEnd
 		json.Unmarshal(e.Data, &d)
 		o.open, o.opening = 0, nil
 		if o.turn != 0 && d.Turn == o.turn && o.end == nil {
@@ -127,8 +127,8 @@ func (o *ownTurn) see(e *store.Event) []*store.Event {
 			return []*store.Event{e}
 		}
 		return nil
-	case engine.EvInboxSpliced:
-		var d engine.InboxSpliced
+	case event.EvInboxSpliced:
+		var d event.InboxSpliced
 		if json.Unmarshal(e.Data, &d) != nil {
 			return nil
 		}
@@ -139,14 +139,14 @@ func (o *ownTurn) see(e *store.Event) []*store.Event {
 
 // splice follows the input through one inbox splice: items from Start
 // on, Removed of them, are replaced by Inserted.
-func (o *ownTurn) splice(e *store.Event, d *engine.InboxSpliced) []*store.Event {
+func (o *ownTurn) splice(e *store.Event, d *event.InboxSpliced) []*store.Event {
 	if o.queued >= 0 && d.List == o.list {
 		switch q := o.queued; {
 		case q >= d.Start+d.Removed:
 			o.queued = q - d.Removed + len(d.Inserted)
 		case q >= d.Start:
 			o.queued = -1
-			if d.Outcome != engine.OutcomeClaimed {
+			if d.Outcome != event.OutcomeClaimed {
 				o.discarded = true
 				return []*store.Event{e}
 			}

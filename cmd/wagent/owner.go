@@ -11,6 +11,7 @@ import (
 
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/server/console"
 	"github.com/wagent/wagent/wasmhost"
@@ -196,7 +197,7 @@ func (o *owner) shutdown() {
 		for {
 			var running []string
 			for _, id := range host.Sessions() {
-				if s, ok := host.Get(id); ok && s.Status() == string(engine.DriverRunning) {
+				if s, ok := host.Get(id); ok && s.Status() == string(session.DriverRunning) {
 					running = append(running, id)
 				}
 			}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/server"
 )
 
@@ -100,7 +100,7 @@ func BenchmarkSteerLatency(b *testing.B) {
 		}
 		spliced := make(chan string, 1024)
 		go cl.Stream(ctx, "S", evs.Head+1, func(ev server.StreamEvent) error {
-			if ev.Event != nil && ev.Event.Type == engine.EvInboxSpliced {
+			if ev.Event != nil && ev.Event.Type == event.EvInboxSpliced {
 				spliced <- string(ev.Event.Data)
 			}
 			return nil

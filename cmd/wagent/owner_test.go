@@ -12,9 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/fakeopenai"
 	"github.com/wagent/wagent/server"
 )
@@ -37,8 +36,8 @@ func TestSecondShellWhileRunStreams(t *testing.T) {
 	os.WriteFile(pipe, []byte(fmt.Sprintf("ops:\n  - use: %s\n    limits: {memory_mb: 64, timeout_ms: 60000}\n    grants: {mounts: [\"%s:/gate:ro\"]}\n", slow, gate)), 0o644)
 	env := map[string]string{"WAGENT_HOME": t.TempDir(), "WAGENT_CACHE_DIR": sharedE2ECache(t)}
 	run := start(t, env, "run", "--session", "A", "--pipeline", pipe, "--provider", "openai", "--base-url", srv.URL, "--model", "m", "work on it")
-	waitFor(t, "the tool to start", func() bool { return len(srv.Requests()) == 1 })
-	time.Sleep(500 * time.Millisecond)
+	waitFor(t, "the model's first answer", func() bool { return len(srv.Requests()) == 1 }) // the session exists
+	waitLogged(t, env, "A", event.EvToolCall)                                               // the tool runs, held by the gate
 
 	// A second shell, while the tool holds the turn.
 	if r := exe(t, env, "steer", "A", "be brief"); r.code != exitOK || !strings.Contains(r.stdout, "queued") {
@@ -109,7 +108,7 @@ func TestKilledOwnerLosesNoAcknowledgedInput(t *testing.T) {
 	}
 	evs := logEvents(t, env, "k")
 	logged := map[string]bool{}
-	for _, d := range dataOf[engine.InboxSpliced](t, evs, engine.EvInboxSpliced) {
+	for _, d := range dataOf[event.InboxSpliced](t, evs, event.EvInboxSpliced) {
 		for _, m := range d.Inserted {
 			logged[m.Content] = true
 		}
@@ -123,7 +122,7 @@ func TestKilledOwnerLosesNoAcknowledgedInput(t *testing.T) {
 		t.Errorf("only %d of 10 sends were acknowledged", len(acked))
 	}
 	decided := 0
-	for _, d := range dataOf[engine.ApprovalDecision](t, evs, engine.EvApprovalDecision) {
+	for _, d := range dataOf[event.ApprovalDecision](t, evs, event.EvApprovalDecision) {
 		if d.Who == "cli" {
 			decided++
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/fakeopenai"
 	"github.com/wagent/wagent/store"
 )
@@ -43,7 +43,7 @@ func TestRunJSONStartsAtSeq1(t *testing.T) {
 			types = append(types, v.Event.Type)
 		}
 	}
-	if len(seqs) < 3 || seqs[0] != 1 || seqs[1] != 2 || types[0] != engine.EvSessionCreated || types[1] != engine.EvInboxSpliced {
+	if len(seqs) < 3 || seqs[0] != 1 || seqs[1] != 2 || types[0] != event.EvSessionCreated || types[1] != event.EvInboxSpliced {
 		t.Fatalf("events %v %v; want seq 1 session/created and seq 2 inbox/spliced first", seqs, types)
 	}
 	for i := 1; i < len(seqs); i++ {
@@ -119,8 +119,8 @@ func TestTextStartingWithADash(t *testing.T) {
 	}
 	var got []string
 	for _, e := range events(t, home, "d") {
-		if e.Type == engine.EvInboxSpliced {
-			var d engine.InboxSpliced
+		if e.Type == event.EvInboxSpliced {
+			var d event.InboxSpliced
 			json.Unmarshal(e.Data, &d)
 			for _, m := range d.Inserted {
 				got = append(got, m.Content)
@@ -206,18 +206,18 @@ func TestSwitchingPipelineIsRecorded(t *testing.T) {
 		t.Fatalf("resume: %d %s", r.code, r.stderr)
 	}
 	evs := events(t, home, "p")
-	var created engine.SessionCreated
+	var created event.SessionCreated
 	json.Unmarshal(evs[0].Data, &created)
 	changes := 0
-	var changed engine.PipelineChanged
+	var changed event.PipelineChanged
 	var guards [][]string
 	for _, e := range evs {
 		switch e.Type {
-		case engine.EvPipelineChanged:
+		case event.EvPipelineChanged:
 			changes++
 			json.Unmarshal(e.Data, &changed)
-		case engine.EvRequestHeader:
-			var h engine.RequestHeader
+		case event.EvRequestHeader:
+			var h event.RequestHeader
 			json.Unmarshal(e.Data, &h)
 			guards = append(guards, h.Guards)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/store"
 )
@@ -88,9 +89,9 @@ func (p *printer) live(l engine.Live) {
 	w := p.env.stdout
 	// The spinner runs while a request waits for its first word.
 	p.spin.halt()
-	if l.Kind == "event" && (l.Event.Type == engine.EvRequestHeader || l.Event.Type == engine.EvRetryScheduled) {
+	if l.Kind == "event" && (l.Event.Type == event.EvRequestHeader || l.Event.Type == event.EvRetryScheduled) {
 		what := "waiting for the model"
-		if engine.IsSummaryHeader(*l.Event) {
+		if event.IsSummaryHeader(*l.Event) {
 			what = "summarising the conversation"
 		}
 		defer p.spin.start(what)
@@ -120,24 +121,24 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		tprintf(w, "%s%4d %s%s %s\n", p.c.dim, e.Seq, e.Type, p.c.reset, render.Compact(string(e.Data), 160))
 		return
 	}
-	if e.Type == engine.EvRequestHeader || e.Type == engine.EvRetryScheduled || e.Type == engine.EvAssistantAttempt {
+	if e.Type == event.EvRequestHeader || e.Type == event.EvRetryScheduled || e.Type == event.EvAssistantAttempt {
 		// A new request: its deltas are to be shown.
 		p.settled = false
 		p.shown.Reset()
 	}
 	switch e.Type {
-	case engine.EvTurnStart:
+	case event.EvTurnStart:
 		p.turnU = turnUsage{turn: e.Turn}
-	case engine.EvRequestHeader:
+	case event.EvRequestHeader:
 		// A summary request's header leaves the step's model: its own
 		// comes with its usage in context/compacted.
-		var h engine.RequestHeader
+		var h event.RequestHeader
 		if json.Unmarshal(e.Data, &h) == nil && h.Model != "" && h.Compaction == nil {
 			p.model = h.Model
 		}
-	case engine.EvContextCompacted:
+	case event.EvContextCompacted:
 		// The summary request is a model request of the turn: it counts.
-		var d engine.ContextCompacted
+		var d event.ContextCompacted
 		if json.Unmarshal(e.Data, &d) == nil && d.Usage != nil {
 			u := tokens{d.Usage.InputTokens, d.Usage.OutputTokens}
 			model := d.Model
@@ -148,8 +149,8 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 			p.turnU.summaryModels = append(p.turnU.summaryModels, model)
 			p.turnU.total = p.turnU.total.add(u)
 		}
-	case engine.EvAssistantMessage:
-		var d engine.AssistantMessage
+	case event.EvAssistantMessage:
+		var d event.AssistantMessage
 		json.Unmarshal(e.Data, &d)
 		if d.Usage != nil {
 			u := tokens{d.Usage.InputTokens, d.Usage.OutputTokens}
@@ -175,13 +176,13 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		if d.FinishReason == "length" {
 			tprintf(w, "%s  (the answer hit the token limit)%s\n", p.c.yellow, p.c.reset)
 		}
-	case engine.EvToolCall:
-		var d engine.ToolCallEvent
+	case event.EvToolCall:
+		var d event.ToolCallEvent
 		json.Unmarshal(e.Data, &d)
 		p.newline()
 		tprintf(w, "%s  → %s %s%s\n", p.c.dim, d.Name, render.Compact(string(d.Arguments), 120), p.c.reset)
-	case engine.EvToolResult:
-		var d engine.ToolResult
+	case event.EvToolResult:
+		var d event.ToolResult
 		json.Unmarshal(e.Data, &d)
 		p.newline()
 		if d.IsError {
@@ -194,8 +195,8 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		} else {
 			tprintf(w, "%s  ← %s%s\n", p.c.dim, render.Compact(d.Content, 160), p.c.reset)
 		}
-	case engine.EvApprovalDecision:
-		var d engine.ApprovalDecision
+	case event.EvApprovalDecision:
+		var d event.ApprovalDecision
 		json.Unmarshal(e.Data, &d)
 		p.newline()
 		if d.Allow {
@@ -203,21 +204,21 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		} else {
 			tprintf(w, "%s  ✗ %s denied by %s%s\n", p.c.red, d.CallID, d.Who, p.c.reset)
 		}
-	case engine.EvRetryScheduled:
-		var d engine.RetryScheduled
+	case event.EvRetryScheduled:
+		var d event.RetryScheduled
 		json.Unmarshal(e.Data, &d)
 		p.newline()
 		tprintf(w, "%s  … %s; retry %d in %s%s\n", p.c.yellow, render.Failure(d.Failure), d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, p.c.reset)
-	case engine.EvCommandReply:
-		var d engine.CommandReply
+	case event.EvCommandReply:
+		var d event.CommandReply
 		json.Unmarshal(e.Data, &d)
 		p.newline()
 		tprintln(w, d.Text)
-	case engine.EvTurnEnd:
-		var d engine.TurnEnd
+	case event.EvTurnEnd:
+		var d event.TurnEnd
 		json.Unmarshal(e.Data, &d)
 		p.newline()
-		if d.Reason != engine.ReasonCompleted {
+		if d.Reason != event.ReasonCompleted {
 			tprintf(w, "%s  (turn %d ended: %s%s)%s\n", p.c.yellow, d.Turn, d.Reason, render.TurnDetail(d), p.c.reset)
 		}
 		if line := usageLine(p.turnU, p.cost); line != "" && p.usageW != nil {
@@ -238,7 +239,7 @@ func (p *printer) finish() {
 
 // waiting tells a script (or a person without a terminal) what the session
 // waits for and how to answer.
-func (p *printer) waiting(calls []engine.WaitingCall) {
+func (p *printer) waiting(calls []event.WaitingCall) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.spin.halt()
@@ -255,8 +256,8 @@ func (p *printer) waiting(calls []engine.WaitingCall) {
 		p.id, calls[0].ID, p.id, calls[0].ID, p.id)
 }
 
-func (p *printer) waitingIDs(st *engine.State) {
-	if calls := engine.WaitingCalls(st); len(calls) > 0 {
+func (p *printer) waitingIDs(st *event.State) {
+	if calls := event.WaitingCalls(st); len(calls) > 0 {
 		p.waiting(calls)
 	}
 }
@@ -285,7 +286,7 @@ func (p *progress) Done() {
 }
 
 // callTitle names a call's tool for a person (see render.ToolTitle).
-func callTitle(w engine.WaitingCall) string {
+func callTitle(w event.WaitingCall) string {
 	return render.ToolTitle(w.Name, w.Server, w.Annotations)
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/store"
 )
@@ -22,8 +23,8 @@ func TestPrinterShowsAnAnswerOnce(t *testing.T) {
 		return engine.Live{Kind: "event", Event: &store.Event{Type: typ, Data: b}}
 	}
 	delta := func(s string) engine.Live { return engine.Live{Kind: "delta", Text: s} }
-	header := ev(engine.EvRequestHeader, engine.RequestHeader{Model: "m"})
-	msg := ev(engine.EvAssistantMessage, engine.AssistantMessage{Content: "The total is 2."})
+	header := ev(event.EvRequestHeader, event.RequestHeader{Model: "m"})
+	msg := ev(event.EvAssistantMessage, event.AssistantMessage{Content: "The total is 2."})
 	for name, seq := range map[string][]engine.Live{
 		"in order":           {header, delta("The total "), delta("is 2."), msg},
 		"message in between": {header, delta("The total "), msg, delta("is 2.")},
@@ -52,11 +53,11 @@ func TestPrinterCountsTheSummaryRequest(t *testing.T) {
 	var out, usage bytes.Buffer
 	p := newPrinter(&cliEnv{stdout: &out, stderr: &usage}, false, "s")
 	for _, l := range []engine.Live{
-		ev(engine.EvTurnStart, engine.TurnStart{Turn: 1}),
-		ev(engine.EvContextCompacted, engine.ContextCompacted{Summary: "s", Model: "m", Usage: &engine.Usage{InputTokens: 50, OutputTokens: 25}}),
-		ev(engine.EvRequestHeader, engine.RequestHeader{Model: "m"}),
-		ev(engine.EvAssistantMessage, engine.AssistantMessage{Content: "hi", Usage: &engine.Usage{InputTokens: 60, OutputTokens: 30}}),
-		ev(engine.EvTurnEnd, engine.TurnEnd{Turn: 1, Reason: engine.ReasonCompleted}),
+		ev(event.EvTurnStart, event.TurnStart{Turn: 1}),
+		ev(event.EvContextCompacted, event.ContextCompacted{Summary: "s", Model: "m", Usage: &event.Usage{InputTokens: 50, OutputTokens: 25}}),
+		ev(event.EvRequestHeader, event.RequestHeader{Model: "m"}),
+		ev(event.EvAssistantMessage, event.AssistantMessage{Content: "hi", Usage: &event.Usage{InputTokens: 60, OutputTokens: 30}}),
+		ev(event.EvTurnEnd, event.TurnEnd{Turn: 1, Reason: event.ReasonCompleted}),
 	} {
 		p.live(l)
 	}
@@ -73,12 +74,12 @@ func TestPrinterCountsTheSummaryRequest(t *testing.T) {
 		return map[string]float64{"cheap": 1, "dear": 100}[model] * float64(in), true
 	}
 	for _, l := range []engine.Live{
-		ev(engine.EvTurnStart, engine.TurnStart{Turn: 1}),
-		ev(engine.EvRequestHeader, engine.RequestHeader{Model: "cheap"}),
-		ev(engine.EvRequestHeader, engine.RequestHeader{Model: "dear", Compaction: &engine.CompactionRequest{Op: "compaction", Reason: engine.CompactUsage}}),
-		ev(engine.EvContextCompacted, engine.ContextCompacted{Summary: "s", Model: "dear", Usage: &engine.Usage{InputTokens: 1}}),
-		ev(engine.EvAssistantMessage, engine.AssistantMessage{Content: "hi", Usage: &engine.Usage{InputTokens: 1}}),
-		ev(engine.EvTurnEnd, engine.TurnEnd{Turn: 1, Reason: engine.ReasonCompleted}),
+		ev(event.EvTurnStart, event.TurnStart{Turn: 1}),
+		ev(event.EvRequestHeader, event.RequestHeader{Model: "cheap"}),
+		ev(event.EvRequestHeader, event.RequestHeader{Model: "dear", Compaction: &event.CompactionRequest{Op: "compaction", Reason: engine.CompactUsage}}),
+		ev(event.EvContextCompacted, event.ContextCompacted{Summary: "s", Model: "dear", Usage: &event.Usage{InputTokens: 1}}),
+		ev(event.EvAssistantMessage, event.AssistantMessage{Content: "hi", Usage: &event.Usage{InputTokens: 1}}),
+		ev(event.EvTurnEnd, event.TurnEnd{Turn: 1, Reason: event.ReasonCompleted}),
 	} {
 		p.live(l)
 	}
@@ -97,11 +98,11 @@ func TestUsagePricesTheSummaryAtItsModel(t *testing.T) {
 		return store.Event{Type: typ, Turn: turn, Data: b}
 	}
 	turns := turnUsages([]store.Event{
-		ev(engine.EvTurnStart, 1, engine.TurnStart{Turn: 1}),
-		ev(engine.EvRequestHeader, 1, engine.RequestHeader{Model: "cheap"}),
-		ev(engine.EvRequestHeader, 1, engine.RequestHeader{Model: "dear", Compaction: &engine.CompactionRequest{Op: "compaction", Reason: engine.CompactUsage}}),
-		ev(engine.EvContextCompacted, 1, engine.ContextCompacted{Summary: "s", Model: "dear", Usage: &engine.Usage{InputTokens: 1000, OutputTokens: 0}}),
-		ev(engine.EvAssistantMessage, 1, engine.AssistantMessage{Content: "hi", Usage: &engine.Usage{InputTokens: 1000, OutputTokens: 0}}),
+		ev(event.EvTurnStart, 1, event.TurnStart{Turn: 1}),
+		ev(event.EvRequestHeader, 1, event.RequestHeader{Model: "cheap"}),
+		ev(event.EvRequestHeader, 1, event.RequestHeader{Model: "dear", Compaction: &event.CompactionRequest{Op: "compaction", Reason: engine.CompactUsage}}),
+		ev(event.EvContextCompacted, 1, event.ContextCompacted{Summary: "s", Model: "dear", Usage: &event.Usage{InputTokens: 1000, OutputTokens: 0}}),
+		ev(event.EvAssistantMessage, 1, event.AssistantMessage{Content: "hi", Usage: &event.Usage{InputTokens: 1000, OutputTokens: 0}}),
 	})
 	cfg := &app.Config{Prices: map[string]app.Price{"cheap": {Input: 1}, "dear": {Input: 100}}}
 	if len(turns) != 1 {

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
 )
@@ -33,12 +33,12 @@ type decisionFeed struct {
 // or a result (Answered).
 type callNews struct {
 	CallID   string
-	Decision *engine.ApprovalDecision
-	Answered *engine.ToolResult
+	Decision *event.ApprovalDecision
+	Answered *event.ToolResult
 }
 
 // decided is the news of a decision.
-func decided(d engine.ApprovalDecision) callNews { return callNews{CallID: d.CallID, Decision: &d} }
+func decided(d event.ApprovalDecision) callNews { return callNews{CallID: d.CallID, Decision: &d} }
 
 // watchDecisions streams session id from seq from and sends each
 // approval/decision and tool/result it reads on the feed's channel until
@@ -54,14 +54,14 @@ func watchDecisions(ctx context.Context, cl *server.Client, id string, from uint
 			}
 			var n callNews
 			switch ev.Event.Type {
-			case engine.EvApprovalDecision:
-				var d engine.ApprovalDecision
+			case event.EvApprovalDecision:
+				var d event.ApprovalDecision
 				if json.Unmarshal(ev.Event.Data, &d) != nil {
 					return nil
 				}
 				n = decided(d)
-			case engine.EvToolResult:
-				var r engine.ToolResult
+			case event.EvToolResult:
+				var r event.ToolResult
 				if json.Unmarshal(ev.Event.Data, &r) != nil {
 					return nil
 				}
@@ -88,7 +88,7 @@ func (f *decisionFeed) Stop() {
 
 // decidedElsewhere says how a call was decided (or answered) by someone
 // else, for the line that replaces its prompt.
-func decidedElsewhere(w engine.WaitingCall, n callNews) string {
+func decidedElsewhere(w event.WaitingCall, n callNews) string {
 	head := fmt.Sprintf("%s %s %s", w.ID, callTitle(w), render.Arguments(w.Arguments, 60))
 	if d := n.Decision; d != nil {
 		verb := "denied"
@@ -114,8 +114,8 @@ func refusedDecision(err error) bool {
 
 // decisionFor is the API decision for an answer about w: its key and the
 // digest of the tool and arguments the prompt showed.
-func decisionFor(w engine.WaitingCall, allow, always bool, note string) server.Decision {
-	return server.Decision{CallID: w.ID, Digest: engine.CallDigest(w.Name, w.Arguments), Allow: allow, Always: always, Note: note}
+func decisionFor(w event.WaitingCall, allow, always bool, note string) server.Decision {
+	return server.Decision{CallID: w.ID, Digest: event.CallDigest(w.Name, w.Arguments), Allow: allow, Always: always, Note: note}
 }
 
 // promptInput is what a line editor reads: the terminal's bytes, and the

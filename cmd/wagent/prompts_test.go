@@ -16,6 +16,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
@@ -51,7 +52,7 @@ func promptsProperty(t *testing.T, seed uint64) {
 		}
 		return et.Reply{Calls: calls}
 	}
-	srv, err := serverOver(app.Options{Drive: true, Log: store.NewMemory(), Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+	srv, err := serverOver(app.Options{Drive: true, Log: store.NewMemory(), Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *event.SessionCreated) (engine.Config, error) {
 		p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
 		return engine.Config{Pipeline: p, Provider: &et.Scripted{Answer: model}, Model: "m"}, err
 	}}, server.Options{Version: "test", Token: "t"})
@@ -169,7 +170,7 @@ func promptsProperty(t *testing.T, seed uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := engine.Fold("p", evs.Events)
+	st, err := event.Fold("p", evs.Events)
 	if err != nil {
 		t.Fatalf("the fold refuses the log: %v", err)
 	}
@@ -177,13 +178,13 @@ func promptsProperty(t *testing.T, seed uint64) {
 		t.Fatalf("turn %d (open %v), want %d ended", st.Turn, st.TurnOpen, turns)
 	}
 	digests := map[string]string{}
-	for _, am := range dataOf[engine.AssistantMessage](t, evs.Events, engine.EvAssistantMessage) {
+	for _, am := range dataOf[event.AssistantMessage](t, evs.Events, event.EvAssistantMessage) {
 		for _, c := range am.ToolCalls {
-			digests[c.ID] = engine.CallDigest(c.Name, c.Arguments)
+			digests[c.ID] = event.CallDigest(c.Name, c.Arguments)
 		}
 	}
 	who := map[string]string{}
-	for _, d := range dataOf[engine.ApprovalDecision](t, evs.Events, engine.EvApprovalDecision) {
+	for _, d := range dataOf[event.ApprovalDecision](t, evs.Events, event.EvApprovalDecision) {
 		if _, twice := who[d.CallID]; twice {
 			t.Errorf("call %s decided twice", d.CallID)
 		}

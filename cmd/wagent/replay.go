@@ -16,13 +16,14 @@ import (
 	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/replay"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/tools/mcp"
 	"github.com/wagent/wagent/wasmhost"
 )
 
-// exitDiverged is replay's exit code when a decision differs (DESIGN.md
-// §11, wave 2).
+// exitDiverged is replay's exit code when a decision differs (README.md,
+// "The CLI").
 const exitDiverged = 4
 
 func replayCommand(env *cliEnv) *cli.Command {
@@ -140,7 +141,7 @@ func (p *replayPipelines) label() string {
 	return p.used
 }
 
-func (p *replayPipelines) build(set engine.SessionCreated) (*engine.Pipeline, error) {
+func (p *replayPipelines) build(set event.SessionCreated) (*engine.Pipeline, error) {
 	ctx := context.Background()
 	var s app.Settings
 	if len(set.Settings) > 0 {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/replay"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/fakeopenai"
 	"github.com/wagent/wagent/store"
 )
@@ -61,7 +61,7 @@ func recordSession(t *testing.T) (string, []store.Event, *fakeopenai.Server) {
 		}
 	}
 	evs := events(t, home, "r")
-	if n := count(evs, engine.EvRetryScheduled, nil); n != 1 {
+	if n := count(evs, event.EvRetryScheduled, nil); n != 1 {
 		t.Fatalf("%d retries recorded, want 1", n)
 	}
 	return home, evs, srv
@@ -84,7 +84,7 @@ func seqWhere(t *testing.T, evs []store.Event, typ, contains string) uint64 {
 func TestReplay(t *testing.T) {
 	home, evs, srv := recordSession(t)
 	requests := len(srv.Requests())
-	start2 := seqWhere(t, evs, engine.EvTurnStart, `"turn":2`)
+	start2 := seqWhere(t, evs, event.EvTurnStart, `"turn":2`)
 
 	t.Run("unchanged", func(t *testing.T) {
 		r := wag(t, home, "replay", "r")
@@ -94,8 +94,8 @@ func TestReplay(t *testing.T) {
 	})
 	t.Run("a guard that denies calc_multiply", func(t *testing.T) {
 		r := wag(t, home, "replay", "r", "--pipeline", testdata("replay-deny.yaml"))
-		allowed := seqWhere(t, evs, engine.EvApprovalDecision, `"call_id":"1.2.1"`)
-		ran := seqWhere(t, evs, engine.EvToolResult, `"call_id":"1.2.1"`)
+		allowed := seqWhere(t, evs, event.EvApprovalDecision, `"call_id":"1.2.1"`)
+		ran := seqWhere(t, evs, event.EvToolResult, `"call_id":"1.2.1"`)
 		for _, want := range []string{
 			"first divergence at seq " + strconv.FormatUint(allowed, 10) + ", turn 1 step 2, hook tool, op approval: approval/decision of call 1.2.1 for approval changed",
 			"-recorded +replayed:", "Allow:", "on the deny list",
@@ -225,7 +225,7 @@ func TestImportRefusesABrokenLog(t *testing.T) {
 	}
 	data := readFile(t, file)
 	// The result of 1.1.1 answers a call of no step.
-	seq := seqWhere(t, evs, engine.EvToolResult, `"call_id":"1.1.1"`)
+	seq := seqWhere(t, evs, event.EvToolResult, `"call_id":"1.1.1"`)
 	data = strings.Replace(data, `"call_id":"1.1.1","name":"calc_add","content":"40"`, `"call_id":"nobody","name":"calc_add","content":"40"`, 1)
 	writeAt(t, file, data)
 	other := t.TempDir()
@@ -247,9 +247,9 @@ func TestImportRefusesABrokenLog(t *testing.T) {
 // seq inside a turn is refused naming the nearest boundaries.
 func TestFork(t *testing.T) {
 	home, evs, _ := recordSession(t)
-	end1 := seqWhere(t, evs, engine.EvTurnEnd, `"turn":1`)
-	start2 := seqWhere(t, evs, engine.EvTurnStart, `"turn":2`)
-	end2 := seqWhere(t, evs, engine.EvTurnEnd, `"turn":2`)
+	end1 := seqWhere(t, evs, event.EvTurnEnd, `"turn":1`)
+	start2 := seqWhere(t, evs, event.EvTurnStart, `"turn":2`)
+	end2 := seqWhere(t, evs, event.EvTurnEnd, `"turn":2`)
 
 	r := wag(t, home, "fork", "r", "--at", strconv.FormatUint(start2+2, 10), "--as", "nope")
 	want := "inside turn 2: a fork point is a turn boundary; the nearest are " + strconv.FormatUint(start2-1, 10) + " (before its turn/start) or " + strconv.FormatUint(end2, 10) + " (its turn/end)"
@@ -269,17 +269,17 @@ func TestFork(t *testing.T) {
 	if diff := cmp.Diff(evs[:end1], fork[:end1]); diff != "" {
 		t.Errorf("the fork's copy (-origin +fork):\n%s", diff)
 	}
-	if fork[end1].Type != engine.EvSessionForked {
+	if fork[end1].Type != event.EvSessionForked {
 		t.Errorf("seq %d of the fork is %s", end1+1, fork[end1].Type)
 	}
 	if diff := cmp.Diff(evs, origin[:len(evs)]); diff != "" {
 		t.Errorf("the origin changed (-before +after):\n%s", diff)
 	}
-	fst, err := engine.Fold("f", fork)
+	fst, err := event.Fold("f", fork)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ost, err := engine.Fold("r", origin)
+	ost, err := event.Fold("r", origin)
 	if err != nil {
 		t.Fatal(err)
 	}

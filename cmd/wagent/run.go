@@ -17,6 +17,8 @@ import (
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
@@ -381,7 +383,7 @@ func (f *follower) follow(ctx context.Context, from uint64, start func() error) 
 			out.finish()
 			return own.outcome(id)
 		}
-		if status == string(engine.DriverIdle) && own != nil {
+		if status == string(session.DriverIdle) && own != nil {
 			// Idle with the input not answered: a cancellation's drive
 			// ended before the next took it, or the drive failed. Wake the
 			// session once for each time it stops.
@@ -541,7 +543,7 @@ func streamOwn(ctx context.Context, cl *server.Client, id string, from uint64, o
 				return server.ErrStop
 			}
 		case "status":
-			if ev.Status == string(engine.DriverRunning) {
+			if ev.Status == string(session.DriverRunning) {
 				status = ""
 			} else {
 				status, head = ev.Status, ev.Head
@@ -578,12 +580,12 @@ func lastTurnError(ctx context.Context, cl *server.Client, id string) error {
 	}
 	for i := len(evs.Events) - 1; i >= 0; i-- {
 		e := evs.Events[i]
-		if e.Type != engine.EvTurnEnd {
+		if e.Type != event.EvTurnEnd {
 			continue
 		}
-		var te engine.TurnEnd
+		var te event.TurnEnd
 		json.Unmarshal(e.Data, &te)
-		if te.Reason == engine.ReasonError {
+		if te.Reason == event.ReasonError {
 			return fail(exitFailure, "turn %d ended in error: %s (wagent log %s shows the attempts)", te.Turn, render.OneLine(te.Error, 200), id)
 		}
 		return nil
@@ -653,7 +655,7 @@ func (lr *lineReader) next(ctx context.Context) (string, error) {
 // prompt is open ends that prompt with a line saying who decided it. An
 // answer the owner refuses because the call was decided elsewhere or
 // changed is shown and the next call asked.
-func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []engine.WaitingCall, feed <-chan callNews, decide func(server.Decision) (*server.Decided, error)) error {
+func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []event.WaitingCall, feed <-chan callNews, decide func(server.Decision) (*server.Decided, error)) error {
 	elsewhere := map[string]callNews{}
 	mine := map[string]bool{}
 	note := func(d callNews) {

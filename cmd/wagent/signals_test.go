@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,9 +19,10 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/fakeopenai"
+	"github.com/wagent/wagent/store"
 )
 
 // The ways a run ends other than by finishing, through the real binary:
@@ -79,6 +82,49 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// waitLogged follows session id's log (wagent log -f --json, a client of
+// whichever process owns the store) until an event of type typ is in it:
+// the event is then durable.
+func waitLogged(t *testing.T, env map[string]string, id, typ string) {
+	t.Helper()
+	cmd := exec.Command(wagentBin(t), "log", "-f", "--json", id)
+	cmd.Env = procEnv(env)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var e store.Event
+			if json.Unmarshal(sc.Bytes(), &e) == nil && e.Type == typ {
+				found <- true
+				return
+			}
+		}
+		found <- false
+	}()
+	select {
+	case ok := <-found:
+		cmd.Process.Kill()
+		cmd.Wait()
+		if !ok {
+			t.Fatalf("wagent log -f %s ended before a %s event\n%s", id, typ, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("no %s event in session %s's log in 30s", typ, id)
+	}
+}
+
 func (p *proc) wait(t *testing.T) (int, string) {
 	t.Helper()
 	select {
@@ -99,9 +145,9 @@ func (p *proc) wait(t *testing.T) (int, string) {
 	}
 }
 
-func lastTurnEnd(t *testing.T, env map[string]string, id string) engine.TurnEnd {
+func lastTurnEnd(t *testing.T, env map[string]string, id string) event.TurnEnd {
 	t.Helper()
-	ends := dataOf[engine.TurnEnd](t, logEvents(t, env, id), engine.EvTurnEnd)
+	ends := dataOf[event.TurnEnd](t, logEvents(t, env, id), event.EvTurnEnd)
 	if len(ends) == 0 {
 		t.Fatalf("session %s has no turn/end", id)
 	}
@@ -120,9 +166,9 @@ func TestSignalsEndTheTurnAsCtrlCDoes(t *testing.T) {
 		kind   string
 		reason string
 	}{
-		{syscall.SIGINT, engine.CauseUser, "interrupted at the terminal"},
-		{syscall.SIGTERM, engine.CauseParent, "terminated (SIGTERM)"},
-		{syscall.SIGHUP, engine.CauseParent, "the terminal hung up (SIGHUP)"},
+		{syscall.SIGINT, event.CauseUser, "interrupted at the terminal"},
+		{syscall.SIGTERM, event.CauseParent, "terminated (SIGTERM)"},
+		{syscall.SIGHUP, event.CauseParent, "the terminal hung up (SIGHUP)"},
 	} {
 		t.Run(tc.sig.String(), func(t *testing.T) {
 			srv := stallingServer(t)
@@ -135,10 +181,10 @@ func TestSignalsEndTheTurnAsCtrlCDoes(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want 1 and one line saying %q", code, stderr, tc.reason)
 			}
 			te := lastTurnEnd(t, env, "sig")
-			if te.Reason != engine.ReasonAborted || te.Cause == nil || te.Cause.Kind != tc.kind || te.Cause.Reason != tc.reason {
+			if te.Reason != event.ReasonAborted || te.Cause == nil || te.Cause.Kind != tc.kind || te.Cause.Reason != tc.reason {
 				t.Fatalf("turn end %+v, want aborted by %s: %s", te, tc.kind, tc.reason)
 			}
-			msgs := dataOf[engine.AssistantMessage](t, logEvents(t, env, "sig"), engine.EvAssistantMessage)
+			msgs := dataOf[event.AssistantMessage](t, logEvents(t, env, "sig"), event.EvAssistantMessage)
 			if len(msgs) != 1 || !msgs[0].Interrupted || !strings.HasPrefix(msgs[0].Content, "Once") {
 				t.Fatalf("assistant messages %+v, want the shown text kept as an interrupted answer", msgs)
 			}
@@ -177,7 +223,7 @@ func TestClosedStdoutEndsTheTurnQuietly(t *testing.T) {
 		t.Fatalf("exit %v, stderr %q; want 1 and no error said", err, stderr.String())
 	}
 	te := lastTurnEnd(t, env, "pipe")
-	if te.Reason != engine.ReasonAborted || te.Cause == nil || te.Cause.Reason != "standard output was closed" {
+	if te.Reason != event.ReasonAborted || te.Cause == nil || te.Cause.Reason != "standard output was closed" {
 		t.Fatalf("turn end %+v, want aborted because standard output was closed", te)
 	}
 }
@@ -217,7 +263,7 @@ func TestCtrlCAtTheApprovalPrompt(t *testing.T) {
 		t.Errorf("the screen does not say how to decide later:\n%s", shown())
 	}
 	evs := logEvents(t, env, "tty")
-	if ds := dataOf[engine.ApprovalDecision](t, evs, engine.EvApprovalDecision); len(ds) != 0 {
+	if ds := dataOf[event.ApprovalDecision](t, evs, event.EvApprovalDecision); len(ds) != 0 {
 		t.Fatalf("decisions %+v recorded after Ctrl-C; want the calls left undecided", ds)
 	}
 	if r := exe(t, env, "approve", "tty", "--all"); r.code != exitOK {
@@ -253,11 +299,11 @@ func TestKillDuringToolThenContinue(t *testing.T) {
 			env := map[string]string{"WAGENT_HOME": t.TempDir(), "WAGENT_CACHE_DIR": sharedE2ECache(t)}
 			id := "kill-" + tc.continue_[0]
 			p := start(t, env, "run", "--session", id, "--pipeline", pipe, "--provider", "openai", "--base-url", srv.URL, "--model", "m", "do it")
-			waitFor(t, "the model's first answer", func() bool { return len(srv.Requests()) == 1 })
-			time.Sleep(time.Second) // tool/call is durable a moment after the answer
+			waitFor(t, "the model's first answer", func() bool { return len(srv.Requests()) == 1 }) // the session exists
+			waitLogged(t, env, id, event.EvToolCall)                                                // the intent is durable: the tool runs, held by the gate
 			p.cmd.Process.Kill()
 			p.wait(t)
-			if calls := dataOf[engine.ToolCallEvent](t, logEvents(t, env, id), engine.EvToolCall); len(calls) != 1 {
+			if calls := dataOf[event.ToolCallEvent](t, logEvents(t, env, id), event.EvToolCall); len(calls) != 1 {
 				t.Fatalf("%d tool/call events at the kill, want 1: kill the run while the tool runs", len(calls))
 			}
 			os.Remove(hold)
@@ -275,11 +321,11 @@ func TestKillDuringToolThenContinue(t *testing.T) {
 				}
 			}
 			evs := logEvents(t, env, id)
-			if _, err := engine.Fold(id, evs); err != nil {
+			if _, err := event.Fold(id, evs); err != nil {
 				t.Fatal(err)
 			}
-			calls := dataOf[engine.ToolCallEvent](t, evs, engine.EvToolCall)
-			results := dataOf[engine.ToolResult](t, evs, engine.EvToolResult)
+			calls := dataOf[event.ToolCallEvent](t, evs, event.EvToolCall)
+			results := dataOf[event.ToolResult](t, evs, event.EvToolResult)
 			if len(results) != 1 {
 				t.Fatalf("%d results, want exactly 1", len(results))
 			}
@@ -290,10 +336,10 @@ func TestKillDuringToolThenContinue(t *testing.T) {
 			} else if len(calls) != 2 || !calls[1].Rerun || results[0].Op != "slowtool" || results[0].Content != "done 1.1.1" {
 				t.Fatalf("calls %+v, result %+v: an idempotent tool runs again after the crash", calls, results[0])
 			}
-			if te := lastTurnEnd(t, env, id); te.Reason != engine.ReasonCompleted {
+			if te := lastTurnEnd(t, env, id); te.Reason != event.ReasonCompleted {
 				t.Fatalf("turn end %+v, want the turn to go on to completion", te)
 			}
-			writers := dataOf[engine.SessionWriter](t, evs, engine.EvSessionWriter)
+			writers := dataOf[event.SessionWriter](t, evs, event.EvSessionWriter)
 			if len(writers) < 2 || writers[0].ID == writers[len(writers)-1].ID {
 				t.Errorf("writers %+v, want the killed run and its successor recorded", writers)
 			}
@@ -316,7 +362,7 @@ func TestKillDuringStreamThenResume(t *testing.T) {
 	if r := exe(t, env, "resume", "ks"); r.code != exitOK || !strings.Contains(r.stdout, "The end.") {
 		t.Fatalf("resume: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if te := lastTurnEnd(t, env, "ks"); te.Reason != engine.ReasonCompleted || te.Turn != 1 {
+	if te := lastTurnEnd(t, env, "ks"); te.Reason != event.ReasonCompleted || te.Turn != 1 {
 		t.Fatalf("turn end %+v, want turn 1 completed", te)
 	}
 }
@@ -337,7 +383,7 @@ func TestCancelNamesTheRunningTurn(t *testing.T) {
 		t.Fatalf("cancel: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	p.wait(t)
-	if te := lastTurnEnd(t, env, "first"); te.Turn != 1 || te.Reason != engine.ReasonAborted {
+	if te := lastTurnEnd(t, env, "first"); te.Turn != 1 || te.Reason != event.ReasonAborted {
 		t.Fatalf("turn end %+v, want turn 1 aborted", te)
 	}
 }

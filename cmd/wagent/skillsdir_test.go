@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/wagent/wagent/app"
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 )
 
 // The default skills folder follows the data directory; WAGENT_SKILLS
@@ -50,10 +50,10 @@ func TestDefaultPipelineOffersTheDataDirectorysSkills(t *testing.T) {
 		t.Fatalf("run: %d %s", r.code, r.stderr)
 	}
 	for _, e := range events(t, home, "sk") {
-		if e.Type != engine.EvRequestHeader {
+		if e.Type != event.EvRequestHeader {
 			continue
 		}
-		var h engine.RequestHeader
+		var h event.RequestHeader
 		json.Unmarshal(e.Data, &h)
 		for _, p := range h.PromptParts {
 			if p.Op == "skills" && strings.Contains(p.Text, "changelog") {

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/wagent/wagent/app"
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/store"
 )
@@ -73,24 +73,24 @@ func turnUsages(evs []store.Event) []turnUsage {
 	model := ""
 	for _, e := range evs {
 		switch e.Type {
-		case engine.EvSessionCreated, engine.EvPipelineChanged:
+		case event.EvSessionCreated, event.EvPipelineChanged:
 			var d struct {
 				Model string `json:"model"`
 			}
 			if json.Unmarshal(e.Data, &d) == nil && d.Model != "" {
 				model = d.Model
 			}
-		case engine.EvRequestHeader:
-			var h engine.RequestHeader
+		case event.EvRequestHeader:
+			var h event.RequestHeader
 			if json.Unmarshal(e.Data, &h) == nil && h.Model != "" && h.Compaction == nil {
 				model = h.Model
 			}
-		case engine.EvTurnStart:
+		case event.EvTurnStart:
 			out = append(out, turnUsage{turn: e.Turn})
-		case engine.EvAssistantMessage, engine.EvContextCompacted:
+		case event.EvAssistantMessage, event.EvContextCompacted:
 			var d struct {
-				Usage *engine.Usage `json:"usage"`
-				Model string        `json:"model"` // a summary's
+				Usage *event.Usage `json:"usage"`
+				Model string       `json:"model"` // a summary's
 			}
 			if json.Unmarshal(e.Data, &d) != nil || d.Usage == nil {
 				continue
@@ -101,7 +101,7 @@ func turnUsages(evs []store.Event) []turnUsage {
 			}
 			t := &out[len(out)-1]
 			t.total = t.total.add(u)
-			if e.Type == engine.EvAssistantMessage {
+			if e.Type == event.EvAssistantMessage {
 				t.steps = append(t.steps, u)
 				t.models = append(t.models, model)
 				continue
@@ -163,7 +163,7 @@ func priceList(env *cliEnv) func(model string, in, out int) (float64, bool) {
 
 // sessionRow is one line of wagent sessions: id, title, status, turns,
 // tokens, last activity.
-func sessionRow(s engine.Summary, status string, now time.Time) []string {
+func sessionRow(s event.Summary, status string, now time.Time) []string {
 	return []string{s.ID, render.Compact(s.Title, 36), status, strconv.Itoa(s.Turns), shortCount(s.Usage.InputTokens + s.Usage.OutputTokens), ago(now, s.LastActivity)}
 }
 

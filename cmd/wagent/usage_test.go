@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/fakeopenai"
 )
 
@@ -104,19 +105,19 @@ func TestCompactIsRecordedAndCounted(t *testing.T) {
 	if want := "summary 500+50, 500 in + 50 out tokens, ≈ $0.600"; r.code != exitOK || !strings.Contains(r.stderr, want) {
 		t.Fatalf("run /compact: %d, want %q in its turn's line\n%s%s", r.code, want, r.stdout, r.stderr)
 	}
-	var header *engine.RequestHeader
+	var header *event.RequestHeader
 	compacted := false
 	for _, e := range events(t, env["WAGENT_HOME"], "c") {
 		switch e.Type {
-		case engine.EvRequestHeader:
-			var h engine.RequestHeader
+		case event.EvRequestHeader:
+			var h event.RequestHeader
 			if err := json.Unmarshal(e.Data, &h); err != nil {
 				t.Fatal(err)
 			}
 			if h.Compaction != nil {
 				header = &h
 			}
-		case engine.EvContextCompacted:
+		case event.EvContextCompacted:
 			compacted = true
 			if header == nil || header.Model != "m" || header.Compaction.Op != "compaction" || header.Compaction.Reason != engine.CompactCommand ||
 				len(header.PromptParts) != 1 || !strings.Contains(header.PromptParts[0].Text, "keep the greeting") {
@@ -133,11 +134,11 @@ func TestCompactIsRecordedAndCounted(t *testing.T) {
 			t.Errorf("wagent log lacks %q:\n%s", want, lg.stdout)
 		}
 	}
-	var row struct{ Usage engine.Usage }
+	var row struct{ Usage event.Usage }
 	if r := wagIn(t, env, "", "sessions", "--json"); r.code != exitOK || json.Unmarshal([]byte(r.stdout), &row) != nil {
 		t.Fatalf("sessions --json: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	if want := (engine.Usage{InputTokens: 600, OutputTokens: 60}); row.Usage != want {
+	if want := (event.Usage{InputTokens: 600, OutputTokens: 60}); row.Usage != want {
 		t.Errorf("wagent sessions says %+v; the model reported %+v for the answer and the summary", row.Usage, want)
 	}
 	if r := wagIn(t, env, "", "replay", "c"); r.code != exitOK {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/wasmhost/wasmbin"
 )
 
 // Reading a module's sections without compiling it, for ops inspect.
@@ -33,181 +34,76 @@ type producerValue struct {
 
 var errTruncated = errors.New("malformed module: a section runs past the end")
 
-type wreader struct {
-	b []byte
-	i int
-}
-
-func (r *wreader) u32() (uint32, error) {
-	var v uint32
-	for shift := 0; shift < 35; shift += 7 {
-		if r.i >= len(r.b) {
-			return 0, errTruncated
-		}
-		c := r.b[r.i]
-		r.i++
-		v |= uint32(c&0x7f) << shift
-		if c&0x80 == 0 {
-			return v, nil
-		}
+// malformed words an error of the wasm reader for inspect.
+func malformed(err error) error {
+	switch {
+	case errors.Is(err, wasmbin.ErrMagic):
+		return errors.New("not a wasm module (no \\0asm header)")
+	case errors.Is(err, wasmbin.ErrTooLong), errors.Is(err, wasmbin.ErrOverflow):
+		return errors.New("malformed module: an integer is too long")
 	}
-	return 0, errors.New("malformed module: an integer is too long")
-}
-
-func (r *wreader) bytes(n uint32) ([]byte, error) {
-	if uint64(r.i)+uint64(n) > uint64(len(r.b)) {
-		return nil, errTruncated
-	}
-	b := r.b[r.i : r.i+int(n)]
-	r.i += int(n)
-	return b, nil
-}
-
-func (r *wreader) name() (string, error) {
-	n, err := r.u32()
-	if err != nil {
-		return "", err
-	}
-	b, err := r.bytes(n)
-	return string(b), err
+	return errTruncated
 }
 
 // readWasmInfo walks the sections of a module. It reads only what it
 // shows; the host validates the module before anything runs it.
 func readWasmInfo(b []byte) (wasmInfo, error) {
 	var info wasmInfo
-	if len(b) < 8 || string(b[:4]) != "\x00asm" {
-		return info, errors.New("not a wasm module (no \\0asm header)")
-	}
-	r := &wreader{b: b, i: 8}
-	for r.i < len(b) {
-		id := b[r.i]
-		r.i++
-		size, err := r.u32()
+	for sec, err := range wasmbin.Sections(b) {
 		if err != nil {
-			return info, err
+			return info, malformed(err)
 		}
-		body, err := r.bytes(size)
-		if err != nil {
-			return info, err
-		}
-		s := &wreader{b: body}
-		switch id {
-		case 0: // custom
-			name, err := s.name()
-			if err != nil {
-				return info, err
+		r := wasmbin.NewReader(sec.Body)
+		switch sec.ID {
+		case wasmbin.IDCustom:
+			name := r.Name()
+			if r.Err() != nil {
+				return info, malformed(r.Err())
 			}
 			switch name {
 			case "producers":
-				if info.producers, err = readProducers(s); err != nil {
+				if info.producers, err = readProducers(r); err != nil {
 					return info, fmt.Errorf("producers section: %v", err)
 				}
 			case hostabi.ManifestSection:
-				info.manifest = body[s.i:]
+				info.manifest = r.Rest()
 			}
-		case 2: // imports
-			n, err := s.u32()
-			if err != nil {
-				return info, err
-			}
-			for j := uint32(0); j < n && j < 4096; j++ {
-				mod, err := s.name()
-				if err != nil {
-					return info, err
+		case wasmbin.IDImport:
+			n := r.U32()
+			for j := uint32(0); j < n && j < 4096 && r.Err() == nil; j++ {
+				imp := r.Import()
+				if errors.Is(r.Err(), wasmbin.ErrImportKind) {
+					return info, fmt.Errorf("malformed module: import kind %d", imp.Kind)
 				}
-				fn, err := s.name()
-				if err != nil {
-					return info, err
-				}
-				info.imports = append(info.imports, mod+"."+fn)
-				if err := skipImportDesc(s); err != nil {
-					return info, err
-				}
+				info.imports = append(info.imports, imp.Module+"."+imp.Name)
 			}
-		case 5: // memory
-			n, err := s.u32()
-			if err == nil && n > 0 {
-				if _, err = s.u32(); err == nil { // flags
-					info.memMin, err = s.u32()
-				}
+		case wasmbin.IDMemory:
+			if n := r.U32(); n > 0 {
+				r.U32() // flags
+				info.memMin = r.U32()
 			}
-			if err != nil {
-				return info, err
-			}
+		}
+		if r.Err() != nil {
+			return info, malformed(r.Err())
 		}
 	}
 	return info, nil
 }
 
-func skipImportDesc(s *wreader) error {
-	if s.i >= len(s.b) {
-		return errTruncated
-	}
-	kind := s.b[s.i]
-	s.i++
-	switch kind {
-	case 0: // a function: its type index
-		_, err := s.u32()
-		return err
-	case 1: // a table: reftype, limits
-		s.i++
-		return skipLimits(s)
-	case 2: // a memory
-		return skipLimits(s)
-	case 3: // a global: valtype, mutability
-		s.i += 2
-		return nil
-	case 4: // a tag
-		s.i++
-		_, err := s.u32()
-		return err
-	}
-	return fmt.Errorf("malformed module: import kind %d", kind)
-}
-
-func skipLimits(s *wreader) error {
-	flags, err := s.u32()
-	if err != nil {
-		return err
-	}
-	if _, err := s.u32(); err != nil {
-		return err
-	}
-	if flags&1 != 0 {
-		_, err = s.u32()
-	}
-	return err
-}
-
-func readProducers(s *wreader) ([]producerField, error) {
-	n, err := s.u32()
-	if err != nil {
-		return nil, err
-	}
+func readProducers(r *wasmbin.Reader) ([]producerField, error) {
+	n := r.U32()
 	var out []producerField
-	for i := uint32(0); i < n && i < 64; i++ {
-		field, err := s.name()
-		if err != nil {
-			return nil, err
-		}
-		m, err := s.u32()
-		if err != nil {
-			return nil, err
-		}
-		f := producerField{Field: field}
-		for j := uint32(0); j < m && j < 64; j++ {
-			name, err := s.name()
-			if err != nil {
-				return nil, err
-			}
-			version, err := s.name()
-			if err != nil {
-				return nil, err
-			}
+	for i := uint32(0); i < n && i < 64 && r.Err() == nil; i++ {
+		f := producerField{Field: r.Name()}
+		m := r.U32()
+		for j := uint32(0); j < m && j < 64 && r.Err() == nil; j++ {
+			name, version := r.Name(), r.Name()
 			f.Values = append(f.Values, producerValue{name, version})
 		}
 		out = append(out, f)
+	}
+	if r.Err() != nil {
+		return nil, malformed(r.Err())
 	}
 	return out, nil
 }

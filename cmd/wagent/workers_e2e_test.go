@@ -27,7 +27,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/wagent/wagent/app"
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/fakeopenai"
 	"github.com/wagent/wagent/server"
@@ -362,7 +362,7 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 				t.Errorf("%s: seq %d was read as %.120q during the run and is %.120q now", key, seq, was, final[seq])
 			}
 		}
-		if _, err := engine.Fold(key, evs); err != nil {
+		if _, err := event.Fold(key, evs); err != nil {
 			t.Errorf("%s: %v", key, err)
 			continue
 		}
@@ -377,7 +377,7 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 			takeovers++
 		}
 		checkRecorded(t, key, evs, rec, &unknown, &reruns)
-		if te := dataOf[engine.TurnEnd](t, evs, engine.EvTurnEnd); len(te) != 1 || te[0].Reason != engine.ReasonCompleted {
+		if te := dataOf[event.TurnEnd](t, evs, event.EvTurnEnd); len(te) != 1 || te[0].Reason != event.ReasonCompleted {
 			t.Errorf("%s: turn ends %+v, want one completed", key, te)
 		}
 	}
@@ -391,7 +391,7 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 		// the log is killed, and another finishes the session.
 		t.Logf("%v: no session changed hands under the schedule; killing the worker that drives hold-0000", since())
 		createAcknowledged(t, o.client, "hold-0000", settings, &retried)
-		awaitEvent(t, o.client, "hold-0000", engine.EvToolCall)
+		awaitEvent(t, o.client, "hold-0000", event.EvToolCall)
 		evs, err := lg.Read(ctx, "hold-0000", 1, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -407,7 +407,7 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 		t.Logf("%v: SIGKILL worker %s, which drives hold-0000", since(), name)
 		close(rec.hold)
 		startWorker(slot)
-		awaitEvent(t, o.client, "hold-0000", engine.EvTurnEnd)
+		awaitEvent(t, o.client, "hold-0000", event.EvTurnEnd)
 		if evs, err = lg.Read(ctx, "hold-0000", 1, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -670,11 +670,11 @@ func (c *natsProcesses) restart(t *testing.T, i int) {
 // did not run (or whose run was cut off) says its outcome is unknown.
 func checkRecorded(t *testing.T, key string, evs []store.Event, rec *recorder, unknown, reruns *int) {
 	t.Helper()
-	results := map[string][]engine.ToolResult{}
-	for _, r := range dataOf[engine.ToolResult](t, evs, engine.EvToolResult) {
+	results := map[string][]event.ToolResult{}
+	for _, r := range dataOf[event.ToolResult](t, evs, event.EvToolResult) {
 		results[r.CallID] = append(results[r.CallID], r)
 	}
-	for _, c := range dataOf[engine.ToolCallEvent](t, evs, engine.EvToolCall) {
+	for _, c := range dataOf[event.ToolCallEvent](t, evs, event.EvToolCall) {
 		if c.Rerun {
 			*reruns++
 		}

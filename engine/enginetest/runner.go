@@ -12,6 +12,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -165,7 +166,7 @@ func (e *Env) writer() string {
 // Create makes the session.
 func (e *Env) Create(t testing.TB) {
 	t.Helper()
-	if err := engine.Create(context.Background(), e.Log, e.Session, engine.SessionCreated{Model: "test-model", CreatedBy: "test"}, Epoch); err != nil {
+	if err := engine.Create(context.Background(), e.Log, e.Session, event.SessionCreated{Model: "test-model", CreatedBy: "test"}, Epoch); err != nil {
 		t.Fatalf("create: %v", err)
 	}
 }
@@ -173,7 +174,7 @@ func (e *Env) Create(t testing.TB) {
 // Send enqueues a next-turn message through a fresh machine.
 func (e *Env) Send(t testing.TB, text string) {
 	t.Helper()
-	if _, err := e.Open(t).Enqueue(context.Background(), engine.ListNextTurn, hostabi.InputMessage{Content: text}); err != nil {
+	if _, err := e.Open(t).Enqueue(context.Background(), event.ListNextTurn, hostabi.InputMessage{Content: text}); err != nil {
 		t.Fatalf("send: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/provider"
 	"github.com/wagent/wagent/engine/replay"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	wpipeline "github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/store"
@@ -51,24 +52,24 @@ func BenchmarkReplayThousandTurns(b *testing.B) {
 	}
 	defer rt.Close(ctx)
 	spec := builtins.DefaultPipeline("")
-	build := func(engine.SessionCreated) (*engine.Pipeline, error) {
+	build := func(event.SessionCreated) (*engine.Pipeline, error) {
 		l, err := spec.Build(ctx, wpipeline.Options{Runtime: rt, Builtins: builtins.Bundle()})
 		if err != nil {
 			return nil, err
 		}
 		return l.Pipeline, nil
 	}
-	build(engine.SessionCreated{}) // compile outside the measurement
+	build(event.SessionCreated{}) // compile outside the measurement
 	var recorded, replayed, recCPU, repCPU time.Duration
 	var recTransitions, repTransitions int
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		log := store.NewMemory()
-		if err := engine.Create(ctx, log, "long", engine.SessionCreated{Model: "test-model"}, time.Now()); err != nil {
+		if err := engine.Create(ctx, log, "long", event.SessionCreated{Model: "test-model"}, time.Now()); err != nil {
 			b.Fatal(err)
 		}
-		p, err := build(engine.SessionCreated{})
+		p, err := build(event.SessionCreated{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -80,7 +81,7 @@ func BenchmarkReplayThousandTurns(b *testing.B) {
 		start, cpu := time.Now(), cpuTime()
 		n := 0
 		for turn := 0; turn < turns; turn++ {
-			if _, err := m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{Content: fmt.Sprintf("question %d", turn)}); err != nil {
+			if _, err := m.Enqueue(ctx, event.ListNextTurn, hostabi.InputMessage{Content: fmt.Sprintf("question %d", turn)}); err != nil {
 				b.Fatal(err)
 			}
 			for {

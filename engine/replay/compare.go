@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -34,12 +34,12 @@ type decision struct {
 // step) and a turn's end.
 func lightly(e store.Event) (decision, bool) {
 	switch e.Type {
-	case engine.EvRequestHeader:
-		if engine.IsSummaryHeader(e) {
+	case event.EvRequestHeader:
+		if event.IsSummaryHeader(e) {
 			return decision{}, false
 		}
 		return decision{key: fmt.Sprintf("header %d.%d", e.Turn, e.Step), hook: string(hostabi.HookContribute), e: e, light: true}, true
-	case engine.EvTurnEnd:
+	case event.EvTurnEnd:
 		return decision{key: fmt.Sprintf("end %d", e.Turn), e: e, light: true}, true
 	}
 	return decision{}, false
@@ -72,38 +72,38 @@ func describe(e store.Event, id func(string) string) (d decision, ok bool) {
 	d.e = e
 	at := fmt.Sprintf("%d.%d", e.Turn, e.Step)
 	switch e.Type {
-	case engine.EvRequestHeader:
-		var x engine.RequestHeader
+	case event.EvRequestHeader:
+		var x event.RequestHeader
 		json.Unmarshal(e.Data, &x)
 		if x.Compaction != nil {
 			return d, false
 		}
 		d.key, d.what, d.hook, d.data = "header "+at, fmt.Sprintf("request/header of turn %d step %d", e.Turn, e.Step), string(hostabi.HookContribute), x
-	case engine.EvApprovalRequest:
-		var x engine.ApprovalRequest
+	case event.EvApprovalRequest:
+		var x event.ApprovalRequest
 		json.Unmarshal(e.Data, &x)
 		ids := slices.Clone(x.CallIDs)
 		sort.Strings(ids)
 		d.key, d.what, d.hook, d.op, d.data = "ask "+at+" "+x.Op+" "+strings.Join(ids, ","), fmt.Sprintf("approval/request by %s for %s", x.Op, strings.Join(ids, ", ")), string(hostabi.HookTool), x.Op, x
-	case engine.EvApprovalDecision:
-		var x engine.ApprovalDecision
+	case event.EvApprovalDecision:
+		var x event.ApprovalDecision
 		json.Unmarshal(e.Data, &x)
 		d.key, d.what, d.hook, d.op, d.data = "decide "+x.CallID+" "+x.Guard, fmt.Sprintf("approval/decision of call %s for %s", x.CallID, x.Guard), string(hostabi.HookTool), x.Guard, x
-	case engine.EvToolCall:
-		var x engine.ToolCallEvent
+	case event.EvToolCall:
+		var x event.ToolCallEvent
 		json.Unmarshal(e.Data, &x)
 		x.Writer = "" // the incarnation is not a decision
 		d.key, d.what, d.hook, d.op, d.data = "call "+x.CallID, fmt.Sprintf("tool/call of call %s (%s)", x.CallID, x.Name), string(hostabi.HookTool), x.Op, x
-	case engine.EvToolResult:
-		var x engine.ToolResult
+	case event.EvToolResult:
+		var x event.ToolResult
 		json.Unmarshal(e.Data, &x)
 		d.key, d.what, d.hook, d.op, d.data = "result "+x.CallID, fmt.Sprintf("tool/result of call %s (%s)", x.CallID, x.Name), string(hostabi.HookTool), x.Op, x
-	case engine.EvRetryScheduled:
-		var x engine.RetryScheduled
+	case event.EvRetryScheduled:
+		var x event.RetryScheduled
 		json.Unmarshal(e.Data, &x)
 		d.key, d.what, d.hook, d.op, d.data = fmt.Sprintf("retry %s %d", at, x.Attempt), fmt.Sprintf("retry/scheduled %d of turn %d step %d", x.Attempt, e.Turn, e.Step), string(hostabi.HookRequestError), x.Op, x
-	case engine.EvInboxSpliced:
-		var x engine.InboxSpliced
+	case event.EvInboxSpliced:
+		var x event.InboxSpliced
 		json.Unmarshal(e.Data, &x)
 		if len(x.Inserted) == 0 {
 			return d, false // a claim
@@ -113,16 +113,16 @@ func describe(e store.Event, id func(string) string) (d decision, ok bool) {
 			steer = append(steer, m.Content)
 		}
 		d.key, d.what, d.hook, d.data = "steer "+at, fmt.Sprintf("steering of turn %d at step %d", e.Turn, e.Step), string(hostabi.HookTurnStopping), steer
-	case engine.EvUserMessage:
-		var x engine.UserMessage
+	case event.EvUserMessage:
+		var x event.UserMessage
 		json.Unmarshal(e.Data, &x)
 		x.ID = id(x.ID)
 		d.key, d.what, d.hook, d.data = "user "+x.ID, "user/message "+x.ID, string(hostabi.HookPrompt), x
 		if x.Command != "" {
 			d.hook = string(hostabi.HookCommand)
 		}
-	case engine.EvTurnEnd:
-		var x engine.TurnEnd
+	case event.EvTurnEnd:
+		var x event.TurnEnd
 		json.Unmarshal(e.Data, &x)
 		d.key, d.what, d.data = fmt.Sprintf("end %d", x.Turn), fmt.Sprintf("turn/end of turn %d", x.Turn), x
 		switch {
@@ -131,26 +131,26 @@ func describe(e store.Event, id func(string) string) (d decision, ok bool) {
 			if x.Cause.Hook == string(hostabi.HookContribute) {
 				d.op = x.Cause.Reason
 			}
-		case x.Reason == engine.ReasonError:
+		case x.Reason == event.ReasonError:
 			d.hook = string(hostabi.HookRequestError)
 		default:
 			d.hook = string(hostabi.HookTurnStopping)
 		}
-	case engine.EvOpFault:
-		var x engine.OpFault
+	case event.EvOpFault:
+		var x event.OpFault
 		json.Unmarshal(e.Data, &x)
 		d.key, d.what, d.hook, d.op, d.data = "fault "+at+" "+x.Op+" "+x.Hook, fmt.Sprintf("op/fault of %s at %s", x.Op, x.Hook), x.Hook, x.Op, x
-	case engine.EvOpNote:
-		var x engine.OpNote
+	case event.EvOpNote:
+		var x event.OpNote
 		json.Unmarshal(e.Data, &x)
 		d.key, d.what, d.op, d.data = "note "+at+" "+x.Op+" "+x.Key, fmt.Sprintf("op/note %s of %s", x.Key, x.Op), x.Op, x
-	case engine.EvContextCompacted:
-		var x engine.ContextCompacted
+	case event.EvContextCompacted:
+		var x event.ContextCompacted
 		json.Unmarshal(e.Data, &x)
 		x.ThroughSeq = 0 // a seq of the log it is in
 		d.key, d.what, d.hook, d.op, d.data = "compact "+at, fmt.Sprintf("context/compacted in turn %d", e.Turn), string(hostabi.HookCompact), x.Op, x
-	case engine.EvCommandReply:
-		var x engine.CommandReply
+	case event.EvCommandReply:
+		var x event.CommandReply
 		json.Unmarshal(e.Data, &x)
 		d.key, d.what, d.hook, d.op, d.data = fmt.Sprintf("reply %d %s", e.Turn, x.Command), "command/reply to /"+x.Command, string(hostabi.HookCommand), x.Op, x
 	default:
@@ -182,7 +182,7 @@ func list(evs []store.Event, keep func(e store.Event) ([2]int, bool), id func(st
 			notes = nil
 			continue
 		}
-		if e.Type == engine.EvOpNote {
+		if e.Type == event.EvOpNote {
 			notes = append(notes, "")
 		} else {
 			for i := len(order) - len(notes); i < len(order); i++ {

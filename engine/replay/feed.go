@@ -7,6 +7,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 )
 
@@ -176,7 +177,7 @@ func (r *run) recordedOffer(op string) []hostabi.Effect {
 	return out
 }
 
-func summarize(d engine.ToolResult) string {
+func summarize(d event.ToolResult) string {
 	s := d.Content
 	if len(s) > 80 {
 		s = s[:80] + "…"

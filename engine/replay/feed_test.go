@@ -12,6 +12,7 @@ import (
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
 	"github.com/wagent/wagent/engine/replay"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -94,7 +95,7 @@ func TestReplayCancellations(t *testing.T) {
 	<-shown
 	cancel()
 	<-done
-	if err := m.Abort(ctx, engine.Cause{Kind: engine.CauseUser, Reason: "stop"}, false); err != nil {
+	if err := m.Abort(ctx, event.Cause{Kind: event.CauseUser, Reason: "stop"}, false); err != nil {
 		t.Fatal(err)
 	}
 	// A wait for a person, cancelled.
@@ -105,12 +106,12 @@ func TestReplayCancellations(t *testing.T) {
 	if o := env.RunContinuous(t); o != engine.Waiting {
 		t.Fatalf("%v, want waiting", o)
 	}
-	if err := env.Open(t).Abort(ctx, engine.Cause{Kind: engine.CauseUser, Reason: "never mind"}, false); err != nil {
+	if err := env.Open(t).Abort(ctx, event.Cause{Kind: event.CauseUser, Reason: "never mind"}, false); err != nil {
 		t.Fatal(err)
 	}
 	evs := env.Events(t)
-	st, _ := engine.Fold("s", evs)
-	if st.Turn != 3 || st.TurnOpen || st.LastEnd.Reason != engine.ReasonAborted {
+	st, _ := event.Fold("s", evs)
+	if st.Turn != 3 || st.TurnOpen || st.LastEnd.Reason != event.ReasonAborted {
 		t.Fatalf("recorded %d turns, open %v, last end %+v", st.Turn, st.TurnOpen, st.LastEnd)
 	}
 	kept := false
@@ -190,7 +191,7 @@ func TestReplayCompaction(t *testing.T) {
 		env.RunContinuous(t)
 	}
 	evs := env.Events(t)
-	if n := countType(evs, engine.EvContextCompacted); n == 0 {
+	if n := countType(evs, event.EvContextCompacted); n == 0 {
 		t.Fatal("the recording has no compaction")
 	}
 	unchanged(t, mustRun(t, replay.Options{Session: "s", Events: evs, Pipeline: pipeline(compactor(350))}))
@@ -237,7 +238,7 @@ func TestReplaySummaryHeaders(t *testing.T) {
 	for i, p := range []string{"one", "two", "three", "four"} {
 		// Ids of the sender's, not made from seqs: the log without the
 		// headers below is renumbered.
-		if _, err := env.Open(t).Enqueue(context.Background(), engine.ListNextTurn, hostabi.InputMessage{ID: fmt.Sprintf("p%d", i), Content: p}); err != nil {
+		if _, err := env.Open(t).Enqueue(context.Background(), event.ListNextTurn, hostabi.InputMessage{ID: fmt.Sprintf("p%d", i), Content: p}); err != nil {
 			t.Fatal(err)
 		}
 		env.RunContinuous(t)
@@ -247,7 +248,7 @@ func TestReplaySummaryHeaders(t *testing.T) {
 	renumbered := map[uint64]uint64{}
 	inStep := 0
 	for _, e := range evs {
-		if engine.IsSummaryHeader(e) {
+		if event.IsSummaryHeader(e) {
 			if e.Step > 0 {
 				inStep++
 			}
@@ -255,19 +256,19 @@ func TestReplaySummaryHeaders(t *testing.T) {
 		}
 		renumbered[e.Seq] = uint64(len(old) + 1)
 		e.Seq = uint64(len(old) + 1)
-		if e.Type == engine.EvContextCompacted {
-			var d engine.ContextCompacted
+		if e.Type == event.EvContextCompacted {
+			var d event.ContextCompacted
 			json.Unmarshal(e.Data, &d)
 			d.ThroughSeq = renumbered[d.ThroughSeq]
 			e.Data, _ = json.Marshal(d)
 		}
 		old = append(old, e)
 	}
-	if inStep == 0 || countType(evs, engine.EvContextCompacted) == 0 {
-		t.Fatalf("the recording has %d compactions, %d of them with a summary header inside a step", countType(evs, engine.EvContextCompacted), inStep)
+	if inStep == 0 || countType(evs, event.EvContextCompacted) == 0 {
+		t.Fatalf("the recording has %d compactions, %d of them with a summary header inside a step", countType(evs, event.EvContextCompacted), inStep)
 	}
 	unchanged(t, mustRun(t, replay.Options{Session: "s", Events: evs, Pipeline: pipeline(files, compactor)}))
-	if _, err := engine.Fold("s", old); err != nil {
+	if _, err := event.Fold("s", old); err != nil {
 		t.Fatalf("a log without summary headers: %v", err)
 	}
 	unchanged(t, mustRun(t, replay.Options{Session: "s", Events: old, Pipeline: pipeline(files, compactor)}))
@@ -316,14 +317,14 @@ func TestReplayRewrittenPrompt(t *testing.T) {
 // fork point.
 func TestReplaySettingsAndForks(t *testing.T) {
 	ctx := context.Background()
-	ops := func(set engine.SessionCreated) []engine.Operation {
+	ops := func(set event.SessionCreated) []engine.Operation {
 		if set.Pipeline == "strict" {
 			return []engine.Operation{et.Approver([]string{"calc_add", "calc_multiply", "calc_total"}, nil), et.Calculator()}
 		}
 		return []engine.Operation{et.Calculator()}
 	}
 	log := store.NewMemory()
-	var set engine.SessionCreated
+	var set event.SessionCreated
 	env := &et.Env{Log: log, Session: "s", Provider: &et.Scripted{Answer: func(req *provider.Request) et.Reply {
 		if req.Attempt == 1 && req.Messages[len(req.Messages)-1].Role == "user" {
 			return et.Reply{Calls: []hostabi.ToolCall{et.Call(callID(len(req.Messages)), "calc_add", `{"value":1}`)}}
@@ -334,7 +335,7 @@ func TestReplaySettingsAndForks(t *testing.T) {
 	env.Send(t, "one")
 	env.RunContinuous(t)
 	set.Pipeline = "strict"
-	if err := env.Open(t).ChangePipeline(ctx, engine.PipelineChanged{Pipeline: "strict", Model: "test-model"}); err != nil {
+	if err := env.Open(t).ChangePipeline(ctx, event.PipelineChanged{Pipeline: "strict", Model: "test-model"}); err != nil {
 		t.Fatal(err)
 	}
 	env.Writer = "another process" // so the replay's log (one writer) is shorter
@@ -342,7 +343,7 @@ func TestReplaySettingsAndForks(t *testing.T) {
 	env.RunContinuous(t)
 	evs := env.Events(t)
 	var asked []string
-	p := func(s engine.SessionCreated) (*engine.Pipeline, error) {
+	p := func(s event.SessionCreated) (*engine.Pipeline, error) {
 		asked = append(asked, s.Pipeline)
 		return engine.NewPipeline(ops(s)...)
 	}

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -47,17 +47,17 @@ type stepKey struct{ turn, step int }
 // answer is one recorded inference outcome of a step: a message or a
 // failed attempt.
 type answer struct {
-	msg  *engine.AssistantMessage
+	msg  *event.AssistantMessage
 	fail *hostabi.Failure
 }
 
 // run is what the recording says of one call's run by its owner.
 type ran struct {
-	result  engine.ToolResult
+	result  event.ToolResult
 	seq     uint64
-	started bool            // a tool/call came before the result
-	notes   []engine.OpNote // the owner's notes with the result
-	fault   *engine.OpFault // the owner's fault while running it
+	started bool           // a tool/call came before the result
+	notes   []event.OpNote // the owner's notes with the result
+	fault   *event.OpFault // the owner's fault while running it
 }
 
 // group is a run of events appended from outside (input or an abort),
@@ -87,7 +87,7 @@ type recording struct {
 	groups []group
 
 	answers   map[stepKey][]answer
-	summaries map[stepKey][]engine.ContextCompacted
+	summaries map[stepKey][]event.ContextCompacted
 	headers   map[stepKey]int // index of each step's request header
 	steers    map[stepKey][]hostabi.InputMessage
 	// Runs, results and persons' decisions are found by the call's step
@@ -95,11 +95,11 @@ type recording struct {
 	// step or turn to the next.
 	runs     map[callKey]*ran
 	results  map[callKey]store.Event
-	persons  map[callKey]engine.ApprovalDecision
+	persons  map[callKey]event.ApprovalDecision
 	users    map[string]store.Event
 	turnMsgs map[int]int
 	turnEnds map[int]uint64
-	final    *engine.State
+	final    *event.State
 }
 
 // isBoundary reports whether a machine event is one of the moves input
@@ -107,7 +107,7 @@ type recording struct {
 // steer.
 func isBoundary(typ string) bool {
 	switch typ {
-	case engine.EvTurnStart, engine.EvTurnEnd, engine.EvStepStart, engine.EvStepEnd, engine.EvUserMessage, engine.EvInboxSpliced:
+	case event.EvTurnStart, event.EvTurnEnd, event.EvStepStart, event.EvStepEnd, event.EvUserMessage, event.EvInboxSpliced:
 		return true
 	}
 	return false
@@ -116,13 +116,13 @@ func isBoundary(typ string) bool {
 // isMessage reports whether an event adds to the conversation.
 func isMessage(e store.Event) bool {
 	switch e.Type {
-	case engine.EvAssistantMessage, engine.EvToolResult:
+	case event.EvAssistantMessage, event.EvToolResult:
 		return true
-	case engine.EvUserMessage:
+	case event.EvUserMessage:
 		if !bytes.Contains(e.Data, []byte(`"command"`)) {
 			return true // the common case, without decoding
 		}
-		var d engine.UserMessage
+		var d event.UserMessage
 		json.Unmarshal(e.Data, &d)
 		return d.Command == ""
 	}
@@ -140,13 +140,13 @@ type callKey struct {
 func read(session string, evs []store.Event, start int) (*recording, error) {
 	r := &recording{session: session, evs: evs, start: start,
 		origin: make([]origin, len(evs)), bc: make([]int, len(evs)), off: make([]int, len(evs)), move: make([]moveKey, len(evs)),
-		answers: map[stepKey][]answer{}, summaries: map[stepKey][]engine.ContextCompacted{},
+		answers: map[stepKey][]answer{}, summaries: map[stepKey][]event.ContextCompacted{},
 		headers: map[stepKey]int{}, steers: map[stepKey][]hostabi.InputMessage{},
-		runs: map[callKey]*ran{}, results: map[callKey]store.Event{}, persons: map[callKey]engine.ApprovalDecision{},
+		runs: map[callKey]*ran{}, results: map[callKey]store.Event{}, persons: map[callKey]event.ApprovalDecision{},
 		users: map[string]store.Event{}, turnMsgs: map[int]int{}, turnEnds: map[int]uint64{}}
 	r.classify()
 
-	st := engine.NewState(session)
+	st := event.NewState(session)
 	var running *ran
 	var runningID callKey
 	bc, off := 0, 0
@@ -177,12 +177,12 @@ func read(session string, evs []store.Event, start int) (*recording, error) {
 		}
 		key := stepKey{e.Turn, e.Step}
 		switch e.Type {
-		case engine.EvUserMessage:
-			var d engine.UserMessage
+		case event.EvUserMessage:
+			var d event.UserMessage
 			json.Unmarshal(e.Data, &d)
 			r.users[d.ID] = e
-		case engine.EvToolResult:
-			var d engine.ToolResult
+		case event.EvToolResult:
+			var d event.ToolResult
 			json.Unmarshal(e.Data, &d)
 			k := callKey{e.Turn, e.Step, d.CallID}
 			r.results[k] = e
@@ -193,14 +193,14 @@ func read(session string, evs []store.Event, start int) (*recording, error) {
 			} else if r.runs[k] == nil {
 				r.runs[k] = &ran{result: d, seq: e.Seq}
 			}
-		case engine.EvTurnEnd:
-			var d engine.TurnEnd
+		case event.EvTurnEnd:
+			var d event.TurnEnd
 			json.Unmarshal(e.Data, &d)
 			r.turnEnds[d.Turn] = e.Seq
 		}
 		if o == byPerson {
-			var d engine.ApprovalDecision
-			if e.Type == engine.EvApprovalDecision && json.Unmarshal(e.Data, &d) == nil {
+			var d event.ApprovalDecision
+			if e.Type == event.EvApprovalDecision && json.Unmarshal(e.Data, &d) == nil {
 				k := callKey{e.Turn, e.Step, d.CallID}
 				if _, ok := r.persons[k]; !ok {
 					r.persons[k] = d
@@ -208,22 +208,22 @@ func read(session string, evs []store.Event, start int) (*recording, error) {
 			}
 			continue
 		}
-		if o == skipped && e.Type != engine.EvToolCall {
+		if o == skipped && e.Type != event.EvToolCall {
 			continue
 		}
 		switch e.Type {
-		case engine.EvToolCall:
-			var d engine.ToolCallEvent
+		case event.EvToolCall:
+			var d event.ToolCallEvent
 			json.Unmarshal(e.Data, &d)
-			running, runningID = &ran{started: true, result: engine.ToolResult{Op: d.Op}}, callKey{e.Turn, e.Step, d.CallID}
-		case engine.EvOpNote:
-			var d engine.OpNote
+			running, runningID = &ran{started: true, result: event.ToolResult{Op: d.Op}}, callKey{e.Turn, e.Step, d.CallID}
+		case event.EvOpNote:
+			var d event.OpNote
 			json.Unmarshal(e.Data, &d)
 			if running != nil && d.Op == running.result.Op {
 				running.notes = append(running.notes, d)
 			}
-		case engine.EvOpFault:
-			var d engine.OpFault
+		case event.EvOpFault:
+			var d event.OpFault
 			json.Unmarshal(e.Data, &d)
 			if running != nil && d.Op == running.result.Op {
 				running.fault = &d
@@ -233,24 +233,24 @@ func read(session string, evs []store.Event, start int) (*recording, error) {
 			continue
 		}
 		switch e.Type {
-		case engine.EvAssistantMessage:
-			var d engine.AssistantMessage
+		case event.EvAssistantMessage:
+			var d event.AssistantMessage
 			json.Unmarshal(e.Data, &d)
 			r.answers[key] = append(r.answers[key], answer{msg: &d})
-		case engine.EvAssistantAttempt:
-			var d engine.AssistantAttempt
+		case event.EvAssistantAttempt:
+			var d event.AssistantAttempt
 			json.Unmarshal(e.Data, &d)
 			r.answers[key] = append(r.answers[key], answer{fail: &d.Failure})
-		case engine.EvContextCompacted:
-			var d engine.ContextCompacted
+		case event.EvContextCompacted:
+			var d event.ContextCompacted
 			json.Unmarshal(e.Data, &d)
 			r.summaries[key] = append(r.summaries[key], d)
-		case engine.EvRequestHeader:
-			if !engine.IsSummaryHeader(e) {
+		case event.EvRequestHeader:
+			if !event.IsSummaryHeader(e) {
 				r.headers[key] = i // decoded when a tool source asks (header)
 			}
-		case engine.EvInboxSpliced:
-			var d engine.InboxSpliced
+		case event.EvInboxSpliced:
+			var d event.InboxSpliced
 			json.Unmarshal(e.Data, &d)
 			if len(d.Inserted) > 0 {
 				r.steers[key] = append(r.steers[key], d.Inserted...)
@@ -280,23 +280,23 @@ func (r *recording) classify() {
 	evs := r.evs
 	for i, e := range evs {
 		switch e.Type {
-		case engine.EvSessionCreated, engine.EvSessionWriter, engine.EvSessionRecovered:
+		case event.EvSessionCreated, event.EvSessionWriter, event.EvSessionRecovered:
 			r.origin[i] = skipped
-		case engine.EvPipelineChanged, engine.EvSessionForked:
+		case event.EvPipelineChanged, event.EvSessionForked:
 			r.origin[i] = byInput
-		case engine.EvToolCall:
-			var d engine.ToolCallEvent
+		case event.EvToolCall:
+			var d event.ToolCallEvent
 			if json.Unmarshal(e.Data, &d) == nil && d.Rerun {
 				r.origin[i] = skipped
 			}
-		case engine.EvInboxSpliced:
-			var d engine.InboxSpliced
+		case event.EvInboxSpliced:
+			var d event.InboxSpliced
 			json.Unmarshal(e.Data, &d)
-			if !(d.Removed > 0 && d.Outcome == engine.OutcomeClaimed) && !steering(d.Inserted) {
+			if !(d.Removed > 0 && d.Outcome == event.OutcomeClaimed) && !steering(d.Inserted) {
 				r.origin[i] = byInput
 			}
-		case engine.EvApprovalDecision:
-			var d engine.ApprovalDecision
+		case event.EvApprovalDecision:
+			var d event.ApprovalDecision
 			json.Unmarshal(e.Data, &d)
 			if strings.HasPrefix(d.Who, "op:") || d.Who == "host" {
 				continue
@@ -308,20 +308,20 @@ func (r *recording) classify() {
 				}
 				r.origin[j] = byPerson
 			}
-		case engine.EvTurnEnd:
-			var d engine.TurnEnd
+		case event.EvTurnEnd:
+			var d event.TurnEnd
 			json.Unmarshal(e.Data, &d)
-			if d.Reason != engine.ReasonAborted {
+			if d.Reason != event.ReasonAborted {
 				continue
 			}
 			r.origin[i] = byAbort
 			for j := i - 1; j >= 0 && evs[j].Time.Equal(e.Time) && (r.origin[j] == byMachine || r.origin[j] == byInput) && closing(evs[j]); j-- {
 				r.origin[j] = byAbort
 			}
-			for j := i + 1; j < len(evs) && evs[j].Type == engine.EvInboxSpliced && evs[j].Time.Equal(e.Time); j++ {
-				var s engine.InboxSpliced
+			for j := i + 1; j < len(evs) && evs[j].Type == event.EvInboxSpliced && evs[j].Time.Equal(e.Time); j++ {
+				var s event.InboxSpliced
 				json.Unmarshal(evs[j].Data, &s)
-				if s.Outcome != engine.OutcomeCanceled {
+				if s.Outcome != event.OutcomeCanceled {
 					break
 				}
 				r.origin[j] = byAbort
@@ -347,18 +347,18 @@ func steering(in []hostabi.InputMessage) bool {
 // personsToo reports whether e is appended with a person's decision d:
 // the same call's decision for another guard, its denial's result, the
 // "always" note.
-func personsToo(e store.Event, d engine.ApprovalDecision) bool {
+func personsToo(e store.Event, d event.ApprovalDecision) bool {
 	switch e.Type {
-	case engine.EvApprovalDecision:
-		var x engine.ApprovalDecision
+	case event.EvApprovalDecision:
+		var x event.ApprovalDecision
 		json.Unmarshal(e.Data, &x)
 		return x.CallID == d.CallID && x.Who == d.Who
-	case engine.EvToolResult:
-		var x engine.ToolResult
+	case event.EvToolResult:
+		var x event.ToolResult
 		json.Unmarshal(e.Data, &x)
 		return !d.Allow && x.CallID == d.CallID && x.Op == "host" && x.Code == hostabi.CodeDenied
-	case engine.EvOpNote:
-		var x engine.OpNote
+	case event.EvOpNote:
+		var x event.OpNote
 		json.Unmarshal(e.Data, &x)
 		return d.Scope == hostabi.ScopeAlways && strings.HasPrefix(x.Key, hostabi.AlwaysNotePrefix)
 	}
@@ -369,13 +369,13 @@ func personsToo(e store.Event, d engine.ApprovalDecision) bool {
 // before its turn/end.
 func closing(e store.Event) bool {
 	switch e.Type {
-	case engine.EvStepEnd:
-		var d engine.StepEnd
+	case event.EvStepEnd:
+		var d event.StepEnd
 		json.Unmarshal(e.Data, &d)
-		return d.Outcome == engine.ReasonAborted
-	case engine.EvToolResult:
+		return d.Outcome == event.ReasonAborted
+	case event.EvToolResult:
 		// What Abort answers an open call with.
-		var d engine.ToolResult
+		var d event.ToolResult
 		json.Unmarshal(e.Data, &d)
 		switch d.Code {
 		case hostabi.CodeNotStarted, hostabi.CodeInterrupted:
@@ -386,12 +386,12 @@ func closing(e store.Event) bool {
 			return d.Op == "host" && d.Content == "the call was denied"
 		}
 		return false
-	case engine.EvInboxSpliced:
-		var d engine.InboxSpliced
+	case event.EvInboxSpliced:
+		var d event.InboxSpliced
 		json.Unmarshal(e.Data, &d)
 		return d.Removed == 0 && len(d.Inserted) > 0
-	case engine.EvAssistantMessage:
-		var d engine.AssistantMessage
+	case event.EvAssistantMessage:
+		var d event.AssistantMessage
 		json.Unmarshal(e.Data, &d)
 		return d.Interrupted
 	}
@@ -400,10 +400,10 @@ func closing(e store.Event) bool {
 
 // nextHeader is the first request header the machine recorded from index
 // i on, for the model and token limit the replay asks with.
-func (r *recording) nextHeader(i int) *engine.RequestHeader {
+func (r *recording) nextHeader(i int) *event.RequestHeader {
 	for ; i < len(r.evs); i++ {
-		if r.evs[i].Type == engine.EvRequestHeader && r.origin[i] == byMachine {
-			var d engine.RequestHeader
+		if r.evs[i].Type == event.EvRequestHeader && r.origin[i] == byMachine {
+			var d event.RequestHeader
 			if json.Unmarshal(r.evs[i].Data, &d) == nil && d.Compaction == nil {
 				return &d
 			}
@@ -441,12 +441,12 @@ func (r *recording) bcEnd() int {
 }
 
 // header is the recorded request header of a step, or nil.
-func (r *recording) header(key stepKey) *engine.RequestHeader {
+func (r *recording) header(key stepKey) *event.RequestHeader {
 	i, ok := r.headers[key]
 	if !ok {
 		return nil
 	}
-	var d engine.RequestHeader
+	var d event.RequestHeader
 	if json.Unmarshal(r.evs[i].Data, &d) != nil {
 		return nil
 	}

@@ -55,6 +55,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -70,10 +71,10 @@ type Options struct {
 	// settings (session/created's, and again at each recorded
 	// pipeline/changed with the new ones). Its ops' tool runs are answered
 	// from the recording.
-	Pipeline func(settings engine.SessionCreated) (*engine.Pipeline, error)
+	Pipeline func(settings event.SessionCreated) (*engine.Pipeline, error)
 	// From, if above 1, replays from that seq: the events before it are
 	// taken as recorded. The event before it must be a turn boundary
-	// (engine.ForkPoint).
+	// (event.ForkPoint).
 	From uint64
 	// MaxAttempts and MaxFaultsPerTurn are the engine's (defaults as there).
 	MaxAttempts, MaxFaultsPerTurn int
@@ -160,7 +161,7 @@ type run struct {
 	m       *engine.Machine
 	pipe    *engine.Pipeline
 	// settings the session runs with in the replay.
-	settings engine.SessionCreated
+	settings event.SessionCreated
 
 	// The replay's progress, from the events appended to the scratch log.
 	head             uint64
@@ -200,8 +201,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	start := 1
 	if opts.From > 1 {
-		if err := engine.ForkPoint(opts.Session, evs, opts.From-1); err != nil {
-			var be *engine.BoundaryError
+		if err := event.ForkPoint(opts.Session, evs, opts.From-1); err != nil {
+			var be *event.BoundaryError
 			if errors.As(err, &be) {
 				after := "none yet: the turn is still open at the head"
 				if be.After > 0 {
@@ -231,7 +232,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("replay: copy the recorded events before seq %d: %w", start+1, err)
 	}
 	r.head = uint64(start)
-	st, err := engine.Fold(opts.Session, evs[:start])
+	st, err := event.Fold(opts.Session, evs[:start])
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrRecording, err)
 	}
@@ -293,8 +294,8 @@ func (r *run) drive(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
-			if errors.Is(err, engine.ErrCorruptLog) {
-				r.halt(r.rec.segmentSeq(r.bc), "what the recording fed here does not fit the replayed session: "+strings.TrimPrefix(err.Error(), engine.ErrCorruptLog.Error()+": "))
+			if errors.Is(err, event.ErrCorruptLog) {
+				r.halt(r.rec.segmentSeq(r.bc), "what the recording fed here does not fit the replayed session: "+strings.TrimPrefix(err.Error(), event.ErrCorruptLog.Error()+": "))
 				r.stopAt = r.head
 				return nil
 			}
@@ -416,14 +417,14 @@ func (r *run) feed(ctx context.Context, g group) error {
 	for _, e := range r.rec.evs[g.from:g.to] {
 		e.Seq = r.head + uint64(len(evs)) + 1
 		switch e.Type {
-		case engine.EvInboxSpliced:
-			var d engine.InboxSpliced
+		case event.EvInboxSpliced:
+			var d event.InboxSpliced
 			json.Unmarshal(e.Data, &d)
 			for i, m := range d.Inserted {
 				id := r.rec2rep[m.ID]
 				if id == "" {
 					id = m.ID
-					if _, generated := engine.GeneratedID(m.ID); generated {
+					if _, generated := event.GeneratedID(m.ID); generated {
 						id = fmt.Sprintf("m%d-%d", e.Seq, i)
 					}
 					r.rec2rep[m.ID], r.rep2rec[id] = id, m.ID
@@ -431,14 +432,14 @@ func (r *run) feed(ctx context.Context, g group) error {
 				d.Inserted[i].ID = id
 			}
 			e.Data, _ = json.Marshal(d)
-		case engine.EvPipelineChanged:
-			var d engine.PipelineChanged
+		case event.EvPipelineChanged:
+			var d event.PipelineChanged
 			json.Unmarshal(e.Data, &d)
 			r.settings.Pipeline, r.settings.Model, r.settings.Settings = d.Pipeline, d.Model, d.Settings
 			changed = true
-		case engine.EvSessionForked:
+		case event.EvSessionForked:
 			// The fork point is the event before it, in the scratch log too.
-			var d engine.SessionForked
+			var d event.SessionForked
 			json.Unmarshal(e.Data, &d)
 			d.Seq = e.Seq - 1
 			e.Data, _ = json.Marshal(d)
@@ -470,7 +471,7 @@ func (t tap) Append(ctx context.Context, session string, expectedHead uint64, ev
 		return head, err
 	}
 	for _, e := range events {
-		if !t.r.injecting && e.Type != engine.EvSessionWriter {
+		if !t.r.injecting && e.Type != event.EvSessionWriter {
 			t.r.made(e)
 		}
 		t.r.see(e)
@@ -487,11 +488,11 @@ func (r *run) see(e store.Event) {
 		r.turnMsgs[e.Turn]++
 	}
 	switch e.Type {
-	case engine.EvTurnStart:
+	case event.EvTurnStart:
 		r.turn, r.step, r.stepOpen = e.Turn, 0, false
-	case engine.EvStepStart:
+	case event.EvStepStart:
 		r.step, r.stepOpen = e.Step, true
-	case engine.EvStepEnd, engine.EvTurnEnd:
+	case event.EvStepEnd, event.EvTurnEnd:
 		r.stepOpen = false
 	}
 }
@@ -510,21 +511,21 @@ func (r *run) made(e store.Event) {
 		clear(r.nth)
 	}
 	switch e.Type {
-	case engine.EvInboxSpliced:
+	case event.EvInboxSpliced:
 		if !bytes.Contains(e.Data, []byte(`"inserted"`)) {
 			break // a claim
 		}
-		var d engine.InboxSpliced
+		var d event.InboxSpliced
 		json.Unmarshal(e.Data, &d)
 		if len(d.Inserted) > 0 {
 			r.steer(e, d.Inserted)
 		}
-	case engine.EvUserMessage:
-		var d engine.UserMessage
+	case event.EvUserMessage:
+		var d event.UserMessage
 		json.Unmarshal(e.Data, &d)
 		rid := r.recID(d.ID)
 		re, ok := r.rec.users[rid]
-		var rd engine.UserMessage
+		var rd event.UserMessage
 		json.Unmarshal(re.Data, &rd)
 		switch {
 		case !ok:
@@ -532,12 +533,12 @@ func (r *run) made(e store.Event) {
 		case rd.Content != d.Content || rd.Command != d.Command:
 			r.halt(re.Seq, fmt.Sprintf("the new pipeline admits message %s as %q; the recording admitted %q, and the model's answers followed that", rid, clip(d.Content), clip(rd.Content)))
 		}
-	case engine.EvToolResult:
-		var d engine.ToolResult
+	case event.EvToolResult:
+		var d event.ToolResult
 		json.Unmarshal(e.Data, &d)
 		k := callKey{e.Turn, e.Step, d.CallID}
 		re, ok := r.rec.results[k]
-		var rd engine.ToolResult
+		var rd event.ToolResult
 		json.Unmarshal(re.Data, &rd)
 		switch {
 		case !ok:
@@ -549,8 +550,8 @@ func (r *run) made(e store.Event) {
 			}
 			r.halt(re.Seq, why+": the model's later answers followed the recorded result, so the recorded future no longer applies")
 		}
-	case engine.EvTurnEnd:
-		var d engine.TurnEnd
+	case event.EvTurnEnd:
+		var d event.TurnEnd
 		json.Unmarshal(e.Data, &d)
 		if seq, ok := r.rec.turnEnds[d.Turn]; ok && r.rec.turnMsgs[d.Turn] > r.turnMsgs[d.Turn] {
 			r.halt(seq, fmt.Sprintf("the new pipeline ends turn %d (%s) with %d message(s); in the recording it went on to %d", d.Turn, d.Reason, r.turnMsgs[d.Turn], r.rec.turnMsgs[d.Turn]))

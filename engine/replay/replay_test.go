@@ -14,6 +14,7 @@ import (
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
 	"github.com/wagent/wagent/engine/replay"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -93,8 +94,8 @@ func recorded(t *testing.T) []store.Event {
 }
 
 // pipeline builds a replay pipeline of fresh ops.
-func pipeline(ops ...func() engine.Operation) func(engine.SessionCreated) (*engine.Pipeline, error) {
-	return func(engine.SessionCreated) (*engine.Pipeline, error) {
+func pipeline(ops ...func() engine.Operation) func(event.SessionCreated) (*engine.Pipeline, error) {
+	return func(event.SessionCreated) (*engine.Pipeline, error) {
 		var list []engine.Operation
 		for _, f := range ops {
 			list = append(list, f())
@@ -172,21 +173,21 @@ func TestReplayWithAStricterGuard(t *testing.T) {
 		t.Fatalf("no divergence: %+v", rep)
 	}
 	first := rep.Divergences[0]
-	allowed := seqOf(t, evs, engine.EvApprovalDecision, `"call_id":"1.2.1"`)
+	allowed := seqOf(t, evs, event.EvApprovalDecision, `"call_id":"1.2.1"`)
 	if first.Kind != "changed" || first.Seq != allowed || first.Hook != "tool" || first.Op != "approval" || !strings.Contains(first.What, "1.2.1") {
 		t.Errorf("first divergence %+v, want the decision of 1.2.1 at seq %d changed", first, allowed)
 	}
 	if !strings.Contains(first.Diff, "-") || !strings.Contains(first.Diff, "Allow") {
 		t.Errorf("diff:\n%s", first.Diff)
 	}
-	var rd, pd engine.ApprovalDecision
+	var rd, pd event.ApprovalDecision
 	json.Unmarshal(first.Recorded.Data, &rd)
 	json.Unmarshal(first.Replayed.Data, &pd)
 	if !rd.Allow || pd.Allow {
 		t.Errorf("recorded %+v, replayed %+v", rd, pd)
 	}
 	if rep.Stopped == nil || !strings.Contains(rep.Stopped.Reason, "1.2.1 (calc_multiply) ran in the recording") ||
-		rep.Stopped.Seq != seqOf(t, evs, engine.EvToolResult, `"call_id":"1.2.1"`) {
+		rep.Stopped.Seq != seqOf(t, evs, event.EvToolResult, `"call_id":"1.2.1"`) {
 		t.Errorf("stopped %+v", rep.Stopped)
 	}
 	if rep.Decisions.NotReplayed == 0 || rep.Decisions.Changed == 0 {
@@ -221,7 +222,7 @@ func TestReplayWithAToolThatAnswersDifferently(t *testing.T) {
 // replayed; From inside a turn is refused naming the boundaries.
 func TestReplayFrom(t *testing.T) {
 	evs := recorded(t)
-	start2 := seqOf(t, evs, engine.EvTurnStart, `"turn":2`)
+	start2 := seqOf(t, evs, event.EvTurnStart, `"turn":2`)
 	// The input of turn 2 is appended before its turn/start.
 	from := start2 - 1
 	p := pipeline(approver([]string{"calc_total"}, []string{"calc_multiply"}), noTools(t), retrier)
@@ -322,7 +323,7 @@ func TestReplayKeepsTheGrantCheck(t *testing.T) {
 		t.Fatalf("recording: %v, want idle (the call answered at once, nobody asked)", o)
 	}
 	evs := env.Events(t)
-	refused := seqOf(t, evs, engine.EvToolResult, hostabi.CodeNotGranted)
+	refused := seqOf(t, evs, event.EvToolResult, hostabi.CodeNotGranted)
 
 	rep, err := replay.Run(context.Background(), replay.Options{Session: "s", Events: evs, Pipeline: pipeline(approver(nil, nil), ops(t, true))})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
 	"github.com/wagent/wagent/engine/replay"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -38,7 +39,7 @@ func TestReplayWithReusedCallIDs(t *testing.T) {
 			t.Fatalf("turn %d: %v, want waiting for call_0", i+1, o)
 		}
 		// The person allows the first and third, denies the second.
-		d := engine.Decision{CallID: engine.CallKey(i+1, 1, 1), Allow: i != 1, Who: "cli"}
+		d := engine.Decision{CallID: event.CallKey(i+1, 1, 1), Allow: i != 1, Who: "cli"}
 		if !d.Allow {
 			d.Note = "not that one"
 		}

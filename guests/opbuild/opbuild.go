@@ -10,8 +10,9 @@
 // wagent.manifest custom section. The result is byte-identical for the
 // same source and Go toolchain.
 //
-// The package runs on the host but imports only the standard library and
-// hostabi, so it can live beside the guest code it builds.
+// The package runs on the host but imports only the standard library,
+// hostabi and wasmhost/wasmbin (the binary format, itself standard
+// library only), so it can live beside the guest code it builds.
 package opbuild
 
 import (
@@ -28,6 +29,7 @@ import (
 	"strings"
 
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/wasmhost/wasmbin"
 )
 
 // Options say what Build builds and where its output goes.
@@ -220,86 +222,41 @@ func Canonical(b []byte) ([]byte, error) {
 }
 
 // SetCustomSection returns mod with every custom section called name
-// removed and one with data appended at the end.
+// removed and one with data appended at the end. The other sections are
+// copied byte for byte.
 func SetCustomSection(mod []byte, name string, data []byte) ([]byte, error) {
 	out := append([]byte(nil), mod[:min(len(mod), 8)]...)
-	err := walk(mod, func(section []byte, custom string, _ []byte) {
-		if custom != name {
-			out = append(out, section...)
+	for sec, err := range wasmbin.Sections(mod) {
+		if err != nil {
+			return nil, sectionsErr(err)
 		}
-	})
-	if err != nil {
-		return nil, err
+		if custom, _, ok := sec.Custom(); !ok || custom != name {
+			out = sec.AppendTo(out)
+		}
 	}
-	payload := appendUleb(nil, uint64(len(name)))
-	payload = append(payload, name...)
-	payload = append(payload, data...)
-	out = append(out, 0)
-	out = appendUleb(out, uint64(len(payload)))
-	return append(out, payload...), nil
+	return wasmbin.AppendCustomSection(out, name, data), nil
 }
 
 // CustomSections returns the payloads of a module's custom sections
 // called name, in order.
 func CustomSections(mod []byte, name string) ([][]byte, error) {
 	var out [][]byte
-	err := walk(mod, func(_ []byte, custom string, payload []byte) {
-		if custom == name {
+	for sec, err := range wasmbin.Sections(mod) {
+		if err != nil {
+			return nil, sectionsErr(err)
+		}
+		if custom, payload, ok := sec.Custom(); ok && custom == name {
 			out = append(out, payload)
 		}
-	})
-	return out, err
+	}
+	return out, nil
 }
 
-// walk calls each for every section of mod with its bytes and, for a
-// custom section, its name and payload.
-func walk(mod []byte, each func(section []byte, custom string, payload []byte)) error {
-	if len(mod) < 8 || string(mod[:4]) != "\x00asm" {
-		return errors.New("not a wasm module (bad magic)")
+// sectionsErr words an error of wasmbin.Sections.
+func sectionsErr(err error) error {
+	var se *wasmbin.SectionError
+	if errors.As(err, &se) {
+		return fmt.Errorf("section at offset %d is truncated", se.Offset)
 	}
-	for i := 8; i < len(mod); {
-		start := i
-		id := mod[i]
-		i++
-		size, n := uleb(mod[i:])
-		if n == 0 || uint64(len(mod)-i-n) < size {
-			return fmt.Errorf("section at offset %d is truncated", start)
-		}
-		i += n
-		body := mod[i : i+int(size)]
-		i += int(size)
-		custom, payload := "", []byte(nil)
-		if id == 0 {
-			if l, m := uleb(body); m > 0 && uint64(len(body)-m) >= l {
-				custom, payload = string(body[m:m+int(l)]), body[m+int(l):]
-			}
-		}
-		each(mod[start:i], custom, payload)
-	}
-	return nil
-}
-
-func uleb(b []byte) (uint64, int) {
-	var v uint64
-	for i := 0; i < len(b) && i < 10; i++ {
-		v |= uint64(b[i]&0x7f) << (7 * i)
-		if b[i]&0x80 == 0 {
-			return v, i + 1
-		}
-	}
-	return 0, 0
-}
-
-func appendUleb(b []byte, v uint64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			c |= 0x80
-		}
-		b = append(b, c)
-		if v == 0 {
-			return b
-		}
-	}
+	return errors.New("not a wasm module (bad magic)")
 }

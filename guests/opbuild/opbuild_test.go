@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/wagent/wagent/wasmhost/wasmbin"
 )
 
 func TestSetCustomSectionReplaces(t *testing.T) {
@@ -39,11 +41,14 @@ func TestSetCustomSectionReplaces(t *testing.T) {
 // sectionLen is the size of mod's manifest sections, headers included.
 func sectionLen(t *testing.T, mod []byte) int {
 	n := 0
-	walk(mod, func(section []byte, custom string, _ []byte) {
-		if custom == "wagent.manifest" {
-			n += len(section)
+	for sec, err := range wasmbin.Sections(mod) {
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
+		if name, _, _ := sec.Custom(); name == "wagent.manifest" {
+			n += len(sec.AppendTo(nil))
+		}
+	}
 	return n
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/server/console"
@@ -61,7 +62,7 @@ func TestConsoleHasNoHTMLSinks(t *testing.T) {
 
 func newServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	srv, err := serverOver(app.Options{Drive: true, Log: store.NewMemory(), Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+	srv, err := serverOver(app.Options{Drive: true, Log: store.NewMemory(), Resolve: func(ctx context.Context, id string, c *event.SessionCreated) (engine.Config, error) {
 		return engine.Config{}, nil
 	}}, server.Options{Token: "tok", Console: console.FS()})
 	if err != nil {
@@ -147,7 +148,7 @@ func TestConsoleDenyReasonReachesTheModel(t *testing.T) {
 	}
 	type step = map[string]string
 	// The console sends the digest of the call its card shows.
-	shown := engine.CallDigest("calc_add", json.RawMessage(`{"value":2}`))
+	shown := event.CallDigest("calc_add", json.RawMessage(`{"value":2}`))
 	cases := []struct {
 		name   string
 		steps  []step
@@ -244,7 +245,7 @@ func startReasonOwner(t *testing.T) *reasonOwner {
 		}
 		return et.Reply{Calls: []hostabi.ToolCall{et.Call("c1", "calc_add", `{"value":2}`)}}
 	}}
-	srv, err := serverOver(app.Options{Drive: true, Log: store.NewMemory(), Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+	srv, err := serverOver(app.Options{Drive: true, Log: store.NewMemory(), Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *event.SessionCreated) (engine.Config, error) {
 		p, err := engine.NewPipeline(et.Approver(nil, nil), et.Calculator())
 		return engine.Config{Pipeline: p, Provider: o.model, Model: "scripted"}, err
 	}}, server.Options{Token: "tok", Console: console.FS()})
@@ -307,7 +308,7 @@ func (o *reasonOwner) follow(t *testing.T, want string) {
 		switch ev.Kind {
 		case "event":
 			last = ev.Event.Seq
-			ended = ended || ev.Event.Type == engine.EvTurnEnd
+			ended = ended || ev.Event.Type == event.EvTurnEnd
 		case "status":
 			if ev.Status != "running" {
 				status, head = ev.Status, ev.Head

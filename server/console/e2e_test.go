@@ -30,6 +30,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/server/console"
@@ -185,7 +186,7 @@ func hostileOps() []engine.Operation {
 func startOwner(t *testing.T) *owner {
 	t.Helper()
 	o := &owner{release: make(chan struct{})}
-	srv, err := serverOver(app.Options{Drive: true, Log: store.NewMemory(), Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *engine.SessionCreated) (engine.Config, error) {
+	srv, err := serverOver(app.Options{Drive: true, Log: store.NewMemory(), Base: engine.Config{Durability: engine.SyncNever}, Resolve: func(ctx context.Context, id string, c *event.SessionCreated) (engine.Config, error) {
 		ops := append([]engine.Operation{guard(), et.Calculator()}, hostileOps()...)
 		p, err := engine.NewPipeline(ops...)
 		return engine.Config{Pipeline: p, Provider: provider.Func(o.model), Model: "scripted"}, err

@@ -279,7 +279,10 @@ func TestBadgerValueLogGC(t *testing.T) {
 
 func TestBadgerLeanMemory(t *testing.T) {
 	// The lean profile keeps badger's heap after open small; its defaults
-	// take about 86 MiB.
+	// take about 86 MiB. Measured: 11.1 MiB (one 8 MiB memtable and the
+	// caches' first allocations), the same in every run; 16 MiB leaves room
+	// for a badger upgrade's small growth and fails on a second memtable or
+	// a default-sized one.
 	if testing.Short() {
 		t.Skip("measures the heap")
 	}
@@ -291,8 +294,8 @@ func TestBadgerLeanMemory(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	t.Logf("heap after open grew by %.1f MiB", float64(grown)/(1<<20))
-	if grown > 40<<20 {
-		t.Errorf("heap after open grew by %.1f MiB, want under 40 MiB", float64(grown)/(1<<20))
+	if grown > 16<<20 {
+		t.Errorf("heap after open grew by %.1f MiB, want under 16 MiB", float64(grown)/(1<<20))
 	}
 	_ = b
 }

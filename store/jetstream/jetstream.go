@@ -1,6 +1,7 @@
 // Package jetstream is a store.Log backend on NATS JetStream: session logs
 // that many workers on many machines can append to, each append checked
-// against the head its writer last saw (DESIGN.md §11a).
+// against the head its writer last saw, so a second writer of a session
+// fails instead of overwriting (see RATIONALE.md in this package).
 //
 // # Layout
 //

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/provider"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/npmtest"
 	"github.com/wagent/wagent/internal/procbox"
@@ -108,11 +109,11 @@ func benchSteps(b *testing.B, owner engine.Operation, args string) float64 {
 	}
 	log := store.NewMemory()
 	ctx := context.Background()
-	engine.Create(ctx, log, "s", engine.SessionCreated{}, time.Now())
-	var last *engine.ToolResult
+	engine.Create(ctx, log, "s", event.SessionCreated{}, time.Now())
+	var last *event.ToolResult
 	observe := func(l engine.Live) {
-		if l.Event != nil && l.Event.Type == engine.EvToolResult {
-			var r engine.ToolResult
+		if l.Event != nil && l.Event.Type == event.EvToolResult {
+			var r event.ToolResult
 			json.Unmarshal(l.Event.Data, &r)
 			last = &r
 		}
@@ -121,7 +122,7 @@ func benchSteps(b *testing.B, owner engine.Operation, args string) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m.Enqueue(ctx, engine.ListNextTurn, hostabi.InputMessage{Content: "go"})
+	m.Enqueue(ctx, event.ListNextTurn, hostabi.InputMessage{Content: "go"})
 	step := func() {
 		for last = nil; last == nil; {
 			if _, err := m.Advance(ctx); err != nil {

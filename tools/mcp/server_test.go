@@ -23,6 +23,7 @@ import (
 
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/procbox"
 	"github.com/wagent/wagent/store"
@@ -225,9 +226,9 @@ func TestTurnCancelCancelsTheCall(t *testing.T) {
 	if el := time.Since(start); el > 4*time.Second {
 		t.Errorf("the cancelled call took %s to end", el)
 	}
-	var res engine.ToolResult
+	var res event.ToolResult
 	for _, e := range env.Events(t) {
-		if e.Type == engine.EvToolResult {
+		if e.Type == event.EvToolResult {
 			json.Unmarshal(e.Data, &res)
 		}
 	}

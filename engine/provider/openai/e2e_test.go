@@ -16,6 +16,7 @@ import (
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider/openai"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/fakeopenai"
 	"github.com/wagent/wagent/pipeline"
@@ -120,13 +121,13 @@ func TestE2EToolCallRoundTrip(t *testing.T) {
 		t.Fatalf("outcome %v, want idle", o)
 	}
 	evs := env.Events(t)
-	if _, err := engine.Fold("e2e", evs); err != nil {
+	if _, err := event.Fold("e2e", evs); err != nil {
 		t.Fatalf("fold refuses the log: %v", err)
 	}
 
 	// The log: the call as the model made it (pieces joined), run by the
 	// calculator, its result, and the final text.
-	msgs, _ := ofType[engine.AssistantMessage](t, evs, engine.EvAssistantMessage)
+	msgs, _ := ofType[event.AssistantMessage](t, evs, event.EvAssistantMessage)
 	if len(msgs) != 2 {
 		t.Fatalf("%d assistant messages, want 2:\n%s", len(msgs), et.Lines(evs))
 	}
@@ -142,16 +143,16 @@ func TestE2EToolCallRoundTrip(t *testing.T) {
 	if got := deltas.String(); !strings.Contains(got, "The total is 2.") {
 		t.Errorf("streamed text %q", got)
 	}
-	calls, _ := ofType[engine.ToolCallEvent](t, evs, engine.EvToolCall)
+	calls, _ := ofType[event.ToolCallEvent](t, evs, event.EvToolCall)
 	if len(calls) != 1 || calls[0].CallID != "1.1.1" || calls[0].Name != "calc_add" || calls[0].Op != "calculator" || !sameJSON(t, string(calls[0].Arguments), args) {
 		t.Errorf("tool/call %+v, want 1.1.1 calc_add run by calculator", calls)
 	}
-	results, _ := ofType[engine.ToolResult](t, evs, engine.EvToolResult)
+	results, _ := ofType[event.ToolResult](t, evs, event.EvToolResult)
 	if len(results) != 1 || results[0].CallID != "1.1.1" || results[0].Content != "2" || results[0].IsError || results[0].Op != "calculator" {
 		t.Errorf("tool/result %+v, want 1.1.1 answered \"2\" by calculator", results)
 	}
-	ends, _ := ofType[engine.TurnEnd](t, evs, engine.EvTurnEnd)
-	if len(ends) != 1 || ends[0].Reason != engine.ReasonCompleted {
+	ends, _ := ofType[event.TurnEnd](t, evs, event.EvTurnEnd)
+	if len(ends) != 1 || ends[0].Reason != event.ReasonCompleted {
 		t.Errorf("turn ends %+v, want one completed", ends)
 	}
 
@@ -230,11 +231,11 @@ func TestE2ERateLimitRetriedInSameStep(t *testing.T) {
 		t.Fatalf("outcome %v, want idle", o)
 	}
 	evs := env.Events(t)
-	if _, err := engine.Fold("e2e", evs); err != nil {
+	if _, err := event.Fold("e2e", evs); err != nil {
 		t.Fatalf("fold refuses the log: %v", err)
 	}
 
-	attempts, attemptEvs := ofType[engine.AssistantAttempt](t, evs, engine.EvAssistantAttempt)
+	attempts, attemptEvs := ofType[event.AssistantAttempt](t, evs, event.EvAssistantAttempt)
 	if len(attempts) != 1 {
 		t.Fatalf("%d attempts, want 1:\n%s", len(attempts), et.Lines(evs))
 	}
@@ -245,11 +246,11 @@ func TestE2ERateLimitRetriedInSameStep(t *testing.T) {
 	if !strings.Contains(attempts[0].Failure.Message, "Rate limit reached") {
 		t.Errorf("attempt message %q, want the server's", attempts[0].Failure.Message)
 	}
-	sched, schedEvs := ofType[engine.RetryScheduled](t, evs, engine.EvRetryScheduled)
+	sched, schedEvs := ofType[event.RetryScheduled](t, evs, event.EvRetryScheduled)
 	if len(sched) != 1 || sched[0].DelayMS != 1000 || sched[0].Op != "retry" || sched[0].Failure.Code != hostabi.FailRateLimit {
 		t.Fatalf("retry/scheduled %+v, want one by retry with delay_ms 1000", sched)
 	}
-	msgs, msgEvs := ofType[engine.AssistantMessage](t, evs, engine.EvAssistantMessage)
+	msgs, msgEvs := ofType[event.AssistantMessage](t, evs, event.EvAssistantMessage)
 	if len(msgs) != 1 || msgs[0].Content != "Answered after a retry." {
 		t.Fatalf("assistant messages %+v", msgs)
 	}
@@ -261,7 +262,7 @@ func TestE2ERateLimitRetriedInSameStep(t *testing.T) {
 	if !(a.Seq < s.Seq && s.Seq < m.Seq) {
 		t.Errorf("order: attempt seq %d, retry seq %d, message seq %d", a.Seq, s.Seq, m.Seq)
 	}
-	if starts, _ := ofType[engine.StepStart](t, evs, engine.EvStepStart); len(starts) != 1 {
+	if starts, _ := ofType[event.StepStart](t, evs, event.EvStepStart); len(starts) != 1 {
 		t.Errorf("%d steps, want 1 (the retry stays in its step)", len(starts))
 	}
 	if !reflect.DeepEqual(env.Sleeps, []time.Duration{time.Second}) {

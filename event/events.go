@@ -1,4 +1,4 @@
-package engine
+package event
 
 import (
 	"bytes"
@@ -9,7 +9,8 @@ import (
 	"github.com/wagent/wagent/store"
 )
 
-// Log event types (DESIGN.md §3). Extend, never repurpose.
+// Log event types (README.md, "The log"). Extend, never repurpose: a log
+// written by an older wagent must keep its meaning.
 const (
 	EvSessionCreated   = "session/created"
 	EvInboxSpliced     = "inbox/spliced"

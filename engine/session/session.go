@@ -1,14 +1,13 @@
-package engine
+package session
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
-	"time"
 
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/store"
 )
@@ -22,14 +21,6 @@ const (
 	DriverIdle        DriverPhase = "idle"
 	DriverRunning     DriverPhase = "running"
 	DriverMaintenance DriverPhase = "maintenance"
-)
-
-// Cause kinds for Cancel.
-const (
-	CauseUser     = "user"
-	CauseParent   = "parent"
-	CauseHook     = "hook"
-	CauseDisposed = "disposed"
 )
 
 // Notification kinds a session sends to its watchers.
@@ -57,14 +48,14 @@ type Notification struct {
 	// Error describes a failure (kind error).
 	Error string `json:"error,omitempty"`
 	// Live is a machine event (kind live): log events, deltas, op logs.
-	Live *Live `json:"live,omitempty"`
+	Live *engine.Live `json:"live,omitempty"`
 }
 
 // ErrBusy: maintenance was asked for while the session was not idle.
-var ErrBusy = errors.New("engine: session is busy")
+var ErrBusy = errors.New("session: busy")
 
 // ErrClosed: the session was closed (disposed).
-var ErrClosed = errors.New("engine: session closed")
+var ErrClosed = errors.New("session: closed")
 
 // Session drives one session's machine: input arrives through its verbs
 // while the agent works, queued prompts drain in one running period,
@@ -72,22 +63,25 @@ var ErrClosed = errors.New("engine: session closed")
 // are safe for concurrent use.
 type Session struct {
 	id string
-	m  *Machine
-	lg *inboxLog
+	m  *engine.Machine
+	lg *engine.Inbox
+	// passive and warn are the config's Passive and Warn.
+	passive bool
+	warn    func(msg string)
 
 	mu     sync.Mutex
 	phase  DriverPhase
 	wake   bool // input arrived while running: the drain goes on
 	cancel context.CancelFunc
-	cause  *Cause
+	cause  *event.Cause
 	// discardTurn and discardStep are the inbox lengths when the recorded
 	// cancellation arrived: only that input is discarded.
 	discardTurn, discardStep int
 	closed                   bool
 	idle                     chan struct{} // closed while the driver is idle
 	lastErr                  error
-	waiting                  []WaitingCall // calls parked for a person, as of the last drain
-	summary                  Summary       // as of the last time the driver was idle
+	waiting                  []event.WaitingCall // calls parked for a person, as of the last drain
+	summary                  event.Summary       // as of the last time the driver was idle
 
 	// dropInput is the input a CancelInput withdraws with its turn: the
 	// abort does not put it back in the inbox.
@@ -103,48 +97,45 @@ type Session struct {
 }
 
 // OpenSession opens a session's machine and returns its driver, idle. The
-// config's Log is wrapped so that input from the verbs and the machine's own
-// appends are serialised; its Observer, if any, still receives live events.
+// machine's appends and input from the verbs go through its engine.Inbox,
+// which serialises them; the config's Observer, if any, still receives
+// live events.
 // A turn a process that died left open goes on at the next drain (see
-// Machine.Advance); nothing is repaired here.
-func OpenSession(ctx context.Context, cfg Config) (*Session, error) {
+// engine.Machine.Advance); nothing is repaired here.
+func OpenSession(ctx context.Context, cfg engine.Config) (*Session, error) {
 	return openSession(ctx, cfg, nil)
 }
 
 // openSession is OpenSession; with resolve, the session's pipeline,
-// provider and model come from its settings once the log is folded.
-func openSession(ctx context.Context, cfg Config, resolve Resolver) (*Session, error) {
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	lg := newInboxLog(cfg.Log, cfg.Session, cfg.Clock)
-	s := &Session{id: cfg.Session, lg: lg, phase: DriverIdle, idle: make(chan struct{}), watchers: map[int]func(Notification){}}
-	lg.onAppend = s.inboxNotes
+// provider and model come from its settings once the log is folded
+// (engine.OpenWith).
+func openSession(ctx context.Context, cfg engine.Config, resolve engine.Resolver) (*Session, error) {
+	s := &Session{id: cfg.Session, passive: cfg.Passive, warn: cfg.Warn, phase: DriverIdle, idle: make(chan struct{}), watchers: map[int]func(Notification){}}
 	close(s.idle)
 	observer := cfg.Observer
-	cfg.Log = lg
-	cfg.Observer = func(l Live) {
+	cfg.Observer = func(l engine.Live) {
 		if observer != nil {
 			observer(l)
 		}
 		s.notify(Notification{Kind: NoteLive, Live: &l})
 	}
-	m, err := Open(ctx, cfg)
+	m, err := engine.OpenWith(ctx, cfg, resolve)
 	if err != nil {
 		return nil, err
 	}
-	if resolve != nil {
-		set := m.st.Settings
-		rc, err := resolve(ctx, cfg.Session, &set)
-		if err != nil {
-			return nil, err
-		}
-		m.reconfigure(rc)
-	}
-	s.m = m
-	s.waiting = WaitingCalls(m.st)
-	s.summary = Summarize(m.st)
+	s.m, s.lg = m, m.Inbox()
+	s.lg.OnSplice(s.inboxNote)
+	s.observe()
 	return s, nil
+}
+
+// observe takes what the session shows while idle from the machine, which
+// it must have to itself (a drain ending, or in exclusive).
+func (s *Session) observe() {
+	sum := s.m.Summary()
+	s.mu.Lock()
+	s.waiting, s.summary = sum.Waiting, sum
+	s.mu.Unlock()
 }
 
 // ID returns the session id.
@@ -181,31 +172,21 @@ func (s *Session) notify(n Notification) {
 	}
 }
 
-// inboxNotes turns appended inbox splices into notifications.
-func (s *Session) inboxNotes(evs []store.Event, before inboxIndex) {
-	for _, e := range evs {
-		if e.Type != EvInboxSpliced {
-			continue
+// inboxNote turns an appended inbox splice into notifications.
+func (s *Session) inboxNote(d *event.InboxSpliced, removed []string) {
+	if len(d.Inserted) > 0 {
+		ids := make([]string, len(d.Inserted))
+		for i, m := range d.Inserted {
+			ids[i] = m.ID
 		}
-		var d InboxSpliced
-		if jsonUnmarshal(e.Data, &d) != nil {
-			continue
+		s.notify(Notification{Kind: NoteEnqueue, List: d.List, IDs: ids})
+	}
+	if d.Removed > 0 {
+		kind := NoteDequeue
+		if d.Outcome == event.OutcomeCanceled {
+			kind = NoteDiscard
 		}
-		if len(d.Inserted) > 0 {
-			ids := make([]string, len(d.Inserted))
-			for i, m := range d.Inserted {
-				ids[i] = m.ID
-			}
-			s.notify(Notification{Kind: NoteEnqueue, List: d.List, IDs: ids})
-		}
-		if d.Removed > 0 {
-			kind := NoteDequeue
-			if d.Outcome == OutcomeCanceled {
-				kind = NoteDiscard
-			}
-			s.notify(Notification{Kind: kind, List: d.List, IDs: before.ids(d.List, d.Start, d.Removed)})
-		}
-		before.apply(&d)
+		s.notify(Notification{Kind: kind, List: d.List, IDs: removed})
 	}
 }
 
@@ -228,7 +209,7 @@ func (s *Session) Phase() DriverPhase {
 
 // Send queues a prompt for its own turn and wakes the driver.
 func (s *Session) Send(ctx context.Context, text string) (string, error) {
-	return s.input(ctx, ListNextTurn, true, hostabi.InputMessage{Content: text})
+	return s.input(ctx, event.ListNextTurn, true, hostabi.InputMessage{Content: text})
 }
 
 // Followup is Send: a prompt for a later turn.
@@ -239,13 +220,13 @@ func (s *Session) Followup(ctx context.Context, text string) (string, error) {
 // Steer queues input for the next step of the running turn (or a new turn
 // if none runs) and wakes the driver.
 func (s *Session) Steer(ctx context.Context, text string) (string, error) {
-	return s.input(ctx, ListNextStep, true, hostabi.InputMessage{Content: text})
+	return s.input(ctx, event.ListNextStep, true, hostabi.InputMessage{Content: text})
 }
 
 // Inject queues input for the next step without waking the driver: it is
 // seen when something else makes the session run.
 func (s *Session) Inject(ctx context.Context, text string) (string, error) {
-	return s.input(ctx, ListNextStep, false, hostabi.InputMessage{Content: text})
+	return s.input(ctx, event.ListNextStep, false, hostabi.InputMessage{Content: text})
 }
 
 // Enqueue queues messages (ids optional) on a list, waking the driver if
@@ -254,7 +235,7 @@ func (s *Session) Enqueue(ctx context.Context, list string, wake bool, msgs ...h
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	ids, err := s.lg.enqueue(ctx, list, msgs, s.m.cfg.Durability != SyncNever)
+	ids, err := s.lg.Enqueue(ctx, list, msgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +263,7 @@ func (s *Session) isClosed() bool {
 // latches, so the running drain picks the new input up before it stops;
 // during maintenance the drain starts when maintenance ends.
 func (s *Session) Wake() {
-	if s.m.cfg.Passive {
+	if s.passive {
 		return
 	}
 	s.statusMu.Lock()
@@ -316,7 +297,7 @@ func (s *Session) drain(ctx context.Context) {
 	s.mu.Lock()
 	s.lastErr = nil
 	s.mu.Unlock()
-	turnsBefore := s.m.st.Turn
+	turnsBefore := s.m.Summary().Turns
 	for {
 		_, err := s.m.Run(ctx)
 		s.mu.Lock()
@@ -325,7 +306,7 @@ func (s *Session) drain(ctx context.Context) {
 		if cause != nil {
 			// Cancelled: record the abort (with a fresh context: the
 			// cancellation is what we record).
-			if aerr := s.m.abort(context.Background(), *cause, nTurn, nStep, drop); aerr != nil {
+			if _, aerr := s.m.AbortN(context.Background(), *cause, nTurn, nStep, drop); aerr != nil {
 				s.fail(aerr)
 			}
 			err = nil
@@ -343,11 +324,11 @@ func (s *Session) drain(ctx context.Context) {
 		}
 		// Decided while this drain still owns the machine.
 		due := s.m.SnapshotDue()
+		sum, le := s.m.Summary(), s.m.LastEnd()
 		s.phase = DriverIdle
 		s.cancel()
-		s.waiting = WaitingCalls(s.m.st)
-		s.summary = Summarize(s.m.st)
-		if le := s.m.st.LastEnd; s.lastErr == nil && le != nil && le.Reason == ReasonError && s.m.st.Turn > turnsBefore && !s.m.st.TurnOpen {
+		s.waiting, s.summary = sum.Waiting, sum
+		if s.lastErr == nil && le != nil && le.Reason == event.ReasonError && sum.Turns > turnsBefore && !sum.TurnOpen {
 			s.lastErr = &TurnError{Turn: le.Turn, Message: le.Error}
 		}
 		wake := s.wake && !s.closed
@@ -363,7 +344,9 @@ func (s *Session) drain(ctx context.Context) {
 			// that arrives meanwhile starts a drain when it ends.
 			s.exclusive(func() error {
 				if err := s.m.Snapshot(context.Background()); err != nil {
-					s.m.warn("session %s: snapshot: %v", s.id, err)
+					if s.warn != nil {
+						s.warn(fmt.Sprintf("session %s: snapshot: %v", s.id, err))
+					}
 				}
 				return nil
 			})
@@ -408,9 +391,9 @@ func (s *Session) Err() error {
 // session it ends a turn parked for a person and (unless keepInbox)
 // discards the inbox. It reports whether this call's cause was the one
 // recorded.
-func (s *Session) Cancel(ctx context.Context, cause Cause, keepInbox bool) (bool, error) {
+func (s *Session) Cancel(ctx context.Context, cause event.Cause, keepInbox bool) (bool, error) {
 	s.mu.Lock()
-	if s.closed && cause.Kind != CauseDisposed {
+	if s.closed && cause.Kind != event.CauseDisposed {
 		s.mu.Unlock()
 		return false, ErrClosed
 	}
@@ -423,7 +406,7 @@ func (s *Session) Cancel(ctx context.Context, cause Cause, keepInbox bool) (bool
 		c := cause
 		s.cause, s.discardTurn, s.discardStep, s.dropInput = &c, 0, 0, ""
 		if !keepInbox {
-			nt, ns := s.lg.snapshot()
+			nt, ns := s.lg.Lists()
 			s.discardTurn, s.discardStep = len(nt), len(ns)
 		}
 		s.cancel()
@@ -440,11 +423,12 @@ func (s *Session) Cancel(ctx context.Context, cause Cause, keepInbox bool) (bool
 	did := false
 	err := s.exclusive(func() error {
 		var err error
-		did, err = s.m.abortIfAny(ctx, cause, keepInbox)
-		s.mu.Lock()
-		s.waiting = WaitingCalls(s.m.st)
-		s.summary = Summarize(s.m.st)
-		s.mu.Unlock()
+		discard := -1
+		if keepInbox {
+			discard = 0
+		}
+		did, err = s.m.AbortN(ctx, cause, discard, discard, "")
+		s.observe()
 		return err
 	})
 	return did && err == nil, err
@@ -463,57 +447,56 @@ func (s *Session) Cancel(ctx context.Context, cause Cause, keepInbox bool) (bool
 // comes between seeing which turn is open and cancelling it, so the turn
 // cancelled is the input's even when it was about to end and the next
 // one to start.
-func (s *Session) CancelInput(ctx context.Context, id string, cause Cause) (InputCanceled, error) {
+func (s *Session) CancelInput(ctx context.Context, id string, cause event.Cause) (engine.InputCanceled, error) {
 	for {
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
-			return InputCanceled{}, ErrClosed
+			return engine.InputCanceled{}, ErrClosed
 		}
 		if s.phase == DriverRunning {
-			// Lock order: s.mu, then the log's (as Cancel's snapshot).
-			s.lg.mu.Lock()
-			if !s.lg.known(id) {
-				s.lg.mu.Unlock()
-				s.mu.Unlock()
-				return InputCanceled{}, fmt.Errorf("%w: no input %q was sent to session %s", ErrRefused, id, s.id)
-			}
-			if _, i := s.lg.idx.find(id); i >= 0 {
-				s.mu.Unlock()
-				ok, err := s.lg.withdrawLocked(ctx, id, cause, s.m.cfg.Durability != SyncNever)
-				return InputCanceled{Withdrawn: ok}, err
-			}
-			out := InputCanceled{}
-			if s.lg.idx.turn != 0 && slices.Contains(s.lg.idx.claimed, id) {
-				out.Turn = s.lg.idx.turn
+			// Lock order: s.mu, then the inbox's (as Cancel's Lists).
+			var place engine.InputPlace
+			out := engine.InputCanceled{}
+			s.lg.Locate(id, func(p engine.InputPlace) {
+				place = p
+				if !p.Known || p.Queued || p.Turn == 0 {
+					return
+				}
+				out.Turn = p.Turn
 				if s.cause == nil {
 					c := cause
 					s.cause, s.discardTurn, s.discardStep, s.dropInput = &c, 0, 0, id
 					s.cancel()
 					out.Recorded = true
 				}
-			}
-			s.lg.mu.Unlock()
+			})
 			s.mu.Unlock()
+			if !place.Known {
+				return engine.InputCanceled{}, fmt.Errorf("%w: no input %q was sent to session %s", engine.ErrRefused, id, s.id)
+			}
+			if place.Queued {
+				ok, err := s.lg.Withdraw(ctx, id, cause)
+				if err != nil || ok {
+					return engine.InputCanceled{Withdrawn: ok}, err
+				}
+				continue // a turn claimed it meanwhile: look again
+			}
 			return out, nil
 		}
 		s.mu.Unlock()
-		s.lg.mu.Lock()
-		known := s.lg.known(id)
-		s.lg.mu.Unlock()
+		known := false
+		s.lg.Locate(id, func(p engine.InputPlace) { known = p.Known })
 		if !known {
-			return InputCanceled{}, fmt.Errorf("%w: no input %q was sent to session %s", ErrRefused, id, s.id)
+			return engine.InputCanceled{}, fmt.Errorf("%w: no input %q was sent to session %s", engine.ErrRefused, id, s.id)
 		}
 		// Idle (a turn may be parked for a person): with the machine to
 		// ourselves (after a chore that has it now).
-		var out InputCanceled
+		var out engine.InputCanceled
 		err := s.exclusive(func() error {
 			var err error
-			out, err = s.m.cancelInput(ctx, id, cause)
-			s.mu.Lock()
-			s.waiting = WaitingCalls(s.m.st)
-			s.summary = Summarize(s.m.st)
-			s.mu.Unlock()
+			out, err = s.m.CancelInput(ctx, id, cause)
+			s.observe()
 			return err
 		})
 		if errors.Is(err, ErrBusy) {
@@ -568,7 +551,7 @@ func (s *Session) Close(ctx context.Context) error {
 	if s.phase == DriverRunning && s.cause == nil {
 		// A parked or idle session is left as it is: closing a process is
 		// not cancelling its sessions' turns.
-		s.cause, s.discardTurn, s.discardStep, s.dropInput = &Cause{Kind: CauseDisposed}, 0, 0, ""
+		s.cause, s.discardTurn, s.discardStep, s.dropInput = &event.Cause{Kind: event.CauseDisposed}, 0, 0, ""
 		s.cancel()
 	}
 	s.mu.Unlock()
@@ -581,42 +564,12 @@ func (s *Session) Close(ctx context.Context) error {
 
 // Inbox returns copies of the two inbox lists as the log has them now.
 func (s *Session) Inbox() (nextTurn, nextStep []hostabi.InputMessage) {
-	return s.lg.snapshot()
-}
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
-
-var timeNow = time.Now
-
-// Summary is what a list of sessions shows of one.
-type Summary struct {
-	ID string `json:"id"`
-	// Status is "running", "waiting" (for a person's decision) or "idle".
-	Status       string        `json:"status"`
-	Waiting      []WaitingCall `json:"waiting,omitempty"`
-	Turns        int           `json:"turns"`
-	TurnOpen     bool          `json:"turn_open,omitempty"`
-	Queued       int           `json:"queued,omitempty"`
-	Title        string        `json:"title,omitempty"`
-	Usage        Usage         `json:"usage"`
-	LastActivity time.Time     `json:"last_activity"`
-	Head         uint64        `json:"head"`
-}
-
-// Summarize makes the summary of a folded state (status idle or waiting;
-// a driver knows whether it runs, see Session.Summary).
-func Summarize(st *State) Summary {
-	sum := Summary{ID: st.Session, Status: string(DriverIdle), Waiting: WaitingCalls(st), Turns: st.Turn, TurnOpen: st.TurnOpen,
-		Queued: len(st.NextTurn) + len(st.NextStep), Title: st.Title, Usage: st.Usage, LastActivity: st.LastActivity, Head: st.Head}
-	if len(sum.Waiting) > 0 {
-		sum.Status = "waiting"
-	}
-	return sum
+	return s.lg.Lists()
 }
 
 // Summary returns the session's summary as of the last time its driver
 // was idle, with its status now (and, while it runs, the turn it runs).
-func (s *Session) Summary() Summary {
+func (s *Session) Summary() event.Summary {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sum := s.summary
@@ -631,60 +584,24 @@ func (s *Session) Summary() Summary {
 	return sum
 }
 
-// WaitingCall is a tool call parked for a person's decision.
-type WaitingCall struct {
-	// ID is the call's key (CallKey); ModelID the id the model gave it
-	// (not unique: models reuse ids). Digest is CallDigest of Name and
-	// Arguments: a surface that shows the call sends it back with the
-	// decision.
-	ID        string          `json:"id"`
-	ModelID   string          `json:"model_id,omitempty"`
-	Digest    string          `json:"digest"`
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-	// Owner is the op that offered the tool; Server and Annotations are
-	// what it said of the tool (the MCP server it comes from, its hints),
-	// so a prompt can name them. AskedBy is the guard that asks, and
-	// Reason why.
-	Owner       string                   `json:"owner,omitempty"`
-	Server      string                   `json:"server,omitempty"`
-	Annotations *hostabi.ToolAnnotations `json:"annotations,omitempty"`
-	AskedBy     string                   `json:"asked_by,omitempty"`
-	Reason      string                   `json:"reason,omitempty"`
-}
-
-// WaitingCalls lists the calls of st waiting for a person's decision.
-func WaitingCalls(st *State) []WaitingCall {
-	var out []WaitingCall
-	for _, id := range st.Waiting() {
-		c := st.Call(id)
-		out = append(out, WaitingCall{ID: c.ID, ModelID: c.ModelID, Digest: CallDigest(c.Name, c.Arguments), Name: c.Name, Arguments: c.Arguments, Owner: c.Owner, Server: c.Server, Annotations: c.Annotations,
-			AskedBy: c.AskedBy, Reason: c.AskReason})
-	}
-	return out
-}
-
 // Waiting returns the calls waiting for a person's decision as of the last
 // time the driver went idle (empty while it runs).
-func (s *Session) Waiting() []WaitingCall {
+func (s *Session) Waiting() []event.WaitingCall {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.phase == DriverRunning {
 		return nil
 	}
-	return append([]WaitingCall(nil), s.waiting...)
+	return append([]event.WaitingCall(nil), s.waiting...)
 }
 
-// Decide records decisions for waiting calls (see Machine.Decide) and, if
+// Decide records decisions for waiting calls (see engine.Machine.Decide) and, if
 // none is left waiting, wakes the driver so the turn goes on. It refuses
 // with ErrBusy unless the session is idle.
-func (s *Session) Decide(ctx context.Context, ds ...Decision) error {
+func (s *Session) Decide(ctx context.Context, ds ...engine.Decision) error {
 	if err := s.exclusive(func() error {
 		err := s.m.Decide(ctx, ds...)
-		s.mu.Lock()
-		s.waiting = WaitingCalls(s.m.st)
-		s.summary = Summarize(s.m.st)
-		s.mu.Unlock()
+		s.observe()
 		return err
 	}); err != nil {
 		return err
@@ -696,24 +613,21 @@ func (s *Session) Decide(ctx context.Context, ds ...Decision) error {
 }
 
 // ChangePipeline records new settings while the session is idle (see
-// Machine.ChangePipeline); the session runs with them once reopened (see
+// engine.Machine.ChangePipeline); the session runs with them once reopened (see
 // Host.Reopen).
-func (s *Session) ChangePipeline(ctx context.Context, d PipelineChanged) error {
+func (s *Session) ChangePipeline(ctx context.Context, d event.PipelineChanged) error {
 	return s.exclusive(func() error { return s.m.ChangePipeline(ctx, d) })
 }
 
 // Step makes one transition while the session is idle (its public status
 // stays idle) and reports what it left the session in; wagent step is
 // this. It refuses with ErrBusy unless the session is idle.
-func (s *Session) Step(ctx context.Context) (Outcome, error) {
-	var o Outcome
+func (s *Session) Step(ctx context.Context) (engine.Outcome, error) {
+	var o engine.Outcome
 	err := s.exclusive(func() error {
 		var err error
 		o, err = s.m.Advance(ctx)
-		s.mu.Lock()
-		s.waiting = WaitingCalls(s.m.st)
-		s.summary = Summarize(s.m.st)
-		s.mu.Unlock()
+		s.observe()
 		return err
 	})
 	return o, err

@@ -1,10 +1,14 @@
-package engine
+package session
 
 import (
 	"context"
 	"errors"
 	"sort"
 	"sync"
+	"time"
+
+	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/event"
 )
 
 // Host runs several sessions in one process, each with its own driver,
@@ -12,8 +16,8 @@ import (
 // one provider. Watchers of the host hear every session's notifications,
 // including created and disposed.
 type Host struct {
-	cfg     Config
-	resolve Resolver
+	cfg     engine.Config
+	resolve engine.Resolver
 
 	mu        sync.Mutex
 	sessions  map[string]*Session
@@ -22,22 +26,15 @@ type Host struct {
 	closed    bool
 }
 
-// Resolver builds the config one session runs with (its pipeline,
-// provider, model) from its settings: session/created's, with the latest
-// pipeline/changed applied. A long-lived host runs each session with what
-// it was started with. The host's Log is used whatever it returns, and only
-// the pipeline, provider and model are taken from it.
-type Resolver func(ctx context.Context, id string, settings *SessionCreated) (Config, error)
-
 // NewHost returns a host whose sessions use cfg (its Session field is
 // ignored; each session gets its own).
-func NewHost(cfg Config) *Host {
+func NewHost(cfg engine.Config) *Host {
 	return &Host{cfg: cfg, sessions: map[string]*Session{}, watchers: map[int]func(Notification){}}
 }
 
 // NewHostWith returns a host that builds each session's config with
 // resolve when it opens the session.
-func NewHostWith(cfg Config, resolve Resolver) *Host {
+func NewHostWith(cfg engine.Config, resolve engine.Resolver) *Host {
 	h := NewHost(cfg)
 	h.resolve = resolve
 	return h
@@ -71,7 +68,7 @@ func (h *Host) notify(n Notification) {
 }
 
 // Create makes a new session and opens it.
-func (h *Host) Create(ctx context.Context, id string, info SessionCreated) (*Session, error) {
+func (h *Host) Create(ctx context.Context, id string, info event.SessionCreated) (*Session, error) {
 	if info.Pipeline == "" && h.cfg.Pipeline != nil {
 		info.Pipeline = h.cfg.Pipeline.Digest()
 	}
@@ -80,9 +77,9 @@ func (h *Host) Create(ctx context.Context, id string, info SessionCreated) (*Ses
 	}
 	clock := h.cfg.Clock
 	if clock == nil {
-		clock = timeNow
+		clock = time.Now
 	}
-	if err := Create(ctx, h.cfg.Log, id, info, clock()); err != nil {
+	if err := engine.Create(ctx, h.cfg.Log, id, info, clock()); err != nil {
 		return nil, err
 	}
 	s, err := h.Open(ctx, id)

@@ -1,4 +1,4 @@
-package engine
+package event
 
 import (
 	"encoding/json"
@@ -16,9 +16,9 @@ import (
 
 // ErrCorruptLog is wrapped by every error the fold returns for a log that
 // breaks an invariant.
-var ErrCorruptLog = errors.New("engine: log breaks an invariant")
+var ErrCorruptLog = errors.New("event: log breaks an invariant")
 
-// State is what the engine folds from a session's log. It is built one
+// State is what the fold makes of a session's log. It is built one
 // event at a time (Apply) and never re-reads the log.
 type State struct {
 	Session string
@@ -241,6 +241,12 @@ func (s *State) Waiting() []string {
 func (s *State) HasID(id string) bool {
 	_, ok := s.ids[id]
 	return ok
+}
+
+// UsedIDs returns the inbox message ids callers chose in the session (see
+// HasID), sorted.
+func (s *State) UsedIDs() []string {
+	return slices.Sorted(maps.Keys(s.ids))
 }
 
 func (s *State) corrupt(seq uint64, format string, args ...any) error {
@@ -483,7 +489,7 @@ func (s *State) apply(e store.Event) error {
 				return s.corrupt(e.Seq, "tool call %q has no key, but the session's calls have keys since seq %d", c.ID, s.KeyedSince)
 			}
 			cs := &CallState{ToolCall: c}
-			if t := s.Header.tool(c.Name); t != nil {
+			if t := s.Header.Tool(c.Name); t != nil {
 				cs.Owner, cs.Idempotent = t.Owner, t.Idempotent
 				cs.Server, cs.Annotations = t.Server, t.Annotations
 			}
@@ -766,7 +772,7 @@ func (s *State) splice(seq uint64, d *InboxSpliced) error {
 	default:
 		return s.corrupt(seq, "inbox list %q is neither %s nor %s", d.List, ListNextTurn, ListNextStep)
 	}
-	next, removed, err := spliceList(*list, d)
+	next, removed, err := d.Splice(*list)
 	if err != nil {
 		return s.corrupt(seq, "%v", err)
 	}
@@ -820,7 +826,7 @@ func (s *State) splice(seq uint64, d *InboxSpliced) error {
 // turn-stopping ops, where seq is the head when it was made, plus any
 // trailing "'" an older version added) and returns its seq. Such ids are
 // unique by construction, so the fold keeps no record of them, and a
-// caller may not choose one (CheckInputID).
+// caller may not choose one (the engine refuses it: engine.CheckInputID).
 func GeneratedID(id string) (uint64, bool) {
 	rest, ok := strings.CutPrefix(id, "m")
 	if !ok {
@@ -849,29 +855,9 @@ func digits(s string) bool {
 	return true
 }
 
-// MaxInputIDLen bounds the id a caller gives its input.
-const MaxInputIDLen = 256
-
-// CheckInputID says why a caller may not name its input id: too long,
-// with control characters, or of the shape the engine generates.
-func CheckInputID(id string) error {
-	if len(id) > MaxInputIDLen {
-		return fmt.Errorf("%w: message id is %d bytes, the limit is %d", ErrRefused, len(id), MaxInputIDLen)
-	}
-	for _, c := range id {
-		if c < 0x20 || c == 0x7f {
-			return fmt.Errorf("%w: message id %q has a control character", ErrRefused, id)
-		}
-	}
-	if _, generated := GeneratedID(id); generated {
-		return fmt.Errorf("%w: message id %q has the shape of the ids wagent makes (mN-N, steer-N-N); choose another, or leave it out", ErrRefused, id)
-	}
-	return nil
-}
-
-// spliceList applies a splice to one list and returns the new list and the
-// removed items.
-func spliceList(l []hostabi.InputMessage, d *InboxSpliced) (next, removed []hostabi.InputMessage, err error) {
+// Splice applies the splice to l, the list it names, and returns the new
+// list and the removed items; l itself is not changed.
+func (d *InboxSpliced) Splice(l []hostabi.InputMessage) (next, removed []hostabi.InputMessage, err error) {
 	if d.Start < 0 || d.Removed < 0 || d.Start > len(l) || d.Start+d.Removed > len(l) {
 		return nil, nil, fmt.Errorf("splice of %s at %d removing %d is out of range (length %d)", d.List, d.Start, d.Removed, len(l))
 	}
@@ -898,7 +884,9 @@ func (h *RequestHeader) isGuard(name string) bool { return slices.Contains(h.gua
 // from versions that did not record them are read without those checks.
 func (h *RequestHeader) strict() bool { return h != nil && h.Guards != nil }
 
-func (h *RequestHeader) tool(name string) *HeaderTool {
+// Tool returns the header's tool of that name (nil for none, or a nil
+// header).
+func (h *RequestHeader) Tool(name string) *HeaderTool {
 	if h == nil {
 		return nil
 	}

@@ -1,0 +1,75 @@
+package event
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/wagent/wagent/hostabi"
+)
+
+// Cause kinds (Cause.Kind): who or what cancelled a turn or input.
+const (
+	CauseUser     = "user"
+	CauseParent   = "parent"
+	CauseHook     = "hook"
+	CauseDisposed = "disposed"
+)
+
+// Summary is what a list of sessions shows of one.
+type Summary struct {
+	ID string `json:"id"`
+	// Status is "running", "waiting" (for a person's decision) or "idle".
+	Status       string        `json:"status"`
+	Waiting      []WaitingCall `json:"waiting,omitempty"`
+	Turns        int           `json:"turns"`
+	TurnOpen     bool          `json:"turn_open,omitempty"`
+	Queued       int           `json:"queued,omitempty"`
+	Title        string        `json:"title,omitempty"`
+	Usage        Usage         `json:"usage"`
+	LastActivity time.Time     `json:"last_activity"`
+	Head         uint64        `json:"head"`
+}
+
+// Summarize makes the summary of a folded state: status idle or waiting
+// (a driver knows whether it runs, see session.Session.Summary).
+func Summarize(st *State) Summary {
+	sum := Summary{ID: st.Session, Status: "idle", Waiting: WaitingCalls(st), Turns: st.Turn, TurnOpen: st.TurnOpen,
+		Queued: len(st.NextTurn) + len(st.NextStep), Title: st.Title, Usage: st.Usage, LastActivity: st.LastActivity, Head: st.Head}
+	if len(sum.Waiting) > 0 {
+		sum.Status = "waiting"
+	}
+	return sum
+}
+
+// WaitingCall is a tool call parked for a person's decision.
+type WaitingCall struct {
+	// ID is the call's key (CallKey); ModelID the id the model gave it
+	// (not unique: models reuse ids). Digest is CallDigest of Name and
+	// Arguments: a surface that shows the call sends it back with the
+	// decision.
+	ID        string          `json:"id"`
+	ModelID   string          `json:"model_id,omitempty"`
+	Digest    string          `json:"digest"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	// Owner is the op that offered the tool; Server and Annotations are
+	// what it said of the tool (the MCP server it comes from, its hints),
+	// so a prompt can name them. AskedBy is the guard that asks, and
+	// Reason why.
+	Owner       string                   `json:"owner,omitempty"`
+	Server      string                   `json:"server,omitempty"`
+	Annotations *hostabi.ToolAnnotations `json:"annotations,omitempty"`
+	AskedBy     string                   `json:"asked_by,omitempty"`
+	Reason      string                   `json:"reason,omitempty"`
+}
+
+// WaitingCalls lists the calls of st waiting for a person's decision.
+func WaitingCalls(st *State) []WaitingCall {
+	var out []WaitingCall
+	for _, id := range st.Waiting() {
+		c := st.Call(id)
+		out = append(out, WaitingCall{ID: c.ID, ModelID: c.ModelID, Digest: CallDigest(c.Name, c.Arguments), Name: c.Name, Arguments: c.Arguments, Owner: c.Owner, Server: c.Server, Annotations: c.Annotations,
+			AskedBy: c.AskedBy, Reason: c.AskReason})
+	}
+	return out
+}
