@@ -316,8 +316,17 @@ func (s *Session) drain(ctx context.Context) {
 		}
 		s.statusMu.Lock()
 		s.mu.Lock()
-		if s.wake && !s.closed && cause == nil && err == nil {
+		if s.wake && !s.closed && err == nil {
+			// Input arrived meanwhile: the drain goes on (after a
+			// cancellation, with a fresh context), so the session is never
+			// idle with input waiting, not even for an instant a WhenIdle
+			// could see.
 			s.wake = false
+			if cause != nil {
+				s.cancel()
+				ctx, s.cancel = context.WithCancel(context.Background())
+				s.cause, s.dropInput = nil, ""
+			}
 			s.mu.Unlock()
 			s.statusMu.Unlock()
 			continue
