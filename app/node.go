@@ -434,13 +434,16 @@ func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (event.Ses
 	}
 	pol := n.o.Policy(p)
 	if n.o.SharedLog {
-		// Workers will open it as theirs: check now what they will.
+		// Workers will open it as theirs: its keys go where theirs may.
 		pol = n.o.Policy(Worker)
 	}
 	if err := n.checkQuota(ctx, p, pol); err != nil {
 		return event.SessionCreated{}, err
 	}
-	if err := n.sessionFiles(s, pol); err != nil && (n.o.Drive || n.o.SharedLog || pol.Pipeline != nil) {
+	// The files are checked here only by a node that will run the
+	// session: workers check them against their own project roots (or
+	// --pipelines), which this process cannot know.
+	if err := n.sessionFiles(s, pol); err != nil && (n.o.Drive || pol.Pipeline != nil) {
 		return event.SessionCreated{}, err
 	}
 	if _, err := n.buildProvider(s, req.Secrets[SecretAPIKey], pol); err != nil {
