@@ -399,6 +399,10 @@ type Request struct {
 	// what Settings leave out.
 	Profile   string
 	CreatedBy string
+	// Change says the request changes an existing session's settings
+	// (POST …/settings): it makes no new session, so it does not count
+	// against the principal's MaxSessions.
+	Change bool
 }
 
 // Prepare checks a create's (or a change's) settings before anything is
@@ -409,7 +413,7 @@ type Request struct {
 // Settings a local client sends are whole (it resolved its own config);
 // for anyone else, and for a request naming a profile, what they leave
 // out comes from the node's config: its profile, its top level.
-func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (engine.SessionCreated, error) {
+func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (_ engine.SessionCreated, err error) {
 	if n.o.Prepare != nil {
 		return n.o.Prepare(ctx, p, req)
 	}
@@ -435,8 +439,18 @@ func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (engine.Se
 		// Workers will open it as theirs: check now what they will.
 		pol = n.o.Policy(Worker)
 	}
-	if err := n.checkQuota(ctx, p, pol); err != nil {
-		return engine.SessionCreated{}, err
+	if !req.Change {
+		// Reserved now, so that creates at once cannot all pass the
+		// check before any is counted; given back if this one is refused.
+		release, err := n.ReserveSession(ctx, p)
+		if err != nil {
+			return engine.SessionCreated{}, err
+		}
+		defer func() {
+			if err != nil {
+				release()
+			}
+		}()
 	}
 	if err := n.sessionFiles(s, pol); err != nil && (n.o.Drive || n.o.SharedLog || pol.Pipeline != nil) {
 		return engine.SessionCreated{}, err
@@ -462,7 +476,6 @@ func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (engine.Se
 	if info.CreatedBy == "" {
 		info.CreatedBy = "wagent"
 	}
-	n.countCreate(p, pol)
 	return info, nil
 }
 
@@ -712,10 +725,16 @@ func grantProject(spec *pipeline.Spec, dir string) {
 	}
 }
 
-// checkQuota refuses a create beyond the principal's MaxSessions.
-func (n *Node) checkQuota(ctx context.Context, p Principal, pol Policy) error {
+// ReserveSession counts a new session of p (a create, a fork, an
+// import) against its Policy.MaxSessions, refusing it (Forbidden) beyond
+// the limit. The check and the count are one step, so sessions made at
+// once cannot all pass the check before any is counted. release gives
+// the reservation back, for a session that was then not made; a session
+// made and then failing still counts (the count errs on the safe side).
+func (n *Node) ReserveSession(ctx context.Context, p Principal) (release func(), err error) {
+	pol := n.o.Policy(p)
 	if pol.MaxSessions <= 0 {
-		return nil
+		return func() {}, nil
 	}
 	n.mu.Lock()
 	counted := n.created != nil
@@ -725,7 +744,7 @@ func (n *Node) checkQuota(ctx context.Context, p Principal, pol Policy) error {
 		counts := map[string]int{}
 		ids, err := n.o.Log.Sessions(ctx)
 		if err != nil {
-			return Errorf(Failed, "count sessions: %v", err)
+			return nil, Errorf(Failed, "count sessions: %v", err)
 		}
 		for _, id := range ids {
 			evs, err := n.o.Log.Read(ctx, id, 1, 1)
@@ -745,25 +764,21 @@ func (n *Node) checkQuota(ctx context.Context, p Principal, pol Policy) error {
 		}
 		n.mu.Unlock()
 	}
+	key := p.String()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.created[p.String()] >= pol.MaxSessions {
-		return Errorf(Forbidden, "%s has created %d sessions, its limit on this node", p, pol.MaxSessions)
+	if n.created[key] >= pol.MaxSessions {
+		return nil, Errorf(Forbidden, "%s has created %d sessions, its limit on this node", p, pol.MaxSessions)
 	}
-	return nil
-}
-
-// countCreate counts a prepared create against the principal's limit (a
-// create that then fails still counts: the count errs on the safe side).
-func (n *Node) countCreate(p Principal, pol Policy) {
-	if pol.MaxSessions <= 0 {
-		return
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.created != nil {
-		n.created[p.String()]++
-	}
+	n.created[key]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			n.created[key]--
+		})
+	}, nil
 }
 
 // knows says whether name is a provider registered with the node.

@@ -136,7 +136,7 @@ func (s *Server) settings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, _ := principalOf(r)
-	info, err := s.node.Prepare(r.Context(), p, app.Request{Settings: req.Settings, Secrets: req.Secrets, Profile: req.Profile})
+	info, err := s.node.Prepare(r.Context(), p, app.Request{Settings: req.Settings, Secrets: req.Secrets, Profile: req.Profile, Change: true})
 	if err != nil {
 		prepareFailed(w, err)
 		return
