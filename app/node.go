@@ -494,7 +494,9 @@ func (n *Node) CheckImport(p Principal) engine.SettingsCheck {
 		if p.Kind != KindLocal && s.By != "" && s.By != p.String() {
 			return fmt.Errorf("the settings say they were chosen by %s; an import by %s may only record its own", s.By, p)
 		}
-		if p.Kind != KindLocal && s.By == "" && !n.o.Exposed && len(set.Settings) > 0 {
+		// Even no settings at all: such a session is opened as the local
+		// user's, and is no one's for OwnSessionsOnly and MaxSessions.
+		if p.Kind != KindLocal && s.By == "" && !n.o.Exposed {
 			return fmt.Errorf("the settings name no principal; an import by %s must record its own (by: %q)", p, p.String())
 		}
 		return nil
