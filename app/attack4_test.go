@@ -2,7 +2,11 @@ package app
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 	"testing"
 
 	"github.com/wagent/wagent/store"
@@ -31,5 +35,39 @@ func TestAttackChoicesShowBaseURLCredentials(t *testing.T) {
 		if !strings.Contains(got, "proxy.example/v1") {
 			t.Errorf("%s: the choices lost where the profile's base URL points: %s", p, got)
 		}
+	}
+}
+
+// Attack: the choices' walk of a project root meets a FIFO named like a
+// pipeline (reading it would block the request for ever), a symbolic
+// link to a pipeline outside the roots, and a linked folder outside them.
+func TestAttackChoicesWalkFIFOAndLinks(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	pipe := "ops:\n- use: builtin:approval\n  config: {mode: auto}\n"
+	os.WriteFile(filepath.Join(outside, "secret.yaml"), []byte(pipe), 0o600)
+	os.WriteFile(filepath.Join(root, "ok.yaml"), []byte(pipe), 0o600)
+	if err := syscall.Mkfifo(filepath.Join(root, "fifo.yaml"), 0o600); err != nil {
+		t.Skip(err)
+	}
+	os.Symlink(filepath.Join(outside, "secret.yaml"), filepath.Join(root, "link.yaml"))
+	os.Symlink(outside, filepath.Join(root, "linkdir"))
+	n, err := Open(context.Background(), Options{Log: store.NewMemory(), Getenv: func(string) string { return "" }, ProjectRoots: []string{root}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(context.Background())
+	done := make(chan Choices, 1)
+	go func() { done <- n.Choices(Remote) }()
+	select {
+	case c := <-done:
+		var names []string
+		for _, p := range c.Pipelines {
+			names = append(names, p.Pipeline)
+		}
+		if len(names) != 1 || names[0] != filepath.Join(root, "ok.yaml") {
+			t.Errorf("the choices list %v, want only %s", names, filepath.Join(root, "ok.yaml"))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the choices' walk hangs on a FIFO named fifo.yaml")
 	}
 }
