@@ -71,3 +71,55 @@ func TestAttackChoicesWalkFIFOAndLinks(t *testing.T) {
 		t.Fatal("the choices' walk hangs on a FIFO named fifo.yaml")
 	}
 }
+
+// Attack: a remote client creates a session whose settings send its own
+// key to a base URL of its choosing (allowed: the key is its own). The
+// local user then changes one setting of it (wagent run --session S
+// --model M sends the recorded settings with the change): the node
+// records the whole as the local user's choice, and from then on sends
+// the node's key (or the one the CLI hands over) to the remote's URL, and
+// agents-md reads the folder the remote named.
+func TestAttackLocalChangeLaundersRemoteSettings(t *testing.T) {
+	env := map[string]string{"OPENAI_API_KEY": "node-key"}
+	getenv := func(k string) string { return env[k] }
+	root := t.TempDir()
+	n, err := Open(context.Background(), Options{Log: store.NewMemory(), Getenv: getenv, Exposed: true, ProjectRoots: []string{root}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(context.Background())
+	ctx := context.Background()
+	info, err := n.Prepare(ctx, Remote, Request{Settings: []byte(`{"provider":"openai","model":"m","base_url":"https://evil.example/v1","dir":"/home"}`), Secrets: map[string]string{SecretAPIKey: "remote-own-key"}})
+	if err != nil {
+		t.Fatalf("the remote's create with its own key: %v", err)
+	}
+	recorded, _ := ReadSettings(info.Settings)
+	// The CLI: the recorded settings, with --model changed.
+	changed := recorded
+	changed.Model = "m2"
+	info2, err := n.Prepare(ctx, Local, Request{Settings: changed.JSON(), Change: true, Recorded: info.Settings})
+	if err == nil {
+		s, _ := ReadSettings(info2.Settings)
+		pol := n.policyOf(s)
+		if _, perr := n.buildProvider(s, "", pol); perr == nil && s.BaseURL == "https://evil.example/v1" {
+			t.Errorf("after the local user changed the model, the remote's base URL gets the node's key (by %q)", s.By)
+		}
+		if s.Dir == "/home" && pol.AnyFiles {
+			t.Errorf("after the local user changed the model, the remote's folder %s is mounted as the local user's", s.Dir)
+		}
+	}
+	// The local user naming their own base URL and folder is theirs.
+	mine := changed
+	mine.BaseURL, mine.Dir = "https://api.openai.com/v1", root
+	if _, err := n.Prepare(ctx, Local, Request{Settings: mine.JSON(), Change: true, Recorded: info.Settings}); err != nil {
+		t.Errorf("the local user replacing the remote's choices: %v", err)
+	}
+	// A change of the local user's own session is not affected.
+	own, err := n.Prepare(ctx, Local, Request{Settings: []byte(`{"provider":"openai","model":"m","base_url":"https://mine.example/v1","dir":"/home"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Prepare(ctx, Local, Request{Settings: []byte(`{"provider":"openai","model":"m3","base_url":"https://mine.example/v1","dir":"/home"}`), Change: true, Recorded: own.Settings}); err != nil {
+		t.Errorf("the local user changing their own session: %v", err)
+	}
+}

@@ -403,6 +403,10 @@ type Request struct {
 	// (POST …/settings): it makes no new session, so it does not count
 	// against the principal's MaxSessions.
 	Change bool
+	// Recorded, for a change, are the settings the session records now:
+	// what the change keeps of them was chosen by whoever chose them, and
+	// is held to that principal's policy too.
+	Recorded json.RawMessage
 }
 
 // Prepare checks a create's (or a change's) settings before anything is
@@ -455,6 +459,11 @@ func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (_ engine.
 	if err := n.sessionFiles(s, pol); err != nil && (n.o.Drive || n.o.SharedLog || pol.Pipeline != nil) {
 		return engine.SessionCreated{}, err
 	}
+	if req.Change {
+		if err := n.keptChoices(&s, req.Recorded, p); err != nil {
+			return engine.SessionCreated{}, err
+		}
+	}
 	if _, err := n.buildProvider(s, req.Secrets[SecretAPIKey], pol); err != nil {
 		return engine.SessionCreated{}, err
 	}
@@ -501,6 +510,42 @@ func (n *Node) CheckImport(p Principal) engine.SettingsCheck {
 		}
 		return nil
 	}
+}
+
+// keptChoices holds what a change by p keeps of a session's recorded
+// settings (its base URL, pipeline, script, folder) to the policy of the
+// principal who chose them, when that is not p: the local user changing
+// the model of a session a remote client made must not make the remote's
+// base URL one the node sends its keys to, nor the remote's folder one
+// agents-md reads. A kept folder the chooser may not name is dropped; a
+// kept base URL or file is refused.
+func (n *Node) keptChoices(s *Settings, recorded json.RawMessage, p Principal) error {
+	rec, err := readSettings(recorded, n.knows)
+	if err != nil || len(recorded) == 0 || rec.By == p.String() {
+		return nil
+	}
+	pol := n.policyOf(rec)
+	by := rec.By
+	if by == "" {
+		by = "a client before principals were recorded"
+	}
+	if !pol.AnyBaseURL && s.BaseURL != "" && s.BaseURL == rec.BaseURL && s.ProviderName() != "script" && !n.trustedBaseURL(s.BaseURL) {
+		return Errorf(Forbidden, "the session's base URL %s was chosen by %s, and this process sends no key there for it: name another base URL, or add it to WAGENT_TRUSTED_BASE_URLS in this process's environment", s.BaseURL, by)
+	}
+	if !pol.AnyFiles && s.Dir != "" && s.Dir == rec.Dir {
+		s.Dir = underRoots(n.o.ProjectRoots, s.Dir)
+	}
+	var kept Settings
+	if s.Pipeline == rec.Pipeline {
+		kept.Pipeline = s.Pipeline
+	}
+	if s.Script == rec.Script {
+		kept.Script = s.Script
+	}
+	if err := n.sessionFiles(kept, pol); err != nil && (n.o.Drive || n.o.SharedLog || pol.Pipeline != nil) {
+		return Errorf(Forbidden, "%v (it was chosen by %s)", err, by)
+	}
+	return nil
 }
 
 // withConfig fills what s leaves out from the node's config: the profile

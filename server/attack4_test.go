@@ -1,12 +1,17 @@
 package server_test
 
 import (
+	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/server"
+	"github.com/wagent/wagent/store"
 )
 
 // Attack: a handler that panics (an embedder's code run inside a request)
@@ -59,3 +64,40 @@ type closeRecorder struct {
 }
 
 func (c *closeRecorder) Close() error { c.closed = true; return nil }
+
+// Attack, through the API: a remote client makes a session sending its
+// own key to its own base URL; the local user changes its model (the CLI
+// sends the recorded settings with the change). The change must not make
+// the remote's base URL one the owner sends its keys to.
+func TestAttackLocalSettingsChangeLaundersRemoteChoice(t *testing.T) {
+	env := map[string]string{"OPENAI_API_KEY": "owner-key"}
+	node, err := app.Open(context.Background(), app.Options{Log: store.NewMemory(), Getenv: func(k string) string { return env[k] }, Exposed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(node, server.Options{Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close(context.Background())
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	ctx := context.Background()
+	remote := server.NewClient(hs.URL, "tok", nil)
+	local := server.NewClient("http://owner", "", &http.Client{Transport: server.InProcess(srv)})
+	created, err := remote.Create(ctx, &server.CreateRequest{ID: "r1", Settings: json.RawMessage(`{"provider":"openai","model":"m","base_url":"https://evil.example/v1"}`), Secrets: map[string]string{app.SecretAPIKey: "remote-own"}})
+	if err != nil {
+		t.Fatalf("the remote's create with its own key: %v", err)
+	}
+	s, _ := app.ReadSettings(created.Settings)
+	s.Model = "m2"
+	_, err = local.ChangeSettings(ctx, "r1", server.SettingsRequest{Settings: s.JSON()})
+	if !server.IsCode(err, server.CodeForbidden) {
+		t.Errorf("the local user's model change keeping the remote's base URL: %v, want 403", err)
+	}
+	// Naming a base URL of their own, it is theirs.
+	s.BaseURL = "https://api.openai.com/v1"
+	if _, err := local.ChangeSettings(ctx, "r1", server.SettingsRequest{Settings: s.JSON()}); err != nil {
+		t.Errorf("the local user replacing the remote's base URL: %v", err)
+	}
+}
