@@ -314,8 +314,32 @@ func (n *Node) AddPipeline(name string, src PipelineSource) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.registered[name] = src
-	delete(n.pipes, "mem:"+name)
+	for key := range n.pipes { // cached by name and folder
+		if strings.HasPrefix(key, "mem:"+name+"\x00") {
+			delete(n.pipes, key)
+		}
+	}
 	return nil
+}
+
+// digest is what a registered pipeline's cache entry is checked against:
+// its YAML and its modules (a new upload of an op under the same YAML is
+// a new pipeline).
+func (src PipelineSource) digest() [32]byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d:%s", len(src.YAML), src.YAML)
+	names := make([]string, 0, len(src.Modules))
+	for k := range src.Modules {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(h, "%d:%s%d:", len(k), k, len(src.Modules[k]))
+		h.Write(src.Modules[k])
+	}
+	var d [32]byte
+	copy(d[:], h.Sum(nil))
+	return d
 }
 
 // policyOf is the policy a session with settings s is opened under: that
@@ -672,7 +696,7 @@ func (n *Node) pipeline(ctx context.Context, s Settings, pol Policy) (*pipeline.
 	switch {
 	case registered:
 		key = "mem:" + key
-		digest = sha256.Sum256(src.YAML)
+		digest = src.digest()
 	case s.Pipeline != "":
 		b, err := os.ReadFile(s.Pipeline)
 		if err != nil {
