@@ -2,6 +2,7 @@ package app
 
 import (
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -78,7 +79,7 @@ func (n *Node) Choices(p Principal) Choices {
 		sort.Strings(names)
 		for _, name := range names {
 			pr := cfg.Profiles[name]
-			pc := ProfileChoice{Name: name, Provider: pr.Provider, Model: pr.Model, BaseURL: pr.BaseURL}
+			pc := ProfileChoice{Name: name, Provider: pr.Provider, Model: pr.Model, BaseURL: withoutCredentials(pr.BaseURL)}
 			if pr.Pipeline != "" {
 				pc.Pipeline = src.cfgPath("pipeline", pr.Pipeline)
 				add(PipelineChoice{Pipeline: pc.Pipeline, Name: filepath.Base(pc.Pipeline) + " (profile " + name + ")"})
@@ -96,6 +97,9 @@ func (n *Node) Choices(p Principal) Choices {
 	if c.Model == "" {
 		c.Model = n.getenv("WAGENT_MODEL")
 	}
+	// Only the registered pipelines p may name: a tenant's are not
+	// another tenant's to see.
+	pol := n.o.Policy(p)
 	n.mu.Lock()
 	var reg []string
 	for name := range n.registered {
@@ -104,7 +108,9 @@ func (n *Node) Choices(p Principal) Choices {
 	n.mu.Unlock()
 	sort.Strings(reg)
 	for _, name := range reg {
-		add(PipelineChoice{Pipeline: name, Name: name})
+		if pol.Pipeline == nil || pol.Pipeline(name) { // the embedder's code: not under n.mu
+			add(PipelineChoice{Pipeline: name, Name: name})
+		}
 	}
 	for _, root := range n.o.ProjectRoots {
 		if root == "" {
@@ -156,4 +162,19 @@ func (n *Node) pipelineFiles(root string, add func(PipelineChoice)) {
 		add(PipelineChoice{Pipeline: path, Name: rel, Ops: len(spec.Ops)})
 		return nil
 	})
+}
+
+// withoutCredentials is a base URL as the choices show it: where it
+// points, without what it may carry to authenticate (user:password@, a
+// query such as ?api-key=, a fragment), which is the owner's.
+func withoutCredentials(u string) string {
+	if u == "" {
+		return ""
+	}
+	pu, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	pu.User, pu.RawQuery, pu.ForceQuery, pu.Fragment, pu.RawFragment = nil, "", false, "", ""
+	return pu.String()
 }

@@ -316,8 +316,32 @@ func (n *Node) AddPipeline(name string, src PipelineSource) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.registered[name] = src
-	delete(n.pipes, "mem:"+name)
+	for key := range n.pipes { // cached by name and folder
+		if strings.HasPrefix(key, "mem:"+name+"\x00") {
+			delete(n.pipes, key)
+		}
+	}
 	return nil
+}
+
+// digest is what a registered pipeline's cache entry is checked against:
+// its YAML and its modules (a new upload of an op under the same YAML is
+// a new pipeline).
+func (src PipelineSource) digest() [32]byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d:%s", len(src.YAML), src.YAML)
+	names := make([]string, 0, len(src.Modules))
+	for k := range src.Modules {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(h, "%d:%s%d:", len(k), k, len(src.Modules[k]))
+		h.Write(src.Modules[k])
+	}
+	var d [32]byte
+	copy(d[:], h.Sum(nil))
+	return d
 }
 
 // policyOf is the policy a session with settings s is opened under: that
@@ -401,6 +425,14 @@ type Request struct {
 	// what Settings leave out.
 	Profile   string
 	CreatedBy string
+	// Change says the request changes an existing session's settings
+	// (POST …/settings): it makes no new session, so it does not count
+	// against the principal's MaxSessions.
+	Change bool
+	// Recorded, for a change, are the settings the session records now:
+	// what the change keeps of them was chosen by whoever chose them, and
+	// is held to that principal's policy too.
+	Recorded json.RawMessage
 }
 
 // Prepare checks a create's (or a change's) settings before anything is
@@ -411,7 +443,7 @@ type Request struct {
 // Settings a local client sends are whole (it resolved its own config);
 // for anyone else, and for a request naming a profile, what they leave
 // out comes from the node's config: its profile, its top level.
-func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (event.SessionCreated, error) {
+func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (_ event.SessionCreated, err error) {
 	if n.o.Prepare != nil {
 		return n.o.Prepare(ctx, p, req)
 	}
@@ -437,14 +469,29 @@ func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (event.Ses
 		// Workers will open it as theirs: its keys go where theirs may.
 		pol = n.o.Policy(Worker)
 	}
-	if err := n.checkQuota(ctx, p, pol); err != nil {
-		return event.SessionCreated{}, err
+	if !req.Change {
+		// Reserved now, so that creates at once cannot all pass the
+		// check before any is counted; given back if this one is refused.
+		release, err := n.ReserveSession(ctx, p)
+		if err != nil {
+			return event.SessionCreated{}, err
+		}
+		defer func() {
+			if err != nil {
+				release()
+			}
+		}()
 	}
 	// The files are checked here only by a node that will run the
 	// session: workers check them against their own project roots (or
 	// --pipelines), which this process cannot know.
 	if err := n.sessionFiles(s, pol); err != nil && (n.o.Drive || pol.Pipeline != nil) {
 		return event.SessionCreated{}, err
+	}
+	if req.Change {
+		if err := n.keptChoices(&s, req.Recorded, p); err != nil {
+			return event.SessionCreated{}, err
+		}
 	}
 	if _, err := n.buildProvider(s, req.Secrets[SecretAPIKey], pol); err != nil {
 		return event.SessionCreated{}, err
@@ -467,7 +514,6 @@ func (n *Node) Prepare(ctx context.Context, p Principal, req Request) (event.Ses
 	if info.CreatedBy == "" {
 		info.CreatedBy = "wagent"
 	}
-	n.countCreate(p, pol)
 	return info, nil
 }
 
@@ -486,11 +532,49 @@ func (n *Node) CheckImport(p Principal) event.SettingsCheck {
 		if p.Kind != KindLocal && s.By != "" && s.By != p.String() {
 			return fmt.Errorf("the settings say they were chosen by %s; an import by %s may only record its own", s.By, p)
 		}
-		if p.Kind != KindLocal && s.By == "" && !n.o.Exposed && len(set.Settings) > 0 {
+		// Even no settings at all: such a session is opened as the local
+		// user's, and is no one's for OwnSessionsOnly and MaxSessions.
+		if p.Kind != KindLocal && s.By == "" && !n.o.Exposed {
 			return fmt.Errorf("the settings name no principal; an import by %s must record its own (by: %q)", p, p.String())
 		}
 		return nil
 	}
+}
+
+// keptChoices holds what a change by p keeps of a session's recorded
+// settings (its base URL, pipeline, script, folder) to the policy of the
+// principal who chose them, when that is not p: the local user changing
+// the model of a session a remote client made must not make the remote's
+// base URL one the node sends its keys to, nor the remote's folder one
+// agents-md reads. A kept folder the chooser may not name is dropped; a
+// kept base URL or file is refused.
+func (n *Node) keptChoices(s *Settings, recorded json.RawMessage, p Principal) error {
+	rec, err := readSettings(recorded, n.knows)
+	if err != nil || len(recorded) == 0 || rec.By == p.String() {
+		return nil
+	}
+	pol := n.policyOf(rec)
+	by := rec.By
+	if by == "" {
+		by = "a client before principals were recorded"
+	}
+	if !pol.AnyBaseURL && s.BaseURL != "" && s.BaseURL == rec.BaseURL && s.ProviderName() != "script" && !n.trustedBaseURL(s.BaseURL) {
+		return Errorf(Forbidden, "the session's base URL %s was chosen by %s, and this process sends no key there for it: name another base URL, or add it to WAGENT_TRUSTED_BASE_URLS in this process's environment", s.BaseURL, by)
+	}
+	if !pol.AnyFiles && s.Dir != "" && s.Dir == rec.Dir {
+		s.Dir = underRoots(n.o.ProjectRoots, s.Dir)
+	}
+	var kept Settings
+	if s.Pipeline == rec.Pipeline {
+		kept.Pipeline = s.Pipeline
+	}
+	if s.Script == rec.Script {
+		kept.Script = s.Script
+	}
+	if err := n.sessionFiles(kept, pol); err != nil && (n.o.Drive || n.o.SharedLog || pol.Pipeline != nil) {
+		return Errorf(Forbidden, "%v (it was chosen by %s)", err, by)
+	}
+	return nil
 }
 
 // withConfig fills what s leaves out from the node's config: the profile
@@ -624,7 +708,7 @@ func (n *Node) pipeline(ctx context.Context, s Settings, pol Policy) (*pipeline.
 	switch {
 	case registered:
 		key = "mem:" + key
-		digest = sha256.Sum256(src.YAML)
+		digest = src.digest()
 	case s.Pipeline != "":
 		b, err := os.ReadFile(s.Pipeline)
 		if err != nil {
@@ -724,10 +808,16 @@ func grantProject(spec *pipeline.Spec, dir string) {
 	}
 }
 
-// checkQuota refuses a create beyond the principal's MaxSessions.
-func (n *Node) checkQuota(ctx context.Context, p Principal, pol Policy) error {
+// ReserveSession counts a new session of p (a create, a fork, an
+// import) against its Policy.MaxSessions, refusing it (Forbidden) beyond
+// the limit. The check and the count are one step, so sessions made at
+// once cannot all pass the check before any is counted. release gives
+// the reservation back, for a session that was then not made; a session
+// made and then failing still counts (the count errs on the safe side).
+func (n *Node) ReserveSession(ctx context.Context, p Principal) (release func(), err error) {
+	pol := n.o.Policy(p)
 	if pol.MaxSessions <= 0 {
-		return nil
+		return func() {}, nil
 	}
 	n.mu.Lock()
 	counted := n.created != nil
@@ -737,7 +827,7 @@ func (n *Node) checkQuota(ctx context.Context, p Principal, pol Policy) error {
 		counts := map[string]int{}
 		ids, err := n.o.Log.Sessions(ctx)
 		if err != nil {
-			return Errorf(Failed, "count sessions: %v", err)
+			return nil, Errorf(Failed, "count sessions: %v", err)
 		}
 		for _, id := range ids {
 			evs, err := n.o.Log.Read(ctx, id, 1, 1)
@@ -757,25 +847,21 @@ func (n *Node) checkQuota(ctx context.Context, p Principal, pol Policy) error {
 		}
 		n.mu.Unlock()
 	}
+	key := p.String()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.created[p.String()] >= pol.MaxSessions {
-		return Errorf(Forbidden, "%s has created %d sessions, its limit on this node", p, pol.MaxSessions)
+	if n.created[key] >= pol.MaxSessions {
+		return nil, Errorf(Forbidden, "%s has created %d sessions, its limit on this node", p, pol.MaxSessions)
 	}
-	return nil
-}
-
-// countCreate counts a prepared create against the principal's limit (a
-// create that then fails still counts: the count errs on the safe side).
-func (n *Node) countCreate(p Principal, pol Policy) {
-	if pol.MaxSessions <= 0 {
-		return
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.created != nil {
-		n.created[p.String()]++
-	}
+	n.created[key]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			n.created[key]--
+		})
+	}, nil
 }
 
 // knows says whether name is a provider registered with the node.

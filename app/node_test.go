@@ -32,7 +32,6 @@ func TestCheckImportPrincipal(t *testing.T) {
 			{Remote, `{"v":1,"provider":"openai","model":"m","by":"remote"}`, ""},
 			{Principal{Kind: KindRemote, Name: "alice"}, `{"v":1,"provider":"openai","model":"m","by":"remote:alice"}`, ""},
 			{Remote, `{"v":2,"provider":"openai","model":"m","by":"remote"}`, "upgrade wagent"},
-			{Remote, ``, ""}, // no settings: nothing to trust
 			{Local, `{"v":1,"provider":"openai","model":"m","by":"local"}`, ""},
 			{Local, `{"v":1,"provider":"openai","model":"m","by":"remote"}`, ""},
 			{Local, `{"provider":"openai","model":"m"}`, ""},
@@ -45,9 +44,11 @@ func TestCheckImportPrincipal(t *testing.T) {
 		// Settings naming no principal: an exposed node opens them as a
 		// remote client's, so a remote import may bring them; a node no
 		// remote client reaches would open them as the local user's.
-		err = n.CheckImport(Remote)(&event.SessionCreated{Settings: json.RawMessage(`{"provider":"openai","model":"m"}`)})
-		if exposed && err != nil || !exposed && (err == nil || !strings.Contains(err.Error(), `must record its own (by: "remote")`)) {
-			t.Errorf("exposed %v: a remote import of settings naming no principal: %v", exposed, err)
+		for _, raw := range []string{`{"provider":"openai","model":"m"}`, ``} { // no settings at all too
+			err = n.CheckImport(Remote)(&event.SessionCreated{Settings: json.RawMessage(raw)})
+			if exposed && err != nil || !exposed && (err == nil || !strings.Contains(err.Error(), `must record its own (by: "remote")`)) {
+				t.Errorf("exposed %v: a remote import of settings %q naming no principal: %v", exposed, raw, err)
+			}
 		}
 		n.Close(context.Background())
 	}

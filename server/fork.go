@@ -66,7 +66,14 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.release(req.As)
+	p, _ := principalOf(r)
+	unreserve, err := s.node.ReserveSession(r.Context(), p)
+	if err != nil {
+		prepareFailed(w, err)
+		return
+	}
 	if err := engine.Fork(r.Context(), s.log, id, req.At, req.As, time.Now()); err != nil {
+		unreserve()
 		s.writeFailure(w, err, id)
 		return
 	}
@@ -94,7 +101,13 @@ func (s *Server) importLog(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.release(id)
 	p, _ := principalOf(r)
+	unreserve, err := s.node.ReserveSession(r.Context(), p)
+	if err != nil {
+		prepareFailed(w, err)
+		return
+	}
 	if err := engine.Import(r.Context(), s.log, id, evs, s.node.CheckImport(p)); err != nil {
+		unreserve()
 		s.writeFailure(w, err, id)
 		return
 	}

@@ -138,7 +138,19 @@ func (s *Server) settings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, _ := principalOf(r)
-	info, err := s.node.Prepare(r.Context(), p, app.Request{Settings: req.Settings, Secrets: req.Secrets, Profile: req.Profile})
+	// What the session records now: what the change keeps of it stays
+	// held to whoever chose it.
+	evs, err := s.log.Read(r.Context(), sess.ID(), 1, 0)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	st, err := event.Fold(sess.ID(), evs)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	info, err := s.node.Prepare(r.Context(), p, app.Request{Settings: req.Settings, Secrets: req.Secrets, Profile: req.Profile, Change: true, Recorded: st.Settings.Settings})
 	if err != nil {
 		prepareFailed(w, err)
 		return

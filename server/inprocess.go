@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -23,6 +24,18 @@ func (t inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.WithContext(contextLocal(r.Context()))
 	go func() {
 		defer func() {
+			if r.Body != nil {
+				r.Body.Close() // a RoundTripper closes the request's body
+			}
+			if v := recover(); v != nil {
+				// As net/http's server does, a panic ends this request
+				// only (not the process): the client gets an error, or a
+				// body cut short if the answer had begun.
+				err := fmt.Errorf("server: the in-process handler panicked: %v", v)
+				w.fail(err)
+				pw.CloseWithError(err)
+				return
+			}
 			w.writeHeader(http.StatusOK)
 			pw.Close()
 		}()
@@ -30,6 +43,9 @@ func (t inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
 	}()
 	select {
 	case <-w.ready:
+		if w.err != nil {
+			return nil, w.err
+		}
 	case <-r.Context().Done():
 		pr.CloseWithError(r.Context().Err())
 		return nil, r.Context().Err()
@@ -50,6 +66,8 @@ type pipeWriter struct {
 	ready  chan struct{}
 	status int
 	sent   http.Header
+	// err is why the handler gave no answer (it panicked before one).
+	err error
 }
 
 func (w *pipeWriter) Header() http.Header { return w.header }
@@ -62,6 +80,14 @@ func (w *pipeWriter) writeHeader(status int) {
 }
 
 func (w *pipeWriter) WriteHeader(status int) { w.writeHeader(status) }
+
+// fail ends a response that has not begun with err.
+func (w *pipeWriter) fail(err error) {
+	w.once.Do(func() {
+		w.err = err
+		close(w.ready)
+	})
+}
 
 func (w *pipeWriter) Write(b []byte) (int, error) {
 	w.writeHeader(http.StatusOK)

@@ -60,6 +60,10 @@ const Tenant app.Kind = "tenant"
 // maxOp bounds an uploaded module.
 const maxOp = 16 << 20
 
+// maxSessions bounds the sessions a tenant may have (a variable for
+// tests).
+var maxSessions = 100
+
 // New returns the server's handler over a store in dir ("" in memory),
 // for tenants by token, answering sessions with p.
 func New(ctx context.Context, dir string, tenants map[string]string, p provider.Provider) (http.Handler, func(), error) {
@@ -71,7 +75,7 @@ func New(ctx context.Context, dir string, tenants map[string]string, p provider.
 			if pr.Kind != Tenant {
 				return app.DefaultPolicy(pr)
 			}
-			return app.Policy{OwnSessionsOnly: true, MaxSessions: 100,
+			return app.Policy{OwnSessionsOnly: true, MaxSessions: maxSessions,
 				Pipeline: func(name string) bool { return name == pipelineOf(pr.Name) }}
 		},
 		ProjectRoots: []string{}, // no files at all
