@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,5 +122,47 @@ func TestAttackLocalChangeLaundersRemoteSettings(t *testing.T) {
 	}
 	if _, err := n.Prepare(ctx, Local, Request{Settings: []byte(`{"provider":"openai","model":"m3","base_url":"https://mine.example/v1","dir":"/home"}`), Change: true, Recorded: own.Settings}); err != nil {
 		t.Errorf("the local user changing their own session: %v", err)
+	}
+}
+
+// Attack: a project root full of YAML that is not a pipeline (a session's
+// agent can write there) makes every listing parse all of it. The walk
+// reads a bounded number of files: a valid pipeline behind
+// maxChoiceParses invalid ones is not listed, and the listing returns.
+func TestAttackChoicesWalkIsBounded(t *testing.T) {
+	root := t.TempDir()
+	for i := range maxChoiceParses + 10 {
+		os.WriteFile(filepath.Join(root, fmt.Sprintf("a%04d.yaml", i)), []byte("not: [a pipeline"), 0o600)
+	}
+	os.WriteFile(filepath.Join(root, "zz.yaml"), []byte("ops:\n- use: builtin:approval\n  config: {mode: auto}\n"), 0o600)
+	n, err := Open(context.Background(), Options{Log: store.NewMemory(), Getenv: func(string) string { return "" }, ProjectRoots: []string{root}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(context.Background())
+	if c := n.Choices(Remote); len(c.Pipelines) != 0 {
+		t.Errorf("the walk went past %d files: it listed %v", maxChoiceParses, c.Pipelines)
+	}
+	os.Remove(filepath.Join(root, "a0000.yaml"))
+	for i := 1; i < 20; i++ {
+		os.Remove(filepath.Join(root, fmt.Sprintf("a%04d.yaml", i)))
+	}
+	if c := n.Choices(Remote); len(c.Pipelines) != 1 {
+		t.Errorf("with fewer files the valid pipeline is listed: %v", c.Pipelines)
+	}
+}
+
+// An embedder's principal whose kind holds ":" would be recorded as
+// "local:x" and read back as the local user: Valid refuses it.
+func TestPrincipalReadsBackAsItself(t *testing.T) {
+	for _, p := range []Principal{{Kind: "local:x"}, {Kind: ""}, {Kind: "tenant", Name: "a\nb"}} {
+		if p.Valid() == nil {
+			t.Errorf("%+v is valid, want refused", p)
+		}
+	}
+	for _, p := range []Principal{Local, Remote, {Kind: "tenant", Name: "alice:with:colons"}} {
+		if err := p.Valid(); err != nil {
+			t.Errorf("%+v: %v", p, err)
+		}
 	}
 }

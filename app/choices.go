@@ -1,12 +1,14 @@
 package app
 
 import (
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/wagent/wagent/pipeline"
 )
@@ -53,6 +55,9 @@ type PipelineChoice struct {
 const (
 	maxPipelineChoices = 100
 	maxChoiceDepth     = 3
+	// maxChoiceEntries and maxChoiceParses bound one listing's work.
+	maxChoiceEntries = 20000
+	maxChoiceParses  = 400
 )
 
 // Choices lists what p may pick from to start a session.
@@ -135,10 +140,13 @@ func (n *Node) pipelineFiles(root string, add func(PipelineChoice)) {
 	if err != nil {
 		return
 	}
-	found := 0
+	// Bounded whatever the root holds (a session's agent may write
+	// there): entries visited, files read.
+	found, visited, parsed := 0, 0, 0
 	filepath.WalkDir(real, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || found >= maxPipelineChoices {
-			return filepath.SkipDir
+		visited++
+		if err != nil || found >= maxPipelineChoices || visited > maxChoiceEntries || parsed >= maxChoiceParses {
+			return filepath.SkipAll
 		}
 		rel, _ := filepath.Rel(real, path)
 		if d.IsDir() {
@@ -151,10 +159,12 @@ func (n *Node) pipelineFiles(root string, add func(PipelineChoice)) {
 		if ext := filepath.Ext(path); (ext != ".yaml" && ext != ".yml") || !d.Type().IsRegular() {
 			return nil
 		}
-		if st, err := os.Stat(path); err != nil || st.Size() > 1<<20 {
+		parsed++
+		b, ok := readRegular(path, 1<<20)
+		if !ok {
 			return nil
 		}
-		spec, err := pipeline.ParseFile(path)
+		spec, err := pipeline.Parse(b, path, filepath.Dir(path))
 		if err != nil || len(spec.Ops) == 0 {
 			return nil
 		}
@@ -162,6 +172,27 @@ func (n *Node) pipelineFiles(root string, add func(PipelineChoice)) {
 		add(PipelineChoice{Pipeline: path, Name: rel, Ops: len(spec.Ops)})
 		return nil
 	})
+}
+
+// readRegular reads the file at path if it is, when opened, a regular
+// file of at most limit bytes: opened without following a link and
+// without blocking (a file swapped for a FIFO after the walk saw it must
+// not hang the request).
+func readRegular(path string, limit int64) ([]byte, bool) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Size() > limit {
+		return nil, false
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil || int64(len(b)) > limit {
+		return nil, false
+	}
+	return b, true
 }
 
 // withoutCredentials is a base URL as the choices show it: where it

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 )
@@ -48,6 +49,23 @@ func (p Principal) String() string {
 		return string(p.Kind)
 	}
 	return string(p.Kind) + ":" + p.Name
+}
+
+// Valid says why p cannot be recorded and read back as itself (a kind
+// with ":" would read back as another principal), nil if it can.
+func (p Principal) Valid() error {
+	if p.Kind == "" || strings.ContainsAny(string(p.Kind), ":") {
+		return fmt.Errorf("principal kind %q: a kind is a non-empty word without ':'", p.Kind)
+	}
+	for _, r := range p.String() {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("principal %q has a control character", p.String())
+		}
+	}
+	if ParsePrincipal(p.String()) != p {
+		return fmt.Errorf("principal %q does not read back as itself", p.String())
+	}
+	return nil
 }
 
 // ParsePrincipal reads a principal recorded by String.

@@ -198,7 +198,15 @@ var errNoToken = errors.New("missing or wrong bearer token: send Authorization: 
 // owner's socket, or a remote client with the token.
 func (s *Server) principal(r *http.Request) (app.Principal, error) {
 	if s.o.Authenticate != nil {
-		return s.o.Authenticate(r)
+		p, err := s.o.Authenticate(r)
+		if err == nil {
+			// An embedder's principal must read back as itself where
+			// settings record it (a kind "local:x" would read as local).
+			if verr := p.Valid(); verr != nil {
+				return app.Principal{}, fmt.Errorf("the server's authentication gave an unusable principal: %v", verr)
+			}
+		}
+		return p, err
 	}
 	if local, _ := r.Context().Value(localKey).(bool); local {
 		return app.Local, nil
