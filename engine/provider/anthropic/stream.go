@@ -45,14 +45,14 @@ import (
 // far (without tool calls), so a caller that was cancelled can keep it.
 func Parse(r io.Reader, onDelta func(provider.Delta)) (*provider.Response, error) {
 	a := accumulator{onDelta: onDelta}
-	sse := wire.NewReader(r)
+	events := wire.NewEvents(r)
 	for {
-		name, data, err := sse.Next()
+		name, data, err := events.Next()
 		if err == io.EOF {
 			return a.partial(), a.cutShort()
 		}
 		if err != nil {
-			return a.partial(), readFailure(err)
+			return a.partial(), wire.ReadFailure(err)
 		}
 		a.events++
 		if len(bytes.TrimSpace(data)) == 0 {
@@ -70,13 +70,6 @@ func Parse(r io.Reader, onDelta func(provider.Delta)) (*provider.Response, error
 			return resp, nil
 		}
 	}
-}
-
-func readFailure(err error) error {
-	if errors.Is(err, wire.ErrLineTooLong) {
-		return &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailStream, Message: err.Error()}, Err: err}
-	}
-	return wire.TransportFailure(err, hostabi.FailStream, "reading the stream")
 }
 
 // wireEvent is the union of the fields the stream's events carry.

@@ -236,7 +236,7 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request, onDelta fu
 	if mt == "application/json" {
 		b, rerr := io.ReadAll(io.LimitReader(r, maxJSONBody))
 		if rerr != nil {
-			err = readFailure(rerr)
+			err = wire.ReadFailure(rerr)
 		} else {
 			out, err = parseJSON(b, onDelta)
 		}
