@@ -3,7 +3,6 @@ package anthropic
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -241,15 +240,11 @@ func (a *accumulator) partial() *provider.Response {
 	return &provider.Response{Content: string(a.content), Usage: a.usage}
 }
 
-// errNoEvents marks a stream that ended without a single event, which
-// usually means the URL does not point at a Messages endpoint.
-var errNoEvents = errors.New("no events")
-
 func (a *accumulator) cutShort() error {
 	e := &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailStream, Message: fmt.Sprintf(
 		"the stream ended before message_stop after %d events; the server or a proxy cut it short, try again", a.events)}}
 	if a.events == 0 {
-		e.Err = errNoEvents
+		e.Err = wire.ErrNoEvents
 	}
 	return e
 }

@@ -323,15 +323,11 @@ func (a *accumulator) partial() *provider.Response {
 	return &provider.Response{Content: string(a.content), Usage: a.usage}
 }
 
-// errNoEvents marks a stream that ended without a single event, which
-// usually means the URL does not point at a Chat Completions endpoint.
-var errNoEvents = errors.New("no events")
-
 func (a *accumulator) cutShort() error {
 	e := &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailStream, Message: fmt.Sprintf(
 		"the stream ended before data: [DONE] after %d events; the server or a proxy cut it short, try again", a.events)}}
 	if a.events == 0 {
-		e.Err = errNoEvents
+		e.Err = wire.ErrNoEvents
 	}
 	return e
 }
