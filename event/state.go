@@ -502,9 +502,8 @@ func (s *State) apply(e store.Event) error {
 		s.Phase = PhaseAnswered
 		s.LastTokens = 0
 		if d.Usage != nil {
-			s.Usage.InputTokens += d.Usage.InputTokens
-			s.Usage.OutputTokens += d.Usage.OutputTokens
-			s.LastTokens = d.Usage.InputTokens + d.Usage.OutputTokens
+			s.Usage = s.Usage.Add(*d.Usage)
+			s.LastTokens = d.Usage.Total()
 		}
 		if d.FinishReason == "length" {
 			s.MaxTokens = true
@@ -693,8 +692,7 @@ func (s *State) apply(e store.Event) error {
 		s.Compaction = &d
 		// The summary request is a model request: its tokens count.
 		if d.Usage != nil {
-			s.Usage.InputTokens += d.Usage.InputTokens
-			s.Usage.OutputTokens += d.Usage.OutputTokens
+			s.Usage = s.Usage.Add(*d.Usage)
 		}
 		// What the summary stands for is kept in the log, not in memory.
 		drop := d.Through - s.Stubbed
