@@ -18,6 +18,24 @@ import (
 // breaks an invariant.
 var ErrCorruptLog = errors.New("event: log breaks an invariant")
 
+// CorruptLog is the error of a log that breaks an invariant.
+// errors.Is(err, ErrCorruptLog) holds for it; callers that show what is
+// broken take its Detail with errors.As.
+type CorruptLog struct {
+	// Detail names the session, the seq when there is one, and what is
+	// broken.
+	Detail string
+}
+
+func (e *CorruptLog) Error() string { return ErrCorruptLog.Error() + ": " + e.Detail }
+
+// Is makes a CorruptLog match ErrCorruptLog.
+func (e *CorruptLog) Is(target error) bool { return target == ErrCorruptLog }
+
+func corruptLog(format string, args ...any) error {
+	return &CorruptLog{Detail: fmt.Sprintf(format, args...)}
+}
+
 // State is what the fold makes of a session's log. It is built one
 // event at a time (Apply) and never re-reads the log.
 type State struct {
@@ -250,7 +268,7 @@ func (s *State) UsedIDs() []string {
 }
 
 func (s *State) corrupt(seq uint64, format string, args ...any) error {
-	return fmt.Errorf("%w: session %s seq %d: %s", ErrCorruptLog, s.Session, seq, fmt.Sprintf(format, args...))
+	return corruptLog("session %s seq %d: %s", s.Session, seq, fmt.Sprintf(format, args...))
 }
 
 // Apply folds one event into the state, checking the log's invariants.
