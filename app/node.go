@@ -30,9 +30,12 @@ import (
 // default.
 type Options struct {
 	// Log is the store the node holds. The node does not close it
-	// unless CloseLog is set.
+	// unless CloseLog is set. Without a Log, OpenLog opens one (closed by
+	// Close) once the runtime has started loading the preload, so that
+	// the two overlap.
 	Log      store.Log
 	CloseLog bool
+	OpenLog  func() (store.Log, error)
 
 	// Getenv is the node's environment (default os.Getenv): the
 	// variables settings name for API keys, *_BASE_URL, WAGENT_MODEL,
@@ -162,8 +165,8 @@ type loadedPipeline struct {
 
 // Open makes a node over o.Log. Nothing is written to the store.
 func Open(ctx context.Context, o Options) (*Node, error) {
-	if o.Log == nil {
-		return nil, errors.New("app: Options need a Log")
+	if o.Log == nil && o.OpenLog == nil {
+		return nil, errors.New("app: Options need a Log (or OpenLog)")
 	}
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
@@ -214,6 +217,19 @@ func Open(ctx context.Context, o Options) (*Node, error) {
 		}()
 	} else {
 		close(n.preload.done)
+	}
+	if n.o.Log == nil {
+		// Opened while the bundle loads: their work overlaps.
+		l, err := o.OpenLog()
+		if err != nil {
+			<-n.preload.done
+			if n.ownRT {
+				n.rt.Close(ctx)
+			}
+			return nil, err
+		}
+		n.o.Log, n.o.CloseLog = l, true
+		o = n.o
 	}
 	base := o.Base
 	base.Log = o.Log

@@ -28,7 +28,7 @@ func Fork(ctx context.Context, log store.Log, origin string, seq uint64, id stri
 		return err
 	}
 	if seq == 0 || seq > uint64(len(evs)) {
-		return fmt.Errorf("%w: seq %d is not in session %s (its head is %d)", ErrRefused, seq, origin, len(evs))
+		return refused("seq %d is not in session %s (its head is %d)", seq, origin, len(evs))
 	}
 	if err := event.ForkPoint(origin, evs, seq); err != nil {
 		return err

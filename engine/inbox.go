@@ -223,10 +223,10 @@ func spliced(evs []store.Event, before inboxIndex, fn func(d *event.InboxSpliced
 // the machine, which folds the input when it next looks at the log.
 func (l *Inbox) Enqueue(ctx context.Context, list string, msgs ...hostabi.InputMessage) ([]string, error) {
 	if list != event.ListNextTurn && list != event.ListNextStep {
-		return nil, fmt.Errorf("%w: inbox list %q is neither %s nor %s", ErrRefused, list, event.ListNextTurn, event.ListNextStep)
+		return nil, refused("inbox list %q is neither %s nor %s", list, event.ListNextTurn, event.ListNextStep)
 	}
 	if len(msgs) == 0 {
-		return nil, fmt.Errorf("%w: no messages to enqueue", ErrRefused)
+		return nil, refused("no messages to enqueue")
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -241,7 +241,7 @@ func (l *Inbox) Enqueue(ctx context.Context, list string, msgs ...hostabi.InputM
 				return nil, err
 			}
 			if _, used := l.idx.used[m.ID]; used || seen[m.ID] {
-				return nil, fmt.Errorf("%w: message id %q is already used in session %s", ErrRefused, m.ID, l.session)
+				return nil, refused("message id %q is already used in session %s", m.ID, l.session)
 			}
 			seen[m.ID] = true
 			ins[i], ids[i] = m, m.ID

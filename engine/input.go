@@ -13,9 +13,21 @@ import (
 	"github.com/wagent/wagent/store"
 )
 
-// ErrRefused is wrapped by errors for requests the session's state does not
-// allow (a decision for a call that is not pending, a duplicate message id).
+// ErrRefused is the Kind of the refusal (*Refused) of a request the
+// session's state does not allow (a decision for a call that is not
+// pending, a duplicate message id); errors.Is(err, ErrRefused) finds it.
 var ErrRefused = errors.New("engine: refused")
+
+// Refused is the error of every refusal: Kind is ErrRefused, or for a
+// decision ErrChanged or ErrDecided, and errors.Is matches it with its
+// Kind; callers that show the refusal take its Reason with errors.As. It
+// is event.Refused, the type the fold's checks refuse with too (a fork
+// point past the head, Kind event.ErrNotBoundary).
+type Refused = event.Refused
+
+func refused(format string, args ...any) error {
+	return &Refused{Kind: ErrRefused, Reason: fmt.Sprintf(format, args...)}
+}
 
 // MaxInputIDLen bounds the id a caller gives its input.
 const MaxInputIDLen = 256
@@ -24,15 +36,15 @@ const MaxInputIDLen = 256
 // with control characters, or of the shape the engine generates.
 func CheckInputID(id string) error {
 	if len(id) > MaxInputIDLen {
-		return fmt.Errorf("%w: message id is %d bytes, the limit is %d", ErrRefused, len(id), MaxInputIDLen)
+		return refused("message id is %d bytes, the limit is %d", len(id), MaxInputIDLen)
 	}
 	for _, c := range id {
 		if c < 0x20 || c == 0x7f {
-			return fmt.Errorf("%w: message id %q has a control character", ErrRefused, id)
+			return refused("message id %q has a control character", id)
 		}
 	}
 	if _, generated := event.GeneratedID(id); generated {
-		return fmt.Errorf("%w: message id %q has the shape of the ids wagent makes (mN-N, steer-N-N); choose another, or leave it out", ErrRefused, id)
+		return refused("message id %q has the shape of the ids wagent makes (mN-N, steer-N-N); choose another, or leave it out", id)
 	}
 	return nil
 }
@@ -89,7 +101,7 @@ func (m *Machine) Decide(ctx context.Context, ds ...Decision) error {
 	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
 		s := m.st
 		if len(ds) == 0 {
-			return nil, fmt.Errorf("%w: no decisions", ErrRefused)
+			return nil, refused("no decisions")
 		}
 		seen := map[string]bool{}
 		// Calls an always decides besides its own: never those the batch
@@ -101,23 +113,23 @@ func (m *Machine) Decide(ctx context.Context, ds ...Decision) error {
 		for _, d := range ds {
 			c := s.Call(d.CallID)
 			if c != nil && c.DecidedBy != "" && !c.Requested {
-				return nil, fmt.Errorf("%w: call %s was already decided: %s by %s", ErrDecided, d.CallID, verb(c.Decision), c.DecidedBy)
+				return nil, &Refused{Kind: ErrDecided, Reason: fmt.Sprintf("call %s was already decided: %s by %s", d.CallID, verb(c.Decision), c.DecidedBy)}
 			}
 			if c != nil && d.Digest != "" && d.Digest != event.CallDigest(c.Name, c.Arguments) {
-				return nil, fmt.Errorf("%w: call %s is %s %s, not the call that was shown; nothing was recorded", ErrChanged, d.CallID, c.Name, clip(string(c.Arguments), 120))
+				return nil, &Refused{Kind: ErrChanged, Reason: fmt.Sprintf("call %s is %s %s, not the call that was shown; nothing was recorded", d.CallID, c.Name, clip(string(c.Arguments), 120))}
 			}
 			if c == nil || c.Done || !c.Requested || seen[d.CallID] {
 				why := "is not waiting for a decision"
 				if c != nil && (c.Done || c.Decision != "") && !c.Requested {
 					why = "was already decided"
 				}
-				return nil, fmt.Errorf("%w: call %q %s in session %s (waiting: %v)", ErrRefused, d.CallID, why, s.Session, s.Waiting())
+				return nil, refused("call %q %s in session %s (waiting: %v)", d.CallID, why, s.Session, s.Waiting())
 			}
 			if ReservedWho(d.Who) {
-				return nil, fmt.Errorf("%w: a decision by %q: op:NAME and host name the ops and the host, not who answers an approval request", ErrRefused, d.Who)
+				return nil, refused("a decision by %q: op:NAME and host name the ops and the host, not who answers an approval request", d.Who)
 			}
 			if d.Scope != "" && d.Scope != hostabi.ScopeOnce && d.Scope != hostabi.ScopeAlways {
-				return nil, fmt.Errorf("%w: scope %q is neither %q nor %q", ErrRefused, d.Scope, hostabi.ScopeOnce, hostabi.ScopeAlways)
+				return nil, refused("scope %q is neither %q nor %q", d.Scope, hostabi.ScopeOnce, hostabi.ScopeAlways)
 			}
 			seen[d.CallID] = true
 			who := d.Who
@@ -255,7 +267,7 @@ func (m *Machine) appendWith(ctx context.Context, build func(*move) ([]string, e
 func (m *Machine) ChangePipeline(ctx context.Context, d event.PipelineChanged) error {
 	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
 		if m.st.TurnOpen {
-			return nil, fmt.Errorf("%w: turn %d of session %s is open; change the pipeline between turns (or cancel it first)", ErrRefused, m.st.Turn, m.st.Session)
+			return nil, refused("turn %d of session %s is open; change the pipeline between turns (or cancel it first)", m.st.Turn, m.st.Session)
 		}
 		mv.add(event.EvPipelineChanged, d)
 		mv.sync = true

@@ -225,6 +225,18 @@ type Usage struct {
 	OutputTokens int `json:"output_tokens,omitempty"`
 }
 
+// Add returns u and v added up. It is the one place token usage is
+// tallied: the fold's session total, and a turn's in the printers.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
+}
+
+// Total is the input and output tokens together.
+func (u Usage) Total() int { return u.InputTokens + u.OutputTokens }
+
+// IsZero reports whether u counts no token.
+func (u Usage) IsZero() bool { return u.InputTokens == 0 && u.OutputTokens == 0 }
+
 // AssistantAttempt is the data of assistant/attempt: a failed request.
 type AssistantAttempt struct {
 	Attempt int             `json:"attempt"`

@@ -39,6 +39,23 @@ func (e *BoundaryError) Error() string {
 
 func (e *BoundaryError) Unwrap() error { return ErrNotBoundary }
 
+// Refused is the error of a request the log's state does not allow: here
+// a fork point past the head (Kind ErrNotBoundary); the engine's refusals
+// are of this type too (engine.Refused, Kind engine.ErrRefused,
+// engine.ErrChanged or engine.ErrDecided). errors.Is matches it with its
+// Kind; callers that show the refusal take its Reason with errors.As.
+type Refused struct {
+	// Kind is the sentinel the refusal is.
+	Kind error
+	// Reason says why, as a person reads it.
+	Reason string
+}
+
+func (e *Refused) Error() string { return e.Kind.Error() + ": " + e.Reason }
+
+// Is makes a Refused match its Kind.
+func (e *Refused) Is(target error) bool { return target == e.Kind }
+
 // ForkPoint checks that seq is a turn boundary of the log: the events up
 // to and including it fold, and leave no turn open. That is the seq of a
 // turn/end, the last event before a turn/start, or any event between
@@ -48,7 +65,7 @@ func (e *BoundaryError) Unwrap() error { return ErrNotBoundary }
 // ErrNotBoundary), or a log the fold refuses, with an error saying so.
 func ForkPoint(session string, events []store.Event, seq uint64) error {
 	if seq == 0 || seq > uint64(len(events)) {
-		return fmt.Errorf("%w: seq %d is not in session %s (its head is %d)", ErrNotBoundary, seq, session, len(events))
+		return &Refused{Kind: ErrNotBoundary, Reason: fmt.Sprintf("seq %d is not in session %s (its head is %d)", seq, session, len(events))}
 	}
 	st := NewState(session)
 	var start uint64 // seq of the open turn's turn/start
@@ -79,7 +96,7 @@ func ForkPoint(session string, events []store.Event, seq uint64) error {
 // nil) refuses (*SettingsError).
 func CheckLog(id string, events []store.Event, check SettingsCheck) error {
 	if len(events) == 0 {
-		return fmt.Errorf("%w: session %s: the log to import is empty", ErrCorruptLog, id)
+		return corruptLog("session %s: the log to import is empty", id)
 	}
 	st := NewState(id)
 	for _, e := range events {
@@ -97,7 +114,7 @@ func CheckLog(id string, events []store.Event, check SettingsCheck) error {
 		}
 	}
 	if st.Created == nil {
-		return fmt.Errorf("%w: session %s: the log has no %s event", ErrCorruptLog, id, EvSessionCreated)
+		return corruptLog("session %s: the log has no %s event", id, EvSessionCreated)
 	}
 	return nil
 }

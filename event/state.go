@@ -18,6 +18,24 @@ import (
 // breaks an invariant.
 var ErrCorruptLog = errors.New("event: log breaks an invariant")
 
+// CorruptLog is the error of a log that breaks an invariant.
+// errors.Is(err, ErrCorruptLog) holds for it; callers that show what is
+// broken take its Detail with errors.As.
+type CorruptLog struct {
+	// Detail names the session, the seq when there is one, and what is
+	// broken.
+	Detail string
+}
+
+func (e *CorruptLog) Error() string { return ErrCorruptLog.Error() + ": " + e.Detail }
+
+// Is makes a CorruptLog match ErrCorruptLog.
+func (e *CorruptLog) Is(target error) bool { return target == ErrCorruptLog }
+
+func corruptLog(format string, args ...any) error {
+	return &CorruptLog{Detail: fmt.Sprintf(format, args...)}
+}
+
 // State is what the fold makes of a session's log. It is built one
 // event at a time (Apply) and never re-reads the log.
 type State struct {
@@ -250,7 +268,7 @@ func (s *State) UsedIDs() []string {
 }
 
 func (s *State) corrupt(seq uint64, format string, args ...any) error {
-	return fmt.Errorf("%w: session %s seq %d: %s", ErrCorruptLog, s.Session, seq, fmt.Sprintf(format, args...))
+	return corruptLog("session %s seq %d: %s", s.Session, seq, fmt.Sprintf(format, args...))
 }
 
 // Apply folds one event into the state, checking the log's invariants.
@@ -502,9 +520,8 @@ func (s *State) apply(e store.Event) error {
 		s.Phase = PhaseAnswered
 		s.LastTokens = 0
 		if d.Usage != nil {
-			s.Usage.InputTokens += d.Usage.InputTokens
-			s.Usage.OutputTokens += d.Usage.OutputTokens
-			s.LastTokens = d.Usage.InputTokens + d.Usage.OutputTokens
+			s.Usage = s.Usage.Add(*d.Usage)
+			s.LastTokens = d.Usage.Total()
 		}
 		if d.FinishReason == "length" {
 			s.MaxTokens = true
@@ -693,8 +710,7 @@ func (s *State) apply(e store.Event) error {
 		s.Compaction = &d
 		// The summary request is a model request: its tokens count.
 		if d.Usage != nil {
-			s.Usage.InputTokens += d.Usage.InputTokens
-			s.Usage.OutputTokens += d.Usage.OutputTokens
+			s.Usage = s.Usage.Add(*d.Usage)
 		}
 		// What the summary stands for is kept in the log, not in memory.
 		drop := d.Through - s.Stubbed

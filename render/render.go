@@ -68,9 +68,10 @@ type printer struct {
 // turnTokens is a turn's usage so far: its steps' and summary requests',
 // and its cost.
 type turnTokens struct {
-	steps, summaries, in, out int
-	usd                       float64
-	priced                    bool
+	steps, summaries int
+	tokens           event.Usage
+	usd              float64
+	priced           bool
 }
 
 // printf is the one way Log writes.
@@ -250,8 +251,7 @@ func (p *printer) event(id string, e *store.Event) {
 
 // count adds a request's usage to the open turn's, priced for model.
 func (p *printer) count(model string, u *event.Usage) {
-	p.turn.in += u.InputTokens
-	p.turn.out += u.OutputTokens
+	p.turn.tokens = p.turn.tokens.Add(*u)
 	if p.cost == nil {
 		p.turn.priced = false
 		return
@@ -266,7 +266,7 @@ func (p *printer) count(model string, u *event.Usage) {
 // turnUsage is what the end of a turn says of its tokens ("" for none).
 func (p *printer) turnUsage() string {
 	t := p.turn
-	if t.in == 0 && t.out == 0 {
+	if t.tokens.IsZero() {
 		return ""
 	}
 	s := " · "
@@ -281,7 +281,7 @@ func (p *printer) turnUsage() string {
 	} else if t.summaries > 1 {
 		s += fmt.Sprintf("%d summaries, ", t.summaries)
 	}
-	s += Tokens(t.in, t.out)
+	s += Tokens(t.tokens.InputTokens, t.tokens.OutputTokens)
 	if t.priced && p.cost != nil {
 		s += ", " + Dollars(t.usd)
 	}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/wagent/wagent/internal/sse"
 )
 
 // Client speaks the API to a store's owner: over its Unix socket, or over
@@ -279,6 +280,10 @@ func (c *Client) StreamFrom(ctx context.Context, id string, from uint64, connect
 	}
 }
 
+// maxStreamEvent bounds one event of a session's stream, well above a
+// store's largest event (store.MaxEventBytes) in its JSON envelope.
+const maxStreamEvent = 8 << 20
+
 // errDropped: the owner dropped this client for falling behind.
 var errDropped = errors.New("server: dropped for falling behind")
 
@@ -315,33 +320,30 @@ func (c *Client) streamOnce(ctx context.Context, id string, last uint64, connect
 			return connectedError{err}
 		}
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 8<<20)
-	var data []byte
-	for sc.Scan() {
-		line := sc.Bytes()
-		switch {
-		case len(line) == 0:
-			if len(data) == 0 {
-				continue
-			}
-			var ev StreamEvent
-			if err := json.Unmarshal(data, &ev); err != nil {
-				return fmt.Errorf("server: bad stream event: %v", err)
-			}
-			data = data[:0]
-			if ev.Kind == "dropped" {
-				return errDropped
-			}
-			if err := fn(ev); err != nil {
-				return err
-			}
-		case bytes.HasPrefix(line, []byte("data: ")):
-			data = append(data, line[6:]...)
+	// Events are read as the server-sent events standard says, so that a
+	// proxy that reframes the stream does not change what is read.
+	rd := sse.NewReader(resp.Body, maxStreamEvent)
+	for {
+		e, err := rd.Next()
+		if err == io.EOF {
+			break
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return err
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimSpace(e.Data)) == 0 {
+			continue // a keep-alive
+		}
+		var ev StreamEvent
+		if err := json.Unmarshal(e.Data, &ev); err != nil {
+			return fmt.Errorf("server: bad stream event: %v", err)
+		}
+		if ev.Kind == "dropped" {
+			return errDropped
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
 	}
 	return io.ErrUnexpectedEOF
 }

@@ -147,6 +147,7 @@ func (s *Server) release(id string) {
 
 // writeFailure writes what a refused fork or import deserves.
 func (s *Server) writeFailure(w http.ResponseWriter, err error, id string) {
+	var corrupt *event.CorruptLog
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no session %q in this store (GET /v1/sessions lists them)", id))
@@ -155,9 +156,9 @@ func (s *Server) writeFailure(w http.ResponseWriter, err error, id string) {
 	case errors.As(err, new(*event.SettingsError)):
 		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
 	case errors.Is(err, event.ErrNotBoundary), errors.Is(err, engine.ErrRefused):
-		writeError(w, http.StatusBadRequest, CodeBadRequest, strings.TrimPrefix(err.Error(), "engine: refused: "))
-	case errors.Is(err, event.ErrCorruptLog):
-		writeError(w, http.StatusBadRequest, CodeBadRequest, "the log breaks an invariant: "+strings.TrimPrefix(err.Error(), event.ErrCorruptLog.Error()+": "))
+		writeError(w, http.StatusBadRequest, CodeBadRequest, refusal(err))
+	case errors.As(err, &corrupt):
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "the log breaks an invariant: "+corrupt.Detail)
 	default:
 		fail(w, err)
 	}

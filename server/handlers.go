@@ -157,7 +157,7 @@ func (s *Server) settings(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := sess.ChangePipeline(r.Context(), event.PipelineChanged{Pipeline: info.Pipeline, Model: info.Model, Settings: info.Settings, By: req.By}); err != nil {
 		if errors.Is(err, engine.ErrRefused) {
-			writeError(w, http.StatusConflict, CodeBusy, strings.TrimPrefix(err.Error(), "engine: refused: "))
+			writeError(w, http.StatusConflict, CodeBusy, refusal(err))
 			return
 		}
 		fail(w, err)
@@ -461,10 +461,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	if err := sess.Decide(r.Context(), ds...); err != nil {
 		switch {
 		case errors.Is(err, engine.ErrChanged):
-			writeError(w, http.StatusConflict, CodeChanged, strings.TrimPrefix(err.Error(), engine.ErrChanged.Error()+": "))
+			writeError(w, http.StatusConflict, CodeChanged, refusal(err))
 			return
 		case errors.Is(err, engine.ErrDecided):
-			writeError(w, http.StatusConflict, CodeAlreadyDecided, strings.TrimPrefix(err.Error(), engine.ErrDecided.Error()+": "))
+			writeError(w, http.StatusConflict, CodeAlreadyDecided, refusal(err))
 			return
 		}
 		if decided := s.alreadyDecided(r.Context(), sess.ID(), ids); decided != "" {
@@ -478,7 +478,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if errors.Is(err, engine.ErrRefused) {
-			writeError(w, http.StatusConflict, CodeNotWaiting, strings.TrimPrefix(err.Error(), "engine: refused: "))
+			writeError(w, http.StatusConflict, CodeNotWaiting, refusal(err))
 			return
 		}
 		fail(w, err)
@@ -544,7 +544,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	if from <= 1 && limit <= 0 {
 		if _, err := event.Fold(id, evs); err != nil {
-			out.Broken = strings.TrimPrefix(err.Error(), event.ErrCorruptLog.Error()+": ")
+			out.Broken = err.Error()
+			if c := (*event.CorruptLog)(nil); errors.As(err, &c) {
+				out.Broken = c.Detail
+			}
 		}
 	}
 	writeExact(w, http.StatusOK, out)

@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -367,7 +368,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	case errors.As(err, &tooBig):
 		writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("the body is over the limit of %d bytes", tooBig.Limit))
 		return false
-	case err != nil && err.Error() == "EOF":
+	case errors.Is(err, io.EOF):
 		writeError(w, http.StatusBadRequest, CodeBadRequest, "the body is empty; send a JSON object")
 		return false
 	case err != nil:
@@ -377,13 +378,22 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
+// refusal is what a person reads of an error: the engine's reason when it
+// refused the request, else the error's text.
+func refusal(err error) string {
+	if r := (*engine.Refused)(nil); errors.As(err, &r) {
+		return r.Reason
+	}
+	return err.Error()
+}
+
 // fail writes the error an engine or store error deserves.
 func fail(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, CodeNotFound, err.Error())
 	case errors.Is(err, store.ErrInvalid), errors.Is(err, engine.ErrRefused):
-		writeError(w, http.StatusBadRequest, CodeBadRequest, strings.TrimPrefix(err.Error(), "engine: refused: "))
+		writeError(w, http.StatusBadRequest, CodeBadRequest, refusal(err))
 	case errors.Is(err, store.ErrExists):
 		writeError(w, http.StatusConflict, CodeExists, err.Error())
 	case errors.Is(err, session.ErrBusy):

@@ -14,6 +14,7 @@ import (
 	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/server/console"
+	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/wasmhost"
 )
 
@@ -139,17 +140,14 @@ func nodeOptions(env *cliEnv) app.Options {
 // will also be served over TCP (wagent serve --listen), to remote clients.
 func openOwner(ctx context.Context, c *cli.Context, env *cliEnv, dir string, m mode, exposed bool) (*owner, error) {
 	o := &owner{env: env, mode: m}
-	log, err := app.OpenStoreDir(dir, m == modeRead)
-	if err != nil {
-		return nil, err
-	}
 	opts := nodeOptions(env)
-	opts.Log, opts.CloseLog, opts.Drive, opts.Exposed = log, true, m == modeDrive, exposed
+	opts.Drive, opts.Exposed = m == modeDrive, exposed
+	opts.OpenLog = func() (store.Log, error) { return app.OpenStoreDir(dir, m == modeRead) }
 	if m == modeDrive {
 		opts.Preload = preloadFor(c, env)
 	}
+	var err error
 	if o.node, err = app.Open(ctx, opts); err != nil {
-		log.Close()
 		return nil, err
 	}
 	token := randomToken()

@@ -140,7 +140,7 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		// The summary request is a model request of the turn: it counts.
 		var d event.ContextCompacted
 		if json.Unmarshal(e.Data, &d) == nil && d.Usage != nil {
-			u := tokens{d.Usage.InputTokens, d.Usage.OutputTokens}
+			u := tokens(*d.Usage)
 			model := d.Model
 			if model == "" {
 				model = p.model
@@ -153,7 +153,7 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		var d event.AssistantMessage
 		json.Unmarshal(e.Data, &d)
 		if d.Usage != nil {
-			u := tokens{d.Usage.InputTokens, d.Usage.OutputTokens}
+			u := tokens(*d.Usage)
 			p.turnU.steps = append(p.turnU.steps, u)
 			p.turnU.models = append(p.turnU.models, p.model)
 			p.turnU.total = p.turnU.total.add(u)

@@ -109,7 +109,7 @@ func TestUsagePricesTheSummaryAtItsModel(t *testing.T) {
 		t.Fatalf("%d turns", len(turns))
 	}
 	// 1000 tokens at $1 and 1000 at $100 per million.
-	if usd, ok := turns[0].cost(cfg); !ok || math.Abs(usd-0.101) > 1e-12 || turns[0].total != (tokens{2000, 0}) {
+	if usd, ok := turns[0].cost(cfg); !ok || math.Abs(usd-0.101) > 1e-12 || turns[0].total != (tokens{InputTokens: 2000}) {
 		t.Errorf("turn cost %v (priced %v), total %v; want $0.101 for 2000 tokens", usd, ok, turns[0].total)
 	}
 }

@@ -95,8 +95,8 @@ Examples:
 			pl := &replayPipelines{env: env, rt: rt, hub: hub, file: c.String("pipeline"), swaps: swaps}
 			rep, err := replay.Run(ctx, replay.Options{Session: id, Events: evs.Events, From: c.Uint64("from"), Pipeline: pl.build})
 			if err != nil {
-				if errors.Is(err, replay.ErrRecording) && strings.Contains(err.Error(), "--from") {
-					return fail(exitUsage, "%s", strings.TrimPrefix(err.Error(), replay.ErrRecording.Error()+": "))
+				if re := (*replay.RecordingError)(nil); errors.As(err, &re) && re.From {
+					return fail(exitUsage, "%s", re.Reason)
 				}
 				var ee *exitError
 				if errors.As(err, &ee) {

@@ -244,8 +244,13 @@ func openSession(ctx context.Context, c *cli.Context, env *cliEnv, cl *server.Cl
 
 // isNoSession reports whether err is openSessionOnce's "no session".
 func isNoSession(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "no session ")
+	return errors.As(err, new(noSessionError))
 }
+
+// noSessionError is openSessionOnce's "no session", an *exitError.
+type noSessionError struct{ error }
+
+func (e noSessionError) Unwrap() error { return e.error }
 
 func openSessionOnce(ctx context.Context, c *cli.Context, env *cliEnv, cl *server.Client, id string, create bool) (*server.Session, bool, error) {
 	var info *server.Session
@@ -262,7 +267,7 @@ func openSessionOnce(ctx context.Context, c *cli.Context, env *cliEnv, cl *serve
 	}
 	switch {
 	case info == nil && !create:
-		return nil, false, fail(exitFailure, "no session %q in this store (wagent sessions lists them)", id)
+		return nil, false, noSessionError{fail(exitFailure, "no session %q in this store (wagent sessions lists them)", id)}
 	case info == nil:
 		if strings.HasPrefix(id, "-") {
 			return nil, false, fail(exitUsage, "session id %q starts with '-', which a command line reads as a flag; start it with a letter or digit", id)

@@ -20,14 +20,14 @@ import (
 // log (render.Log with Options.Cost). Prices are the config file's, in US
 // dollars per million tokens; a model without one has no estimate.
 
-// tokens is a count of input and output tokens.
-type tokens struct{ in, out int }
+// tokens is a count of input and output tokens; event.Usage.Add tallies it.
+type tokens event.Usage
 
-func (t tokens) add(u tokens) tokens { return tokens{t.in + u.in, t.out + u.out} }
+func (t tokens) add(u tokens) tokens { return tokens(event.Usage(t).Add(event.Usage(u))) }
 
-func (t tokens) zero() bool { return t.in == 0 && t.out == 0 }
+func (t tokens) zero() bool { return event.Usage(t).IsZero() }
 
-func (t tokens) String() string { return render.Tokens(t.in, t.out) }
+func (t tokens) String() string { return render.Tokens(t.InputTokens, t.OutputTokens) }
 
 // dollars is a cost estimate as a person reads it.
 func dollars(usd float64) string { return render.Dollars(usd) }
@@ -58,7 +58,7 @@ func (t turnUsage) cost(cfg *app.Config) (float64, bool) {
 	sum := 0.0
 	all, models := append(slices.Clone(t.steps), t.summaries...), append(slices.Clone(t.models), t.summaryModels...)
 	for i, s := range all {
-		usd, ok := cfg.Cost(models[i], s.in, s.out)
+		usd, ok := cfg.Cost(models[i], s.InputTokens, s.OutputTokens)
 		if !ok {
 			return 0, false
 		}
@@ -95,7 +95,7 @@ func turnUsages(evs []store.Event) []turnUsage {
 			if json.Unmarshal(e.Data, &d) != nil || d.Usage == nil {
 				continue
 			}
-			u := tokens{d.Usage.InputTokens, d.Usage.OutputTokens}
+			u := tokens(*d.Usage)
 			if len(out) == 0 || out[len(out)-1].turn != e.Turn {
 				out = append(out, turnUsage{turn: e.Turn})
 			}
@@ -126,18 +126,18 @@ func usageLine(t turnUsage, cost func(model string, in, out int) (float64, bool)
 	s := ""
 	if len(t.steps) > 1 || len(t.summaries) > 0 {
 		for i, st := range t.steps {
-			s += fmt.Sprintf("step %d %d+%d, ", i+1, st.in, st.out)
+			s += fmt.Sprintf("step %d %d+%d, ", i+1, st.InputTokens, st.OutputTokens)
 		}
 	}
 	for _, st := range t.summaries {
-		s += fmt.Sprintf("summary %d+%d, ", st.in, st.out)
+		s += fmt.Sprintf("summary %d+%d, ", st.InputTokens, st.OutputTokens)
 	}
 	s += t.total.String()
 	if cost != nil {
 		sum, priced := 0.0, true
 		all, models := append(append([]tokens(nil), t.steps...), t.summaries...), append(append([]string(nil), t.models...), t.summaryModels...)
 		for i, st := range all {
-			usd, ok := cost(models[i], st.in, st.out)
+			usd, ok := cost(models[i], st.InputTokens, st.OutputTokens)
 			if !ok {
 				priced = false
 				break
@@ -164,7 +164,7 @@ func priceList(env *cliEnv) func(model string, in, out int) (float64, bool) {
 // sessionRow is one line of wagent sessions: id, title, status, turns,
 // tokens, last activity.
 func sessionRow(s event.Summary, status string, now time.Time) []string {
-	return []string{s.ID, render.Compact(s.Title, 36), status, strconv.Itoa(s.Turns), shortCount(s.Usage.InputTokens + s.Usage.OutputTokens), ago(now, s.LastActivity)}
+	return []string{s.ID, render.Compact(s.Title, 36), status, strconv.Itoa(s.Turns), shortCount(s.Usage.Total()), ago(now, s.LastActivity)}
 }
 
 // printSessions prints the rows under a header, in columns.

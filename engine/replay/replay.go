@@ -151,6 +151,21 @@ func (r *Report) Diverged() bool { return len(r.Divergences) > 0 || r.Stopped !=
 // ErrRecording is wrapped by errors about the recorded log itself.
 var ErrRecording = errors.New("replay: the recording cannot be replayed")
 
+// RecordingError is an error about the recorded log itself, or about
+// Options.From in it. errors.Is(err, ErrRecording) holds for it.
+type RecordingError struct {
+	// From is set when Options.From is what is wrong (a command line's
+	// --from): the caller's mistake, not the recording's.
+	From bool
+	// Reason says what, as a person reads it.
+	Reason string
+}
+
+func (e *RecordingError) Error() string { return ErrRecording.Error() + ": " + e.Reason }
+
+// Is makes a RecordingError match ErrRecording.
+func (e *RecordingError) Is(target error) bool { return target == ErrRecording }
+
 // writer is the replay's incarnation in the scratch log.
 const writer = "replay"
 
@@ -197,7 +212,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	evs := opts.Events
 	if len(evs) == 0 {
-		return nil, fmt.Errorf("%w: the log is empty", ErrRecording)
+		return nil, &RecordingError{Reason: "the log is empty"}
 	}
 	start := 1
 	if opts.From > 1 {
@@ -208,15 +223,15 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 				if be.After > 0 {
 					after = fmt.Sprint(be.After + 1)
 				}
-				return nil, fmt.Errorf("%w: --from %d replays from inside turn %d; it takes the seq after a turn boundary: %d (its turn/start) or %s (after its turn/end)", ErrRecording, opts.From, be.Turn, be.Before+1, after)
+				return nil, &RecordingError{From: true, Reason: fmt.Sprintf("--from %d replays from inside turn %d; it takes the seq after a turn boundary: %d (its turn/start) or %s (after its turn/end)", opts.From, be.Turn, be.Before+1, after)}
 			}
-			return nil, fmt.Errorf("%w: --from %d: %v", ErrRecording, opts.From, err)
+			return nil, &RecordingError{From: true, Reason: fmt.Sprintf("--from %d: %v", opts.From, err)}
 		}
 		start = int(opts.From - 1)
 	}
 	rec, err := read(opts.Session, evs, start)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrRecording, err)
+		return nil, &RecordingError{Reason: err.Error()}
 	}
 	r := &run{opts: opts, rec: rec, scratch: store.NewMemory(),
 		turnMsgs: map[int]int{}, compactions: map[stepKey]int{}, steered: map[stepKey]int{}, seen: map[moveKey]bool{}, nth: map[string]int{},
@@ -234,7 +249,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r.head = uint64(start)
 	st, err := event.Fold(opts.Session, evs[:start])
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrRecording, err)
+		return nil, &RecordingError{Reason: err.Error()}
 	}
 	for _, e := range prefix {
 		r.see(e)
@@ -294,8 +309,8 @@ func (r *run) drive(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
-			if errors.Is(err, event.ErrCorruptLog) {
-				r.halt(r.rec.segmentSeq(r.bc), "what the recording fed here does not fit the replayed session: "+strings.TrimPrefix(err.Error(), event.ErrCorruptLog.Error()+": "))
+			if c := (*event.CorruptLog)(nil); errors.As(err, &c) {
+				r.halt(r.rec.segmentSeq(r.bc), "what the recording fed here does not fit the replayed session: "+c.Detail)
 				r.stopAt = r.head
 				return nil
 			}

@@ -482,7 +482,7 @@ func (s *Session) CancelInput(ctx context.Context, id string, cause event.Cause)
 			})
 			s.mu.Unlock()
 			if !place.Known {
-				return engine.InputCanceled{}, fmt.Errorf("%w: no input %q was sent to session %s", engine.ErrRefused, id, s.id)
+				return engine.InputCanceled{}, &engine.Refused{Kind: engine.ErrRefused, Reason: fmt.Sprintf("no input %q was sent to session %s", id, s.id)}
 			}
 			if place.Queued {
 				ok, err := s.lg.Withdraw(ctx, id, cause)
@@ -497,7 +497,7 @@ func (s *Session) CancelInput(ctx context.Context, id string, cause event.Cause)
 		known := false
 		s.lg.Locate(id, func(p engine.InputPlace) { known = p.Known })
 		if !known {
-			return engine.InputCanceled{}, fmt.Errorf("%w: no input %q was sent to session %s", engine.ErrRefused, id, s.id)
+			return engine.InputCanceled{}, &engine.Refused{Kind: engine.ErrRefused, Reason: fmt.Sprintf("no input %q was sent to session %s", id, s.id)}
 		}
 		// Idle (a turn may be parked for a person): with the machine to
 		// ourselves (after a chore that has it now).

@@ -325,7 +325,8 @@ func (s *Server) startError(ctx context.Context, c *conn, err error) error {
 
 func isDialError(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) || strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "no such host")
+	var dns *net.DNSError
+	return errors.As(err, &op) || errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 func oneLine(s string) string {

@@ -23,13 +23,9 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"os"
@@ -140,9 +136,6 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// maxErrorBody bounds how much of an error response is read.
-const maxErrorBody = 1 << 20
-
 // Complete sends req and streams the answer. See provider.Provider.
 //
 // Request.System is the system prompt; Request.MaxTokens, when set,
@@ -158,64 +151,21 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request, onDelta fu
 		return nil, &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailBadRequest, Message: err.Error()}, Err: err}
 	}
 
-	reqCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var idle *time.Timer
-	if c.idle > 0 {
-		idle = time.AfterFunc(c.idle, func() { cancel(wire.ErrIdle) })
-		defer idle.Stop()
-	}
-
-	hreq, err := http.NewRequestWithContext(reqCtx, http.MethodPost, c.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailBadRequest, Message: err.Error()}, Err: err}
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
-	hreq.Header.Set("User-Agent", "wagent")
-	hreq.Header.Set("anthropic-version", c.version)
+	h := http.Header{"Anthropic-Version": {c.version}}
 	if c.apiKey != "" {
-		hreq.Header.Set("x-api-key", c.apiKey)
+		h.Set("x-api-key", c.apiKey)
 	}
-
-	resp, err := c.http.Do(hreq)
+	out, err := wire.Do(ctx, wire.Post{
+		URL: c.url, Body: body, Header: h, Client: c.http, Idle: c.idle, Now: c.now,
+		HTTPFailure: httpFailure,
+		NotFound:    " (POST " + c.url + "; check the base URL)",
+		NoEvents:    "; check the base URL",
+		Read: func(_ *http.Response, r io.Reader) (*provider.Response, error) {
+			return Parse(r, onDelta)
+		},
+	})
 	if err != nil {
-		return wire.Settle(ctx, reqCtx, c.idle, &provider.Response{},
-			wire.TransportFailure(err, hostabi.FailTransport, "cannot reach "+c.url))
-	}
-	defer resp.Body.Close()
-	// Stop reading at once on cancellation, whatever the transport does.
-	stop := context.AfterFunc(reqCtx, func() { resp.Body.Close() })
-	defer stop()
-
-	var r io.Reader = resp.Body
-	if idle != nil {
-		idle.Reset(c.idle)
-		r = &wire.IdleReader{R: r, T: idle, D: c.idle}
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		b, err := io.ReadAll(io.LimitReader(r, maxErrorBody))
-		if err != nil && ctx.Err() != nil {
-			return wire.CtxFailure(ctx, &provider.Response{})
-		}
-		f := httpFailure(resp, b, c.now())
-		if resp.StatusCode == http.StatusNotFound && !json.Valid(bytes.TrimSpace(b)) {
-			// A web server's page, not the API's error: the URL is wrong.
-			f.Failure.Message += " (POST " + c.url + "; check the base URL)"
-		}
-		return nil, f
-	}
-
-	out, err := Parse(r, onDelta)
-	if err != nil {
-		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); errors.Is(err, errNoEvents) && mt != "text/event-stream" {
-			err = &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailStream, Status: resp.StatusCode, Message: fmt.Sprintf(
-				"%s answered %d with Content-Type %q and no events; check the base URL", c.url, resp.StatusCode, mt)}, Err: err}
-		}
-		if out == nil {
-			out = &provider.Response{}
-		}
-		return wire.Settle(ctx, reqCtx, c.idle, out, err)
+		return out, err
 	}
 	for i := range out.ToolCalls {
 		if out.ToolCalls[i].ID == "" {

@@ -3,7 +3,6 @@ package anthropic
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -292,48 +291,6 @@ func TestRequestRefusedBeforeSending(t *testing.T) {
 	}
 	if n := len(srv.requests()); n != 0 {
 		t.Errorf("server got %d requests; invalid requests must not be sent", n)
-	}
-}
-
-// TestCancelKeepsPartialText cancels while the server holds the stream
-// open: Complete must return at once with the text so far.
-func TestCancelKeepsPartialText(t *testing.T) {
-	body := textStream("\n", "end_turn", "one ", "two ", "three")
-	srv := newServer(t, reply{body: body, stallAfter: textDelta(0, "two ") + "\n\n"})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var got strings.Builder
-	n := 0
-	start := time.Now()
-	resp, err := newClient(t, srv.URL).Complete(ctx, userReq("count"), func(d provider.Delta) {
-		got.WriteString(d.Text)
-		if n++; n == 2 {
-			go cancel()
-		}
-	})
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("Complete took %s after cancel; it must stop reading at once", d)
-	}
-	var pe *provider.Error
-	if !errors.As(err, &pe) || pe.Code != hostabi.FailCanceled {
-		t.Fatalf("Complete error = %v, want canceled", err)
-	}
-	const want = "one two "
-	if got.String() != want || resp == nil || resp.Content != want || len(resp.ToolCalls) != 0 {
-		t.Fatalf("streamed %q, Response %+v; want the partial text %q in both", got.String(), resp, want)
-	}
-}
-
-func TestCanceledBeforeSending(t *testing.T) {
-	srv := newServer(t, reply{body: textStream("\n", "end_turn", "x")})
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	resp, err := newClient(t, srv.URL).Complete(ctx, userReq("x"), nil)
-	if provider.AsFailure(err).Code != hostabi.FailCanceled || resp == nil {
-		t.Fatalf("Complete = %v, %v; want an empty Response and canceled", resp, err)
-	}
-	if n := len(srv.requests()); n != 0 {
-		t.Errorf("server got %d requests after cancellation", n)
 	}
 }
 

@@ -3,7 +3,6 @@ package anthropic
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -45,14 +44,14 @@ import (
 // far (without tool calls), so a caller that was cancelled can keep it.
 func Parse(r io.Reader, onDelta func(provider.Delta)) (*provider.Response, error) {
 	a := accumulator{onDelta: onDelta}
-	sse := wire.NewReader(r)
+	events := wire.NewEvents(r)
 	for {
-		name, data, err := sse.Next()
+		name, data, err := events.Next()
 		if err == io.EOF {
 			return a.partial(), a.cutShort()
 		}
 		if err != nil {
-			return a.partial(), readFailure(err)
+			return a.partial(), wire.ReadFailure(err)
 		}
 		a.events++
 		if len(bytes.TrimSpace(data)) == 0 {
@@ -70,13 +69,6 @@ func Parse(r io.Reader, onDelta func(provider.Delta)) (*provider.Response, error
 			return resp, nil
 		}
 	}
-}
-
-func readFailure(err error) error {
-	if errors.Is(err, wire.ErrLineTooLong) {
-		return &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailStream, Message: err.Error()}, Err: err}
-	}
-	return wire.TransportFailure(err, hostabi.FailStream, "reading the stream")
 }
 
 // wireEvent is the union of the fields the stream's events carry.
@@ -248,15 +240,11 @@ func (a *accumulator) partial() *provider.Response {
 	return &provider.Response{Content: string(a.content), Usage: a.usage}
 }
 
-// errNoEvents marks a stream that ended without a single event, which
-// usually means the URL does not point at a Messages endpoint.
-var errNoEvents = errors.New("no events")
-
 func (a *accumulator) cutShort() error {
 	e := &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailStream, Message: fmt.Sprintf(
 		"the stream ended before message_stop after %d events; the server or a proxy cut it short, try again", a.events)}}
 	if a.events == 0 {
-		e.Err = errNoEvents
+		e.Err = wire.ErrNoEvents
 	}
 	return e
 }

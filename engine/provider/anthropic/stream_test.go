@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/wagent/wagent/engine/provider"
-	"github.com/wagent/wagent/engine/provider/internal/wire"
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/internal/sse"
 )
 
 // ev is one SSE frame: an event line, a data line and a blank line.
@@ -292,9 +292,9 @@ func TestParseReadError(t *testing.T) {
 }
 
 func TestSSELongLine(t *testing.T) {
-	r := io.MultiReader(strings.NewReader("data: "), io.LimitReader(neverEnding('x'), wire.MaxLine+10))
+	r := io.MultiReader(strings.NewReader("data: "), io.LimitReader(neverEnding('x'), sse.DefaultMaxSize+10))
 	_, err := Parse(r, nil)
-	if f := provider.AsFailure(err); f.Code != hostabi.FailStream || !errors.Is(err, wire.ErrLineTooLong) {
+	if f := provider.AsFailure(err); f.Code != hostabi.FailStream || !errors.Is(err, sse.ErrTooLong) {
 		t.Fatalf("Parse error = %v, want a stream failure for a line too long", err)
 	}
 }

@@ -17,10 +17,7 @@
 package openai
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -151,9 +148,6 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// maxErrorBody bounds how much of an error response is read.
-const maxErrorBody = 1 << 20
-
 // maxJSONBody bounds a non-streamed answer.
 const maxJSONBody = 64 << 20
 
@@ -180,78 +174,33 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request, onDelta fu
 		return nil, &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailBadRequest, Message: err.Error()}, Err: err}
 	}
 
-	reqCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var idle *time.Timer
-	if c.idle > 0 {
-		idle = time.AfterFunc(c.idle, func() { cancel(wire.ErrIdle) })
-		defer idle.Stop()
-	}
-
-	hreq, err := http.NewRequestWithContext(reqCtx, http.MethodPost, c.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailBadRequest, Message: err.Error()}, Err: err}
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
-	hreq.Header.Set("User-Agent", "wagent")
+	h := http.Header{}
 	if c.apiKey != "" {
-		hreq.Header.Set("Authorization", "Bearer "+c.apiKey)
+		h.Set("Authorization", "Bearer "+c.apiKey)
 	}
 	for k, vs := range c.headers {
-		hreq.Header[http.CanonicalHeaderKey(k)] = vs
+		h[http.CanonicalHeaderKey(k)] = vs
 	}
-
-	resp, err := c.http.Do(hreq)
+	out, err := wire.Do(ctx, wire.Post{
+		URL: c.url, Body: body, Header: h, Client: c.http, Idle: c.idle, Now: c.now,
+		HTTPFailure: httpFailure,
+		// Not the API's error object (a model it does not have) but a web
+		// server's page: the URL is wrong.
+		NotFound: notFoundHint(c.url),
+		NoEvents: "; check the base URL, which should end in /v1",
+		Read: func(resp *http.Response, r io.Reader) (*provider.Response, error) {
+			if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+				b, err := io.ReadAll(io.LimitReader(r, maxJSONBody))
+				if err != nil {
+					return nil, wire.ReadFailure(err)
+				}
+				return parseJSON(b, onDelta)
+			}
+			return Parse(r, onDelta)
+		},
+	})
 	if err != nil {
-		return wire.Settle(ctx, reqCtx, c.idle, &provider.Response{},
-			wire.TransportFailure(err, hostabi.FailTransport, "cannot reach "+c.url))
-	}
-	defer resp.Body.Close()
-	// Stop reading at once on cancellation, whatever the transport does.
-	stop := context.AfterFunc(reqCtx, func() { resp.Body.Close() })
-	defer stop()
-
-	var r io.Reader = resp.Body
-	if idle != nil {
-		idle.Reset(c.idle)
-		r = &wire.IdleReader{R: r, T: idle, D: c.idle}
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		b, err := io.ReadAll(io.LimitReader(r, maxErrorBody))
-		if err != nil && ctx.Err() != nil {
-			return wire.CtxFailure(ctx, &provider.Response{})
-		}
-		f := httpFailure(resp, b, c.now())
-		if resp.StatusCode == http.StatusNotFound && !json.Valid(bytes.TrimSpace(b)) {
-			// Not the API's error object (a model it does not have) but
-			// a web server's page: the URL is wrong.
-			f.Failure.Message += notFoundHint(c.url)
-		}
-		return nil, f
-	}
-
-	var out *provider.Response
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if mt == "application/json" {
-		b, rerr := io.ReadAll(io.LimitReader(r, maxJSONBody))
-		if rerr != nil {
-			err = readFailure(rerr)
-		} else {
-			out, err = parseJSON(b, onDelta)
-		}
-	} else {
-		out, err = Parse(r, onDelta)
-		if errors.Is(err, errNoEvents) && mt != "text/event-stream" {
-			err = &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailStream, Status: resp.StatusCode, Message: fmt.Sprintf(
-				"%s answered %d with Content-Type %q and no events; check the base URL, which should end in /v1", c.url, resp.StatusCode, mt)}, Err: err}
-		}
-	}
-	if err != nil {
-		if out == nil {
-			out = &provider.Response{}
-		}
-		return wire.Settle(ctx, reqCtx, c.idle, out, err)
+		return out, err
 	}
 	for i := range out.ToolCalls {
 		if out.ToolCalls[i].ID == "" {

@@ -48,14 +48,14 @@ import (
 func Parse(r io.Reader, onDelta func(provider.Delta)) (*provider.Response, error) {
 	var a accumulator
 	a.onDelta = onDelta
-	sse := wire.NewReader(r)
+	events := wire.NewEvents(r)
 	for {
-		event, data, err := sse.Next()
+		event, data, err := events.Next()
 		if err == io.EOF {
 			return a.partial(), a.cutShort()
 		}
 		if err != nil {
-			return a.partial(), readFailure(err)
+			return a.partial(), wire.ReadFailure(err)
 		}
 		a.events++
 		if len(bytes.TrimSpace(data)) == 0 { // an empty keep-alive event
@@ -90,13 +90,6 @@ func parseJSON(body []byte, onDelta func(provider.Delta)) (*provider.Response, e
 
 func isDone(data []byte) bool {
 	return string(bytes.TrimSpace(data)) == "[DONE]"
-}
-
-func readFailure(err error) error {
-	if errors.Is(err, wire.ErrLineTooLong) {
-		return &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailStream, Message: err.Error()}, Err: err}
-	}
-	return wire.TransportFailure(err, hostabi.FailStream, "reading the stream")
 }
 
 // accumulator folds chunks into one answer.
@@ -330,15 +323,11 @@ func (a *accumulator) partial() *provider.Response {
 	return &provider.Response{Content: string(a.content), Usage: a.usage}
 }
 
-// errNoEvents marks a stream that ended without a single event, which
-// usually means the URL does not point at a Chat Completions endpoint.
-var errNoEvents = errors.New("no events")
-
 func (a *accumulator) cutShort() error {
 	e := &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailStream, Message: fmt.Sprintf(
 		"the stream ended before data: [DONE] after %d events; the server or a proxy cut it short, try again", a.events)}}
 	if a.events == 0 {
-		e.Err = errNoEvents
+		e.Err = wire.ErrNoEvents
 	}
 	return e
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/wagent/wagent/engine/provider"
-	"github.com/wagent/wagent/engine/provider/internal/wire"
 	"github.com/wagent/wagent/hostabi"
 )
 
@@ -231,29 +230,6 @@ func TestParseFailures(t *testing.T) {
 				t.Errorf("partial = %q with %d calls, want %q and none", resp.Content, len(resp.ToolCalls), tc.partial)
 			}
 		})
-	}
-}
-
-func TestSSEReaderLineEndings(t *testing.T) {
-	// A CR at the end of one read followed by LF at the start of the next
-	// is one line ending, not two (which would dispatch an extra event).
-	r := io.MultiReader(strings.NewReader("data: a\r"), strings.NewReader("\ndata: b\r"), strings.NewReader("\n\r\n"))
-	s := wire.NewReader(r)
-	_, data, err := s.Next()
-	if err != nil || string(data) != "a\nb" {
-		t.Fatalf("next = %q, %v; want \"a\\nb\"", data, err)
-	}
-	if _, _, err := s.Next(); err != io.EOF {
-		t.Fatalf("second next err = %v, want io.EOF", err)
-	}
-}
-
-func TestSSEReaderLongLine(t *testing.T) {
-	long := strings.Repeat("x", 100<<10) // longer than the initial buffer
-	s := wire.NewReader(strings.NewReader("data: " + long + "\n\n"))
-	_, data, err := s.Next()
-	if err != nil || string(data) != long {
-		t.Fatalf("next = %d bytes, %v; want %d bytes", len(data), err, len(long))
 	}
 }
 

@@ -322,18 +322,3 @@ func TestStreamingAndDefaults(t *testing.T) {
 		t.Errorf("response mismatch (-want +got):\n%s", diff)
 	}
 }
-
-func TestCancelBetweenDeltas(t *testing.T) {
-	s := mustParse(t, `replies: [{deltas: ["one ", "two ", "three"], delta_delay_ms: 10000}]`)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	resp, err := s.Complete(ctx, &provider.Request{Messages: []hostabi.Message{{Role: "user", Content: "x"}}}, func(d provider.Delta) {
-		cancel() // after the first piece
-	})
-	if f := provider.AsFailure(err); f.Code != hostabi.FailCanceled {
-		t.Fatalf("Complete error = %v, want canceled", err)
-	}
-	if resp == nil || resp.Content != "one " {
-		t.Fatalf("Response = %+v, want the partial text %q", resp, "one ")
-	}
-}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wagent/wagent/engine/provider"
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/internal/sse"
 )
 
 // RetryAfter reads how long the server asks to wait, in milliseconds:
@@ -84,6 +85,16 @@ func Settle(ctx, reqCtx context.Context, idle time.Duration, partial *provider.R
 			"the server sent nothing for %s; raise the idle timeout if the model thinks that long", idle)}, Err: err}
 	}
 	return nil, err
+}
+
+// ReadFailure normalises an error from reading a response's body: a line
+// or event over the limit, or a broken read, is a stream failure; a
+// timeout is a timeout.
+func ReadFailure(err error) *provider.Error {
+	if errors.Is(err, sse.ErrTooLong) {
+		return &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailStream, Message: err.Error()}, Err: err}
+	}
+	return TransportFailure(err, hostabi.FailStream, "reading the stream")
 }
 
 // CtxFailure reports the caller's context ending. Cancellation returns the
