@@ -5,22 +5,17 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
-	"github.com/wagent/wagent/hostabi"
-	"github.com/wagent/wagent/pipeline"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
-	"github.com/wagent/wagent/wasmhost"
 )
 
 func decideCommand(env *cliEnv, verb string) *cli.Command {
@@ -411,82 +406,4 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 			return nil
 		},
 	}
-}
-
-func opsCommand(env *cliEnv) *cli.Command {
-	// load reads FILE.wasm, or builtin:NAME (the bundle, with NAME the
-	// op to look at).
-	load := func(c *cli.Context) (*wasmhost.Module, *wasmhost.Runtime, []byte, string, error) {
-		if err := needArgs(c, 1, 1, "FILE.wasm or builtin:NAME"); err != nil {
-			return nil, nil, nil, "", err
-		}
-		path := c.Args().First()
-		var wasm []byte
-		var op string
-		if name, ok := strings.CutPrefix(path, pipeline.BuiltinPrefix); ok {
-			b := builtins.Bundle()
-			var found bool
-			if wasm, op, found = b.Lookup(name); !found {
-				return nil, nil, nil, "", fail(exitUsage, "unknown built-in %q; the built-ins are: %s", name, strings.Join(b.Names(), ", "))
-			}
-		} else {
-			var err error
-			if wasm, err = os.ReadFile(path); err != nil {
-				return nil, nil, nil, "", fail(exitFailure, "%v", err)
-			}
-		}
-		ctx := context.Background()
-		opts := []wasmhost.Option{wasmhost.WithLogger(warnings(env.stderr))}
-		if d := env.getenv("WAGENT_CACHE_DIR"); d != "" {
-			opts = append(opts, wasmhost.WithCacheDir(d))
-		}
-		rt, err := wasmhost.NewRuntime(ctx, opts...)
-		if err != nil {
-			return nil, nil, nil, "", fail(exitFailure, "start the wasm runtime: %v", err)
-		}
-		m, err := rt.Load(ctx, wasm)
-		if err != nil {
-			rt.Close(ctx)
-			return nil, nil, nil, "", fail(exitFailure, "%s: %v", path, err)
-		}
-		return m, rt, wasm, op, nil
-	}
-	return &cli.Command{
-		Name:  "ops",
-		Usage: "write, build, inspect, check and test operation modules",
-		Subcommands: []*cli.Command{
-			opsNewCommand(env),
-			opsBuildCommand(env),
-			opsTestCommand(env),
-			opsInspectCommand(env),
-			{
-				Name:  "check",
-				Usage: "load a module, start each op under its limits and call each hook it declares once",
-				UsageText: "wagent ops check FILE.wasm|builtin:NAME [--op NAME] [--config JSON] [--mount DIR:/PATH[:rw]] [--http HOST] [--exec CMD] [--unconfined] [--timeout-ms N] [--memory-mb N]\n\n" +
-					"Each hook gets a small view (a prompt, a call to decide or to run, a failed request, an answer, a command);\n" +
-					"a trap, timeout or invalid effect is reported as a session would record it, and the exit code is 1.\n" +
-					"Each op's requested and effective capabilities are shown; a capability the op requests and no flag grants\n" +
-					"gets a sample grant that reaches nothing (an empty folder, the host check.invalid, the command true).\n\n" +
-					"Examples:\n   wagent ops check ./ops/deny-word.wasm && echo ok\n   wagent ops check builtins.wasm --op max-turns --config '{\"max_steps\":3}'",
-				Flags: checkFlags,
-				Action: func(c *cli.Context) error {
-					m, rt, _, only, err := load(c)
-					if err != nil {
-						return err
-					}
-					defer rt.Close(context.Background())
-					return checkOps(context.Background(), c, env, rt, m, only)
-				},
-			},
-		},
-	}
-}
-
-func joinHooks(hs []hostabi.Hook) string {
-	var s []string
-	for _, h := range hs {
-		s = append(s, string(h))
-	}
-	sort.Strings(s)
-	return strings.Join(s, ", ")
 }

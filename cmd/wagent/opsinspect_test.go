@@ -94,17 +94,3 @@ func TestOpsInspect(t *testing.T) {
 		t.Errorf("builtin:nope: exit %d\n%s", r.code, r.stderr)
 	}
 }
-
-// The section reader reads any bytes without panicking.
-func FuzzReadWasmInfo(f *testing.F) {
-	for _, p := range []string{"examples/wasm-ops/policy-c/policy.wasm", "examples/wasm-ops/policy-as/policy.wasm", "testdata/wat/ping.wasm"} {
-		b, err := os.ReadFile(repoFile(p))
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		readWasmInfo(b)
-	})
-}

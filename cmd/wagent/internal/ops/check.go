@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/wasmhost"
 )
 
@@ -20,41 +20,51 @@ import (
 // session would record: the effects, or the fault (trap, timeout, memory,
 // abi, limit, invalid-effect, error).
 
-var checkFlags = []cli.Flag{
-	&cli.StringFlag{Name: "op", Usage: "check only this op of a bundle"},
-	&cli.StringFlag{Name: "config", Usage: "the op's config as JSON (checked against its config_schema)"},
-	&cli.StringSliceFlag{Name: "mount", Usage: "grant a mount HOST_DIR:GUEST_PATH[:ro|:rw] (default: an empty folder for each mount the op requests)"},
-	&cli.StringSliceFlag{Name: "http", Usage: "grant HTTP to a host (default: the hosts the op names; check.invalid for any)"},
-	&cli.StringSliceFlag{Name: "exec", Usage: "grant a command, an argv pattern such as \"go test **\" (default: the commands the op names; true for any)"},
-	&cli.BoolFlag{Name: "unconfined", Usage: "run the --exec commands without Landlock"},
-	&cli.Int64Flag{Name: "timeout-ms", Usage: "the deadline of each call and of starting the op (default: 1000 per call, 5000 to start)"},
-	&cli.UintFlag{Name: "memory-mb", Usage: "the op's memory limit (default 32)"},
+// CheckOptions are what wagent ops check FILE.wasm|builtin:NAME is given.
+type CheckOptions struct {
+	Env
+	Path       string   // FILE.wasm, or builtin:NAME
+	Op         string   // only this op of a bundle
+	Config     string   // the op's config as JSON
+	Mounts     []string // HOST_DIR:GUEST_PATH[:ro|:rw]
+	HTTP       []string // hosts granted
+	Exec       []string // commands granted
+	Unconfined bool     // run the Exec commands without Landlock
+	TimeoutMS  int64    // 0: the defaults
+	MemoryMB   uint     // 0: the default
 }
 
-func checkOps(ctx context.Context, c *cli.Context, env *cliEnv, rt *wasmhost.Runtime, m *wasmhost.Module, only string) error {
-	file := c.Args().First()
+// Check loads a module, starts each op under its limits and calls each
+// hook it declares once; a fault fails it, as a session would record it.
+func Check(ctx context.Context, o CheckOptions) error {
 	var lim wasmhost.Limits
-	if ms := c.Int64("timeout-ms"); ms > 0 {
+	if ms := o.TimeoutMS; ms > 0 {
 		lim.Timeout, lim.InitTimeout = time.Duration(ms)*time.Millisecond, time.Duration(ms)*time.Millisecond
 	}
-	lim.MemoryPages = uint32(c.Uint("memory-mb")) * 16
+	lim.MemoryPages = uint32(o.MemoryMB) * 16
+	m, rt, _, only, err := load(ctx, o.Env, o.Path)
+	if err != nil {
+		return err
+	}
+	defer rt.Close(ctx)
+	file := o.Path
 	var config json.RawMessage
-	if s := c.String("config"); s != "" {
+	if s := o.Config; s != "" {
 		if !json.Valid([]byte(s)) {
-			return fail(exitUsage, "--config is not JSON")
+			return app.Errorf(app.Invalid, "--config is not JSON")
 		}
 		config = json.RawMessage(s)
 	}
 	var granted []wasmhost.Mount
-	for _, spec := range c.StringSlice("mount") {
+	for _, spec := range o.Mounts {
 		mt, err := wasmhost.ParseMount(".", spec)
 		if err != nil {
-			return fail(exitUsage, "--mount: %v", err)
+			return app.Errorf(app.Invalid, "--mount: %v", err)
 		}
 		granted = append(granted, mt)
 	}
 	mans := m.Manifests()
-	name := c.String("op")
+	name := o.Op
 	if name == "" {
 		name = only
 	}
@@ -66,7 +76,7 @@ func checkOps(ctx context.Context, c *cli.Context, env *cliEnv, rt *wasmhost.Run
 			}
 		}
 		if len(mans) == 0 {
-			return fail(exitFailure, "%s: no op named %s", file, name)
+			return app.Errorf(app.Failed, "%s: no op named %s", file, name)
 		}
 	}
 	faults := 0
@@ -77,25 +87,25 @@ func checkOps(ctx context.Context, c *cli.Context, env *cliEnv, rt *wasmhost.Run
 		}
 	}()
 	for _, man := range mans {
-		grants, err := checkGrants(man, granted, c.StringSlice("http"), c.StringSlice("exec"), c.Bool("unconfined"), &cleanup)
+		grants, err := checkGrants(man, granted, o.HTTP, o.Exec, o.Unconfined, &cleanup)
 		if err != nil {
-			return fail(exitFailure, "%v", err)
+			return app.Errorf(app.Failed, "%v", err)
 		}
 		op, err := rt.NewOp(m, wasmhost.Config{Op: man.Name, Config: config, Limits: lim, Grants: grants})
 		if err == nil {
 			err = op.Warm(ctx)
 		}
 		if err != nil {
-			tprintf(env.stdout, "fail: %s: %s\n", man.Name, faultText(err))
+			render.Fprintf(o.Stdout, "fail: %s: %s\n", man.Name, faultText(err))
 			faults++
 			continue
 		}
-		tprintf(env.stdout, "ok: %s (abi %s, hooks %s)\n", strings.TrimSpace(man.Name+" "+man.Version), man.ABI, joinHooks(man.Hooks))
+		render.Fprintf(o.Stdout, "ok: %s (abi %s, hooks %s)\n", strings.TrimSpace(man.Name+" "+man.Version), man.ABI, joinHooks(man.Hooks))
 		for _, l := range requestedLines(man) {
-			tprintf(env.stdout, "  requests %s\n", l)
+			render.Fprintf(o.Stdout, "  requests %s\n", l)
 		}
 		for _, l := range effectiveLines(op) {
-			tprintf(env.stdout, "  gets %s\n", l)
+			render.Fprintf(o.Stdout, "  gets %s\n", l)
 		}
 		for _, h := range man.Hooks {
 			v, r := checkView(man, h)
@@ -104,17 +114,26 @@ func checkOps(ctx context.Context, c *cli.Context, env *cliEnv, rt *wasmhost.Run
 				err = engineRules(man, effects)
 			}
 			if err != nil {
-				tprintf(env.stdout, "  %s: fault: %s\n", h, faultText(err))
+				render.Fprintf(o.Stdout, "  %s: fault: %s\n", h, faultText(err))
 				faults++
 				continue
 			}
-			tprintf(env.stdout, "  %s: %s\n", h, effectSummary(effects))
+			render.Fprintf(o.Stdout, "  %s: %s\n", h, effectSummary(effects))
 		}
 	}
 	if faults > 0 {
-		return fail(exitFailure, "%s: %d op or hook call(s) failed, as a session would record them", file, faults)
+		return app.Errorf(app.Failed, "%s: %d op or hook call(s) failed, as a session would record them", file, faults)
 	}
 	return nil
+}
+
+func joinHooks(hs []hostabi.Hook) string {
+	var s []string
+	for _, h := range hs {
+		s = append(s, string(h))
+	}
+	sort.Strings(s)
+	return strings.Join(s, ", ")
 }
 
 func hasMount(ms []wasmhost.Mount, guest string) bool {

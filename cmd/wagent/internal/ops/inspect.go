@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"bytes"
@@ -14,11 +14,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/pipeline"
+	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/wasmhost"
 )
 
@@ -27,59 +27,44 @@ import (
 // tools it offers with their schemas, what it asks for, and the limits it
 // would run under (the defaults, or a pipeline's).
 
-func opsInspectCommand(env *cliEnv) *cli.Command {
-	return &cli.Command{
-		Name:  "inspect",
-		Usage: "show a module's manifest, tools, requests, limits and toolchain",
-		UsageText: "wagent ops inspect FILE.wasm|builtin:NAME [--op NAME] [--pipeline FILE] [--json]\n\n" +
-			"The manifest is read without running the module; the tools' schemas are what the op offers at the\n" +
-			"contribute hook, asked once in the sandbox. With --pipeline, the limits, mounts and config of each entry\n" +
-			"of FILE that runs this module (or an op of the same name: a new build of it) are shown as they would apply.\n\n" +
-			"Examples:\n   wagent ops inspect examples/wasm-ops/calculator/calculator.wasm\n" +
-			"   wagent ops inspect ops/policy.wasm --pipeline pipeline.yaml --op policy",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "op", Usage: "only this op of a bundle (or of the pipeline)"},
-			&cli.StringFlag{Name: "pipeline", Usage: "show the limits this pipeline file gives the module's ops"},
-			&cli.BoolFlag{Name: "json", Usage: "print everything as one JSON object"},
-		},
-		Action: func(c *cli.Context) error { return inspectOps(c, env) },
-	}
+// InspectOptions are what wagent ops inspect FILE.wasm|builtin:NAME is
+// given.
+type InspectOptions struct {
+	Env
+	Path     string // FILE.wasm, or builtin:NAME
+	Op       string // only this op of a bundle (or of the pipeline)
+	Pipeline string // a pipeline file whose limits to show
+	JSON     bool   // print one JSON object
 }
 
-func inspectOps(c *cli.Context, env *cliEnv) error {
-	if err := needArgs(c, 1, 1, "FILE.wasm|builtin:NAME"); err != nil {
-		return err
-	}
-	ctx := context.Background()
-	path, only := c.Args().First(), c.String("op")
+// Inspect shows a module's manifest, tools, requests, limits and
+// toolchain.
+func Inspect(ctx context.Context, o InspectOptions) error {
+	path, only := o.Path, o.Op
 	var wasm []byte
 	if name, ok := strings.CutPrefix(path, pipeline.BuiltinPrefix); ok {
 		wasm, only = builtins.Module(), name
 	} else {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return fail(exitFailure, "%v", err)
+			return app.Errorf(app.Failed, "%v", err)
 		}
 		wasm = b
 	}
-	opts := []wasmhost.Option{wasmhost.WithLogger(warnings(env.stderr))}
-	if d := env.getenv("WAGENT_CACHE_DIR"); d != "" {
-		opts = append(opts, wasmhost.WithCacheDir(d))
-	}
-	rt, err := wasmhost.NewRuntime(ctx, opts...)
+	rt, err := wasmhost.NewRuntime(ctx, o.runtimeOptions()...)
 	if err != nil {
-		return fail(exitFailure, "start the wasm runtime: %v", err)
+		return app.Errorf(app.Failed, "start the wasm runtime: %v", err)
 	}
 	defer rt.Close(ctx)
 	start := time.Now()
 	m, err := rt.Load(ctx, wasm)
 	if err != nil {
-		return fail(exitFailure, "%s: %v", path, err)
+		return app.Errorf(app.Failed, "%s: %v", path, err)
 	}
 	loadTook := time.Since(start)
 	info, err := readWasmInfo(wasm)
 	if err != nil {
-		return fail(exitFailure, "%s: %v", path, err)
+		return app.Errorf(app.Failed, "%s: %v", path, err)
 	}
 	var mans []*hostabi.Manifest
 	for _, man := range m.Manifests() {
@@ -88,12 +73,12 @@ func inspectOps(c *cli.Context, env *cliEnv) error {
 		}
 	}
 	if len(mans) == 0 {
-		return fail(exitFailure, "%s: no op named %s; it has: %s", path, only, strings.Join(opNames(m.Manifests()), ", "))
+		return app.Errorf(app.Failed, "%s: no op named %s; it has: %s", path, only, strings.Join(opNames(m.Manifests()), ", "))
 	}
 	var uses []pipelineUse
-	if f := c.String("pipeline"); f != "" {
+	if f := o.Pipeline; f != "" {
 		if uses, err = pipelineUses(f, m, mans, only); err != nil {
-			return fail(exitFailure, "%v", err)
+			return app.Errorf(app.Failed, "%v", err)
 		}
 	}
 	rep := inspection{Path: path, SHA256: m.Digest(), Bytes: len(wasm), Producers: info.producers, MemoryPages: info.memMin,
@@ -130,11 +115,11 @@ func inspectOps(c *cli.Context, env *cliEnv) error {
 		}
 		rep.Details = append(rep.Details, oi)
 	}
-	if c.Bool("json") {
-		printJSON(env.stdout, rep.jsonView())
+	if o.JSON {
+		printJSON(o.Stdout, rep.jsonView())
 		return nil
 	}
-	rep.print(env.stdout)
+	rep.print(o.Stdout)
 	return nil
 }
 
@@ -354,106 +339,106 @@ func limitsJSON(l wasmhost.Limits) map[string]any {
 }
 
 func (r *inspection) print(w io.Writer) {
-	tprintf(w, "module:     %s\n", r.Path)
-	tprintf(w, "sha256:     %s (a pipeline pins it with sha256:)\n", r.SHA256)
-	tprintf(w, "size:       %s bytes\n", thousands(r.Bytes))
-	tprintf(w, "built with: %s\n", producersText(r.Producers))
-	tprintf(w, "memory:     starts at %d pages (%s KiB)\n", r.MemoryPages, thousands(int(r.MemoryPages)*64))
-	tprintf(w, "imports:    %s\n", importsText(r.Imports))
+	render.Fprintf(w, "module:     %s\n", r.Path)
+	render.Fprintf(w, "sha256:     %s (a pipeline pins it with sha256:)\n", r.SHA256)
+	render.Fprintf(w, "size:       %s bytes\n", thousands(r.Bytes))
+	render.Fprintf(w, "built with: %s\n", producersText(r.Producers))
+	render.Fprintf(w, "memory:     starts at %d pages (%s KiB)\n", r.MemoryPages, thousands(int(r.MemoryPages)*64))
+	render.Fprintf(w, "imports:    %s\n", importsText(r.Imports))
 	if len(r.Ops) > 1 || len(r.Details) > 1 {
-		tprintf(w, "bundle:     %d ops shown (name one with op: NAME in a pipeline)\n", len(r.Ops))
+		render.Fprintf(w, "bundle:     %d ops shown (name one with op: NAME in a pipeline)\n", len(r.Ops))
 	}
 	for i, man := range r.Ops {
 		d := r.Details[i]
-		tprintf(w, "\nop %s %s\n", man.Name, man.Version)
-		tprintf(w, "  abi:        %s (this host speaks %s)\n", man.ABI, hostabi.ABIVersion())
+		render.Fprintf(w, "\nop %s %s\n", man.Name, man.Version)
+		render.Fprintf(w, "  abi:        %s (this host speaks %s)\n", man.ABI, hostabi.ABIVersion())
 		var hooks []string
 		for _, h := range man.Hooks {
 			hooks = append(hooks, fmt.Sprintf("%s (%s)", h, hostabi.HookExport(h)))
 		}
-		tprintf(w, "  hooks:      %s\n", strings.Join(hooks, ", "))
+		render.Fprintf(w, "  hooks:      %s\n", strings.Join(hooks, ", "))
 		if man.Guard {
-			tprintln(w, "  guard:      yes: it decides tool calls; if it faults, the calls it was deciding are denied")
+			render.Fprintln(w, "  guard:      yes: it decides tool calls; if it faults, the calls it was deciding are denied")
 		}
 		if len(man.Commands) > 0 {
-			tprintf(w, "  commands:   /%s\n", strings.Join(man.Commands, ", /"))
+			render.Fprintf(w, "  commands:   /%s\n", strings.Join(man.Commands, ", /"))
 		}
 		printTools(w, man, d)
 		if req := requestedText(man); len(req) == 0 {
-			tprintln(w, "  requests:   nothing (no mounts, no network, no commands)")
+			render.Fprintln(w, "  requests:   nothing (no mounts, no network, no commands)")
 		} else {
-			tprintf(w, "  requests:   %s (a pipeline must grant each: grants: {mounts: [...], http: [...], exec: [...]})\n", strings.Join(req, "; "))
+			render.Fprintf(w, "  requests:   %s (a pipeline must grant each: grants: {mounts: [...], http: [...], exec: [...]})\n", strings.Join(req, "; "))
 		}
 		if len(man.ConfigSchema) > 0 {
-			tprintf(w, "  config:     %s\n", indentJSON(man.ConfigSchema, "              "))
+			render.Fprintf(w, "  config:     %s\n", indentJSON(man.ConfigSchema, "              "))
 		} else {
-			tprintln(w, "  config:     any (no config_schema)")
+			render.Fprintln(w, "  config:     any (no config_schema)")
 		}
 		if len(d.Pipeline) == 0 {
-			tprintf(w, "  limits:     %s (the defaults; --pipeline FILE shows a pipeline's)\n", limitsText(wasmhost.DefaultLimits))
+			render.Fprintf(w, "  limits:     %s (the defaults; --pipeline FILE shows a pipeline's)\n", limitsText(wasmhost.DefaultLimits))
 		}
 		for _, p := range d.Pipeline {
 			from := "this module"
 			if !p.SameModule {
 				from = "another build of " + man.Name + "; this module would run in its place"
 			}
-			tprintf(w, "  in %s:%d (entry %d, use: %s, %s):\n", p.File, p.Line, p.Entry, p.Use, from)
+			render.Fprintf(w, "  in %s:%d (entry %d, use: %s, %s):\n", p.File, p.Line, p.Entry, p.Use, from)
 			if p.Refused != "" {
-				tprintf(w, "    refused:  %s\n", p.Refused)
+				render.Fprintf(w, "    refused:  %s\n", p.Refused)
 				continue
 			}
-			tprintf(w, "    limits:   %s\n", limitsText(*p.Limits))
+			render.Fprintf(w, "    limits:   %s\n", limitsText(*p.Limits))
 			for _, mt := range p.Mounts {
 				rw := "read-only"
 				if mt.Write {
 					rw = "read-write"
 				}
-				tprintf(w, "    mount:    %s <- %s (%s)\n", mt.GuestPath, mt.HostDir, rw)
+				render.Fprintf(w, "    mount:    %s <- %s (%s)\n", mt.GuestPath, mt.HostDir, rw)
 			}
 			if len(p.HTTP) > 0 {
-				tprintf(w, "    http:     %s (at most %s KiB of each response; loopback and private addresses only for hosts granted by name)\n", strings.Join(p.HTTP, ", "), thousands(int(p.HTTPBytes>>10)))
+				render.Fprintf(w, "    http:     %s (at most %s KiB of each response; loopback and private addresses only for hosts granted by name)\n", strings.Join(p.HTTP, ", "), thousands(int(p.HTTPBytes>>10)))
 			}
 			for _, x := range p.Exec {
 				cmd := x.Cmd
 				if x.Shell {
 					cmd = "sh -c " + fmt.Sprintf("%q", x.Cmd)
 				}
-				tprintf(w, "    exec:     %s (timeout %v, %s KiB of output kept, confinement: %s, enforcement: %s)\n", cmd, x.Timeout, thousands(int(x.OutputBytes>>10)), x.Confinement, x.Enforcement)
+				render.Fprintf(w, "    exec:     %s (timeout %v, %s KiB of output kept, confinement: %s, enforcement: %s)\n", cmd, x.Timeout, thousands(int(x.OutputBytes>>10)), x.Confinement, x.Enforcement)
 			}
 			cfg := "{} (none given)"
 			if len(p.Config) > 0 {
 				cfg = string(p.Config)
 			}
-			tprintf(w, "    config:   %s (passes the config_schema)\n", cfg)
+			render.Fprintf(w, "    config:   %s (passes the config_schema)\n", cfg)
 		}
 	}
-	tprintf(w, "\nloaded in %.1f ms (validated, instrumented, compiled, or read from the compile cache)\n", r.LoadMS)
+	render.Fprintf(w, "\nloaded in %.1f ms (validated, instrumented, compiled, or read from the compile cache)\n", r.LoadMS)
 }
 
 func printTools(w io.Writer, man *hostabi.Manifest, d opInspection) {
 	if len(man.Tools) == 0 {
 		return
 	}
-	tprintf(w, "  tools:      %s\n", strings.Join(man.Tools, ", "))
+	render.Fprintf(w, "  tools:      %s\n", strings.Join(man.Tools, ", "))
 	if len(man.Idempotent) > 0 {
-		tprintf(w, "  idempotent: %s (run again after a crash instead of answered TOOL_OUTCOME_UNKNOWN)\n", strings.Join(man.Idempotent, ", "))
+		render.Fprintf(w, "  idempotent: %s (run again after a crash instead of answered TOOL_OUTCOME_UNKNOWN)\n", strings.Join(man.Idempotent, ", "))
 	}
 	if d.OfferedErr != "" {
-		tprintf(w, "  schemas:    %s\n", d.OfferedErr)
+		render.Fprintf(w, "  schemas:    %s\n", d.OfferedErr)
 		return
 	}
 	for _, t := range d.Offered {
-		tprintf(w, "    %s: %s\n", t.Name, oneLineText(t.Description))
+		render.Fprintf(w, "    %s: %s\n", t.Name, oneLineText(t.Description))
 		if len(t.Parameters) > 0 {
-			tprintf(w, "      parameters: %s\n", indentJSON(t.Parameters, "        "))
+			render.Fprintf(w, "      parameters: %s\n", indentJSON(t.Parameters, "        "))
 		}
 		if t.Annotations != nil {
 			a := t.Annotations
-			tprintf(w, "      annotations: read_only=%v destructive=%v idempotent=%v open_world=%v\n", a.ReadOnly, a.Destructive, a.Idempotent, a.OpenWorld)
+			render.Fprintf(w, "      annotations: read_only=%v destructive=%v idempotent=%v open_world=%v\n", a.ReadOnly, a.Destructive, a.Idempotent, a.OpenWorld)
 		}
 	}
 	if len(d.Offered) == 0 {
-		tprintln(w, "  schemas:    none offered at a first contribute call")
+		render.Fprintln(w, "  schemas:    none offered at a first contribute call")
 	}
 }
 
