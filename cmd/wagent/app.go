@@ -78,7 +78,7 @@ func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv fu
 	// wrong is a usage error, anything else a failure.
 	var ae *app.Error
 	if errors.As(err, &ae) {
-		tprintln(stderr, "wagent: "+oneLine(ae.Msg))
+		tprintln(stderr, "wagent: "+ae.Msg)
 		if ae.Reason == app.Invalid {
 			return exitUsage
 		}
