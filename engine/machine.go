@@ -270,6 +270,9 @@ func (m *Machine) Inbox() *Inbox { return m.lg }
 // Summary is event.Summarize of the machine's state (without copying it).
 func (m *Machine) Summary() event.Summary { return event.Summarize(m.st) }
 
+// Turn is the number of the last turn started (0 before the first).
+func (m *Machine) Turn() int { return m.st.Turn }
+
 // LastEnd returns how the latest closed turn ended (nil before the first).
 func (m *Machine) LastEnd() *event.TurnEnd {
 	if m.st.LastEnd == nil {

@@ -297,7 +297,7 @@ func (s *Session) drain(ctx context.Context) {
 	s.mu.Lock()
 	s.lastErr = nil
 	s.mu.Unlock()
-	turnsBefore := s.m.Summary().Turns
+	turnsBefore := s.m.Turn()
 	for {
 		_, err := s.m.Run(ctx)
 		s.mu.Lock()
