@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,10 +14,11 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
 	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/store"
 )
 
@@ -34,17 +34,7 @@ const (
 var version = "dev"
 
 // cliEnv is what a run of the CLI talks to.
-type cliEnv struct {
-	stdin          io.Reader
-	stdout, stderr io.Writer
-	getenv         func(string) string
-	// interactive: standard input is a terminal, so approvals are asked.
-	interactive bool
-	// colour: standard output is a terminal.
-	colour bool
-	// config is the config file once read (loadConfig).
-	config *loadedConfig
-}
+type cliEnv = term.Env
 
 // exitError carries an exit code and a one-line message.
 type exitError struct {
@@ -59,8 +49,8 @@ func fail(code int, format string, args ...any) error {
 }
 
 func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	env := &cliEnv{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv,
-		interactive: isTerminal(stdin), colour: isTerminal(stdout) && getenv("NO_COLOR") == ""}
+	env := &cliEnv{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: getenv,
+		Interactive: term.IsTerminal(stdin), Colour: term.IsTerminal(stdout) && getenv("NO_COLOR") == ""}
 	cliApp := newApp(env)
 	args = interspersed(cliApp, args)
 	err := cliApp.Run(args)
@@ -70,7 +60,7 @@ func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv fu
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			tprintln(stderr, "wagent: "+ee.msg)
+			render.Fprintln(stderr, "wagent: "+ee.msg)
 		}
 		return ee.code
 	}
@@ -78,7 +68,7 @@ func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv fu
 	// wrong is a usage error, anything else a failure.
 	var ae *app.Error
 	if errors.As(err, &ae) {
-		tprintln(stderr, "wagent: "+ae.Msg)
+		render.Fprintln(stderr, "wagent: "+ae.Msg)
 		if ae.Reason == app.Invalid {
 			return exitUsage
 		}
@@ -86,10 +76,10 @@ func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv fu
 	}
 	// Flag and argument errors from urfave/cli are usage errors.
 	if isUsageError(err) {
-		tprintln(stderr, "wagent: "+oneLine(err.Error())+" (see wagent --help)")
+		render.Fprintln(stderr, "wagent: "+term.OneLine(err.Error())+" (see wagent --help)")
 		return exitUsage
 	}
-	tprintln(stderr, "wagent: "+oneLine(err.Error()))
+	render.Fprintln(stderr, "wagent: "+term.OneLine(err.Error()))
 	return exitFailure
 }
 
@@ -103,21 +93,6 @@ func isUsageError(err error) bool {
 	return false
 }
 
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return s
-}
-
-// isTerminal reports whether x is a terminal (not merely a character
-// device: /dev/null is one too).
-func isTerminal(x any) bool {
-	f, ok := x.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
 var storeFlag = &cli.StringFlag{Name: "store", Usage: "the store: a `DIR` or badger:DIR, or nats://HOST:PORT[?stream=…&replicas=3] (default: $WAGENT_STORE, else $WAGENT_HOME/store or the user data directory)", EnvVars: nil}
 
 func newApp(env *cliEnv) *cli.App {
@@ -125,20 +100,20 @@ func newApp(env *cliEnv) *cli.App {
 		Name:      "wagent",
 		Usage:     "run LLM agents whose behaviour is sandboxed WebAssembly operations",
 		Version:   version,
-		Writer:    env.stdout,
-		ErrWriter: env.stderr,
+		Writer:    env.Stdout,
+		ErrWriter: env.Stderr,
 		// Exit codes are ours: never let the library call os.Exit.
 		ExitErrHandler:         func(c *cli.Context, err error) {},
 		HideVersion:            true,
 		UseShortOptionHandling: true,
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
-			return fail(exitUsage, "%s (see %s --help)", oneLine(err.Error()), strings.TrimSpace("wagent "+commandPath(c)))
+			return fail(exitUsage, "%s (see %s --help)", term.OneLine(err.Error()), strings.TrimSpace("wagent "+commandPath(c)))
 		},
 		// --store before the command (wagent --store DIR sessions) means
 		// what it does after it.
 		Flags: []cli.Flag{storeFlag},
 		CommandNotFound: func(c *cli.Context, name string) {
-			tprintf(env.stderr, "wagent: no command %q (see wagent --help)\n", name)
+			render.Fprintf(env.Stderr, "wagent: no command %q (see wagent --help)\n", name)
 		},
 		Commands: []*cli.Command{
 			runCommand(env),
@@ -166,7 +141,7 @@ func newApp(env *cliEnv) *cli.App {
 				Usage:     "print wagent's version",
 				UsageText: "wagent version\n\nExample:\n   wagent version",
 				Action: func(c *cli.Context) error {
-					tprintf(env.stdout, "wagent %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+					render.Fprintf(env.Stdout, "wagent %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 					return nil
 				},
 			},
@@ -194,10 +169,10 @@ func newApp(env *cliEnv) *cli.App {
 // defaultStoreDir is the store directory when --store names none:
 // $WAGENT_HOME/store, or the user's data directory (see storeurl.go).
 func defaultStoreDir(env *cliEnv) (string, error) {
-	if h := env.getenv("WAGENT_HOME"); h != "" {
+	if h := env.Getenv("WAGENT_HOME"); h != "" {
 		return filepath.Join(h, "store"), nil
 	}
-	if x := env.getenv("XDG_DATA_HOME"); x != "" {
+	if x := env.Getenv("XDG_DATA_HOME"); x != "" {
 		return filepath.Join(x, "wagent", "store"), nil
 	}
 	home, err := os.UserHomeDir()
@@ -304,14 +279,6 @@ func (g *guardStdout) Write(p []byte) (int, error) {
 		g.cancel(&stopped{cause: event.Cause{Kind: event.CauseParent, Reason: "standard output was closed"}, quiet: true})
 	}
 	return n, err
-}
-
-func printJSON(w io.Writer, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return
-	}
-	w.Write(append(b, '\n'))
 }
 
 // readState folds a session's whole log.

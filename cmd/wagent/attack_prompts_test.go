@@ -48,7 +48,7 @@ func TestAskDecisionsLineTypedBeforeThePromptIsNotItsAnswer(t *testing.T) {
 	}
 	for i := range 40 {
 		out := &gatedOutput{hold: "allow echo", entered: make(chan struct{}), release: make(chan struct{})}
-		env := &cliEnv{stdout: out}
+		env := &cliEnv{Stdout: out}
 		pr, pw := io.Pipe()
 		in := newLineReader(pr)
 		feed := make(chan callNews, 4)
@@ -96,7 +96,7 @@ func TestAskDecisionsLineTypedBeforeThePromptIsNotItsAnswer(t *testing.T) {
 // covered it; the screen did not).
 func TestAskDecisionsShowsEveryArgument(t *testing.T) {
 	var out lockedBuffer
-	env := &cliEnv{stdout: &out}
+	env := &cliEnv{Stdout: &out}
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	in := newLineReader(pr)
@@ -128,7 +128,7 @@ func TestAskDecisionsShowsEveryArgument(t *testing.T) {
 // for ever: the terminal hung with no prompt until a second Ctrl-C.
 func TestAskDecisionsDoNotWaitForACallAnsweredWithoutADecision(t *testing.T) {
 	var out lockedBuffer
-	env := &cliEnv{stdout: &out}
+	env := &cliEnv{Stdout: &out}
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	in := newLineReader(pr)

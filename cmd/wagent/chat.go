@@ -20,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
@@ -109,7 +110,7 @@ type chatter struct {
 }
 
 func chat(c *cli.Context, env *cliEnv, id string) error {
-	if !env.interactive || !isTerminal(env.stdout) {
+	if !env.Interactive || !term.IsTerminal(env.Stdout) {
 		return fail(exitUsage, "wagent chat needs a terminal; without one, use wagent run (the prompt as an argument or on standard input)")
 	}
 	if id != "" {
@@ -131,14 +132,14 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 	}
 	defer cn.close()
 	ch.cl = cn.client
-	ch.cfg, _ = loadConfig(env) // prices; errors were said by openSession
+	ch.cfg, _ = env.LoadConfig() // prices; errors were said by openSession
 	info, isNew, err := openSession(ctx, c, env, ch.cl, id, true)
 	if err != nil {
 		return err
 	}
 	ch.id = info.ID
 	ch.out = newPrinter(env, false, ch.id)
-	ch.out.usageW = env.stdout
+	ch.out.usageW = env.Stdout
 	ch.out.cost = ch.cfg.Cost
 	var set app.Settings
 	json.Unmarshal(info.Settings, &set)
@@ -148,14 +149,14 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 	}
 	c0 := ch.out.c
 	if isNew {
-		tprintf(env.stdout, "%ssession %s · %s · /help lists the commands, Ctrl-D leaves%s\n", c0.dim, ch.id, model, c0.reset)
+		render.Fprintf(env.Stdout, "%ssession %s · %s · /help lists the commands, Ctrl-D leaves%s\n", c0.Dim, ch.id, model, c0.Reset)
 		ch.from = 1
 	} else {
-		tprintf(env.stdout, "%ssession %s · %s · %s so far · /help lists the commands, Ctrl-D leaves%s\n", c0.dim, ch.id, model, plural(info.Turns, "turn"), c0.reset)
+		render.Fprintf(env.Stdout, "%ssession %s · %s · %s so far · /help lists the commands, Ctrl-D leaves%s\n", c0.Dim, ch.id, model, plural(info.Turns, "turn"), c0.Reset)
 		ch.from = info.Head + 1
 	}
 
-	ch.in = newPromptInput(env.stdin)
+	ch.in = newPromptInput(env.Stdin)
 	rl, err := readline.NewFromConfig(&readline.Config{
 		Prompt:            ch.prompt(),
 		HistoryFile:       historyFile(env),
@@ -163,8 +164,8 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 		InterruptPrompt:   "^C",
 		EOFPrompt:         "\n",
 		Stdin:             ch.in,
-		Stdout:            ch.in.output(env.stdout),
-		Stderr:            env.stderr,
+		Stdout:            ch.in.output(env.Stdout),
+		Stderr:            env.Stderr,
 	})
 	if err != nil {
 		return fail(exitFailure, "the terminal: %v", err)
@@ -196,7 +197,7 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 			if ch.interrupted() {
 				return nil
 			}
-			tprintf(env.stdout, "%s(Ctrl-C again or Ctrl-D to leave)%s\n", c0.dim, c0.reset)
+			render.Fprintf(env.Stdout, "%s(Ctrl-C again or Ctrl-D to leave)%s\n", c0.Dim, c0.Reset)
 			continue
 		case errors.Is(err, io.EOF):
 			return nil
@@ -236,7 +237,7 @@ func (ch *chatter) readInput() (string, error) {
 }
 
 func (ch *chatter) prompt() string {
-	if ch.env.colour {
+	if ch.env.Colour {
 		return "\x1b[1m›\x1b[0m "
 	}
 	return "› "
@@ -245,7 +246,7 @@ func (ch *chatter) prompt() string {
 // historyFile keeps the lines typed, in the data directory (readable by
 // its owner only), across chats.
 func historyFile(env *cliEnv) string {
-	d := app.DataDir(env.getenv)
+	d := app.DataDir(env.Getenv)
 	if d == "" || os.MkdirAll(d, 0o700) != nil {
 		return ""
 	}
@@ -303,7 +304,7 @@ func (ch *chatter) quitting() bool {
 
 func (ch *chatter) goodbye() {
 	c := ch.out.c
-	tprintf(ch.env.stdout, "%ssession %s; go on with: wagent chat %s%s\n", c.dim, ch.id, ch.id, c.reset)
+	render.Fprintf(ch.env.Stdout, "%ssession %s; go on with: wagent chat %s%s\n", c.Dim, ch.id, ch.id, c.Reset)
 }
 
 // turn shows the session until it is idle: it calls start (which sends
@@ -365,7 +366,7 @@ func (ch *chatter) abort(cause event.Cause) {
 	bg := context.Background()
 	res, err := ch.own.cancel(bg, ch.cl, ch.id, server.CancelRequest{Reason: cause.Reason, KeepInbox: true, Cause: cause.Kind, By: fmt.Sprintf("wagent chat (pid %d)", os.Getpid())})
 	if err == nil && res.Withdrawn {
-		tprintf(ch.env.stdout, "%s(withdrawn: another turn was running and had not taken it)%s\n", ch.out.c.dim, ch.out.c.reset)
+		render.Fprintf(ch.env.Stdout, "%s(withdrawn: another turn was running and had not taken it)%s\n", ch.out.c.Dim, ch.out.c.Reset)
 	}
 	_, last, _ := streamOwn(bg, ch.cl, ch.id, ch.from, ch.out, nil, ch.own)
 	ch.from = last + 1
@@ -430,7 +431,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 		}
 		mu.Unlock()
 		if done {
-			tprintf(ch.env.stdout, "%s  %s%s\n", c.dim, decidedElsewhere(w, d), c.reset)
+			render.Fprintf(ch.env.Stdout, "%s  %s%s\n", c.Dim, decidedElsewhere(w, d), c.Reset)
 		}
 		return done
 	}
@@ -443,7 +444,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 			if !refusedDecision(err) {
 				return fail(exitFailure, "record decision: %v", apiFail(err))
 			}
-			tprintf(ch.env.stdout, "%s  %s%s\n", c.dim, render.OneLine(apiFail(err).Error(), 200), c.reset)
+			render.Fprintf(ch.env.Stdout, "%s  %s%s\n", c.Dim, render.OneLine(apiFail(err).Error(), 200), c.Reset)
 			return nil
 		}
 		s := map[string]bool{}
@@ -476,7 +477,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 		// What came before this call showed (typed ahead, pasted with a
 		// message) is not its answer.
 		if typed := strings.TrimSpace(ch.in.fresh()); typed != "" {
-			tprintf(ch.env.stdout, "%s  (%s was typed before this prompt showed; not taken as its answer)%s\n", c.dim, render.Compact(typed, 40), c.reset)
+			render.Fprintf(ch.env.Stdout, "%s  (%s was typed before this prompt showed; not taken as its answer)%s\n", c.Dim, render.Compact(typed, 40), c.Reset)
 		}
 		ch.rl.SetPrompt(render.Safe(fmt.Sprintf("allow %s %s? [y]es [n]o [a]lways [e]xplain: ", callTitle(w), render.Arguments(w.Arguments, 100))))
 	answer:
@@ -517,7 +518,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 				ch.explain(w)
 				continue
 			default:
-				tprintf(ch.env.stdout, "%s  y allows this call, n denies it (n REASON tells the model why), a allows it and every later call of %s in this session, e explains%s\n", c.dim, w.Name, c.reset)
+				render.Fprintf(ch.env.Stdout, "%s  y allows this call, n denies it (n REASON tells the model why), a allows it and every later call of %s in this session, e explains%s\n", c.Dim, w.Name, c.Reset)
 				continue
 			}
 			if err := record(w, d); err != nil {
@@ -530,29 +531,29 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 }
 
 func (ch *chatter) explain(w event.WaitingCall) {
-	out := ch.env.stdout
-	tprintf(out, "  call %s: %s", w.ID, callTitle(w))
+	out := ch.env.Stdout
+	render.Fprintf(out, "  call %s: %s", w.ID, callTitle(w))
 	if w.Owner != "" {
-		tprintf(out, ", a tool of %s", w.Owner)
+		render.Fprintf(out, ", a tool of %s", w.Owner)
 	}
-	tprintln(out)
+	render.Fprintln(out)
 	if w.AskedBy != "" || w.Reason != "" {
 		who := w.AskedBy
 		if who == "" {
 			who = "a guard"
 		}
-		tprintf(out, "  asked by %s", who)
+		render.Fprintf(out, "  asked by %s", who)
 		if w.Reason != "" {
-			tprintf(out, ": %s", w.Reason)
+			render.Fprintf(out, ": %s", w.Reason)
 		}
-		tprintln(out)
+		render.Fprintln(out)
 	}
 	var b bytes.Buffer
 	if json.Indent(&b, w.Arguments, "    ", "  ") != nil {
 		b.Reset()
 		b.Write(w.Arguments)
 	}
-	tprintf(out, "  arguments:\n    %s\n", b.String())
+	render.Fprintf(out, "  arguments:\n    %s\n", b.String())
 }
 
 // loadCommands reads the session's op commands from the owner.
@@ -568,7 +569,7 @@ func (ch *chatter) loadCommands(ctx context.Context) {
 // command runs a slash command; done says the chat ends.
 func (ch *chatter) command(ctx context.Context, line string) (done bool, err error) {
 	name, _, _ := strings.Cut(strings.TrimPrefix(line, "/"), " ")
-	out, c := ch.env.stdout, ch.out.c
+	out, c := ch.env.Stdout, ch.out.c
 	switch name {
 	case "exit", "quit":
 		return true, nil
@@ -584,12 +585,12 @@ func (ch *chatter) command(ctx context.Context, line string) (done bool, err err
 		}
 		switch {
 		case before.TurnOpen:
-			tprintf(out, "%sturn %d aborted%s\n", c.dim, before.Turns, c.reset)
+			render.Fprintf(out, "%sturn %d aborted%s\n", c.Dim, before.Turns, c.Reset)
 		default:
-			tprintf(out, "%sno turn was open%s\n", c.dim, c.reset)
+			render.Fprintf(out, "%sno turn was open%s\n", c.Dim, c.Reset)
 		}
 		if before.Queued > 0 {
-			tprintf(out, "%sdiscarded %s%s\n", c.dim, plural(before.Queued, "queued message"), c.reset)
+			render.Fprintf(out, "%sdiscarded %s%s\n", c.Dim, plural(before.Queued, "queued message"), c.Reset)
 		}
 		ch.skipTo(ctx)
 	case "log":
@@ -597,7 +598,7 @@ func (ch *chatter) command(ctx context.Context, line string) (done bool, err err
 		if err != nil {
 			return false, apiFail(err)
 		}
-		render.Log(out, evs.Events, render.Options{Session: ch.id, Colour: ch.env.colour, Cost: ch.cfg.Cost})
+		render.Log(out, evs.Events, render.Options{Session: ch.id, Colour: ch.env.Colour, Cost: ch.cfg.Cost})
 	case "usage":
 		evs, err := ch.cl.Events(ctx, ch.id, 1, 0)
 		if err != nil {
@@ -608,7 +609,7 @@ func (ch *chatter) command(ctx context.Context, line string) (done bool, err err
 		if _, ok := ch.commands[name]; ok || name == "compact" {
 			return false, ch.turn(ctx, ch.send(ctx, line))
 		}
-		tprintf(out, "no command /%s; /help lists them (start a line with // to send one that begins with /)\n", name)
+		render.Fprintf(out, "no command /%s; /help lists them (start a line with // to send one that begins with /)\n", name)
 	}
 	return false, nil
 }
@@ -621,10 +622,10 @@ func (ch *chatter) skipTo(ctx context.Context) {
 }
 
 func (ch *chatter) help() {
-	out, c := ch.env.stdout, ch.out.c
-	tprintln(out, "Commands:")
+	out, c := ch.env.Stdout, ch.out.c
+	render.Fprintln(out, "Commands:")
 	for _, hc := range hostCommands {
-		tprintf(out, "  %-18s %s%s%s\n", "/"+strings.TrimSpace(hc.name+" "+hc.args), c.dim, hc.what, c.reset)
+		render.Fprintf(out, "  %-18s %s%s%s\n", "/"+strings.TrimSpace(hc.name+" "+hc.args), c.Dim, hc.what, c.Reset)
 	}
 	var names []string
 	for n := range ch.commands {
@@ -634,18 +635,18 @@ func (ch *chatter) help() {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		tprintf(out, "  %-18s %sof the op %s%s\n", "/"+n, c.dim, ch.commands[n], c.reset)
+		render.Fprintf(out, "  %-18s %sof the op %s%s\n", "/"+n, c.Dim, ch.commands[n], c.Reset)
 	}
-	tprintf(out, "%sCtrl-C cancels a running turn, twice within a second leaves; Ctrl-D leaves; // sends a line that starts with /.%s\n", c.dim, c.reset)
+	render.Fprintf(out, "%sCtrl-C cancels a running turn, twice within a second leaves; Ctrl-D leaves; // sends a line that starts with /.%s\n", c.Dim, c.Reset)
 }
 
 // usage prints the tokens of each turn and of the session, with the
 // estimated cost where the config prices the model.
 func (ch *chatter) usage(evs []store.Event) {
-	out := ch.env.stdout
+	out := ch.env.Stdout
 	turns := turnUsages(evs)
 	if len(turns) == 0 {
-		tprintln(out, "no turns yet")
+		render.Fprintln(out, "no turns yet")
 		return
 	}
 	var total tokens
@@ -662,7 +663,7 @@ func (ch *chatter) usage(evs []store.Event) {
 		} else {
 			priced = false
 		}
-		tprintln(out, line)
+		render.Fprintln(out, line)
 		total = total.add(t.total)
 	}
 	line := fmt.Sprintf("session  %s in %s", total, plural(len(turns), "turn"))
@@ -673,5 +674,5 @@ func (ch *chatter) usage(evs []store.Event) {
 	} else {
 		line += " (prices: put the model under prices: in the config file for a cost estimate)"
 	}
-	tprintln(out, line)
+	render.Fprintln(out, line)
 }

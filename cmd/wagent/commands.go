@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
@@ -80,7 +81,7 @@ Examples:
 			}
 			past := map[bool]string{true: "allowed", false: "denied"}[allow]
 			for _, w := range calls {
-				tprintf(env.stdout, "%s %s %s %s\n", past, w.ID, callTitle(w), render.Arguments(w.Arguments, 120))
+				render.Fprintf(env.Stdout, "%s %s %s %s\n", past, w.ID, callTitle(w), render.Arguments(w.Arguments, 120))
 			}
 			switch {
 			case len(res.Waiting) > 0:
@@ -88,13 +89,13 @@ Examples:
 				for _, w := range res.Waiting {
 					left = append(left, w.ID)
 				}
-				tprintf(env.stdout, "still waiting: %s\n", strings.Join(left, " "))
+				render.Fprintf(env.Stdout, "still waiting: %s\n", strings.Join(left, " "))
 			case cn.remote:
-				tprintf(env.stdout, "a worker goes on with the session; follow it with: wagent log -f %s\n", id)
+				render.Fprintf(env.Stdout, "a worker goes on with the session; follow it with: wagent log -f %s\n", id)
 			case cn.own != nil:
-				tprintf(env.stdout, "continue with: wagent resume %s\n", id)
+				render.Fprintf(env.Stdout, "continue with: wagent resume %s\n", id)
 			default:
-				tprintf(env.stdout, "the session goes on in its owner (pid %d); follow it with: wagent log -f %s\n", ownerPID(ctx, cn), id)
+				render.Fprintf(env.Stdout, "the session goes on in its owner (pid %d); follow it with: wagent log -f %s\n", ownerPID(ctx, cn), id)
 			}
 			return nil
 		},
@@ -179,7 +180,7 @@ Example:
 			if err != nil {
 				return apiFail(err)
 			}
-			tprintf(env.stdout, "queued %s on %s\n", q.MessageID, list)
+			render.Fprintf(env.Stdout, "queued %s on %s\n", q.MessageID, list)
 			return nil
 		},
 	}
@@ -217,12 +218,12 @@ Example:
 			}
 			switch {
 			case before.TurnOpen || before.Status == string(session.DriverRunning):
-				tprintf(env.stdout, "turn %d aborted\n", before.Turns)
+				render.Fprintf(env.Stdout, "turn %d aborted\n", before.Turns)
 			default:
-				tprintln(env.stdout, "no turn was open")
+				render.Fprintln(env.Stdout, "no turn was open")
 			}
 			if !c.Bool("keep-inbox") && before.Queued > 0 {
-				tprintf(env.stdout, "discarded %s\n", plural(before.Queued, "queued message"))
+				render.Fprintf(env.Stdout, "discarded %s\n", plural(before.Queued, "queued message"))
 			}
 			return nil
 		},
@@ -269,7 +270,7 @@ Example:
 				return &exitError{code: exitWaiting}
 			case engine.Idle.String():
 				if !out.json {
-					tprintln(env.stdout, "nothing to do: the session is idle")
+					render.Fprintln(env.Stdout, "nothing to do: the session is idle")
 				}
 			}
 			return nil
@@ -309,9 +310,9 @@ Examples:
 			// said so after it, and the command fails.
 			if c.Bool("json") {
 				for _, e := range evs.Events {
-					printJSON(env.stdout, e)
+					term.PrintJSON(env.Stdout, e)
 				}
-			} else if err := render.Log(env.stdout, evs.Events, render.Options{Session: id, Colour: env.colour, Cost: priceList(env)}); err != nil {
+			} else if err := render.Log(env.Stdout, evs.Events, render.Options{Session: id, Colour: env.Colour, Cost: priceList(env)}); err != nil {
 				return fail(exitFailure, "%v", err)
 			}
 			if evs.Broken != "" {
@@ -321,17 +322,17 @@ Examples:
 				return nil
 			}
 			if cn.own != nil && !cn.remote {
-				fmt.Fprintf(env.stderr, "wagent: no process is running the store; nothing will be appended until one does (follow it then)\n")
+				fmt.Fprintf(env.Stderr, "wagent: no process is running the store; nothing will be appended until one does (follow it then)\n")
 				return nil
 			}
 			out := newPrinter(env, c.Bool("json"), id)
 			err = cn.client.Stream(ctx, id, evs.Head+1, func(ev server.StreamEvent) error {
 				if ev.Kind == "event" && c.Bool("json") {
-					printJSON(env.stdout, ev.Event)
+					term.PrintJSON(env.Stdout, ev.Event)
 					return nil
 				}
 				if ev.Kind == "event" {
-					return render.Log(env.stdout, []store.Event{*ev.Event}, render.Options{Session: id, Colour: env.colour})
+					return render.Log(env.Stdout, []store.Event{*ev.Event}, render.Options{Session: id, Colour: env.Colour})
 				}
 				if ev.Kind == "delta" && !c.Bool("json") {
 					out.live(engine.Live{Kind: "delta", Session: id, Text: ev.Text})
@@ -393,7 +394,7 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 					status = fmt.Sprintf("idle, %d queued", s.Queued)
 				}
 				if c.Bool("json") {
-					printJSON(env.stdout, map[string]any{"session": s.ID, "status": status, "turns": s.Turns, "events": s.Head, "title": s.Title,
+					term.PrintJSON(env.Stdout, map[string]any{"session": s.ID, "status": status, "turns": s.Turns, "events": s.Head, "title": s.Title,
 						"usage": s.Usage, "last_activity": s.LastActivity})
 					continue
 				}
@@ -401,7 +402,7 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 			}
 			printSessions(env, rows)
 			if len(list.Sessions) == 0 && !c.Bool("json") {
-				tprintln(env.stdout, "no sessions yet: wagent run \"…\" starts one")
+				render.Fprintln(env.Stdout, "no sessions yet: wagent run \"…\" starts one")
 			}
 			return nil
 		},

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+
+	"github.com/wagent/wagent/cmd/wagent/internal/term"
+	"github.com/wagent/wagent/render"
 )
 
 // detached queues a detached run's prompt (or wakes the session), prints
@@ -21,15 +24,15 @@ func detached(ctx context.Context, env *cliEnv, cn *conn, asJSON bool, id string
 		}
 	}
 	if asJSON {
-		printJSON(env.stdout, map[string]any{"session": id, "created": isNew, "message_id": msgID})
+		term.PrintJSON(env.Stdout, map[string]any{"session": id, "created": isNew, "message_id": msgID})
 	} else {
-		tprintln(env.stdout, id)
+		render.Fprintln(env.Stdout, id)
 	}
 	switch {
 	case cn.remote:
-		tprintf(env.stderr, "wagent: queued for the workers; follow it with: wagent log -f %s\n", id)
+		render.Fprintf(env.Stderr, "wagent: queued for the workers; follow it with: wagent log -f %s\n", id)
 	case cn.own != nil:
-		tprintf(env.stderr, "wagent: queued; no process runs this store now: wagent resume %s runs it (or wagent serve)\n", id)
+		render.Fprintf(env.Stderr, "wagent: queued; no process runs this store now: wagent resume %s runs it (or wagent serve)\n", id)
 	}
 	return nil
 }

@@ -14,8 +14,10 @@ import (
 
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/builtins"
+	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/pipeline"
+	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/jsonl"
@@ -61,7 +63,7 @@ Examples:
 				h.Pipeline = st.Settings.Pipeline
 				mods, err := moduleDigests(env, st.Settings)
 				if err != nil {
-					fmt.Fprintf(env.stderr, "wagent: the modules' digests are left out: %s\n", oneLine(err.Error()))
+					fmt.Fprintf(env.Stderr, "wagent: the modules' digests are left out: %s\n", term.OneLine(err.Error()))
 				}
 				h.Modules = mods
 			}
@@ -73,7 +75,7 @@ Examples:
 				if err := os.WriteFile(f, out.Bytes(), 0o600); err != nil {
 					return fail(exitFailure, "%v", err)
 				}
-			} else if _, err := env.stdout.Write(out.Bytes()); err != nil {
+			} else if _, err := env.Stdout.Write(out.Bytes()); err != nil {
 				return fail(exitFailure, "write: %v", err)
 			}
 			if evs.Broken != "" {
@@ -91,7 +93,7 @@ func moduleDigests(env *cliEnv, set event.SessionCreated) ([]jsonl.Module, error
 	if len(set.Settings) > 0 {
 		json.Unmarshal(set.Settings, &s)
 	}
-	spec := builtins.DefaultPipelineIn(app.SkillsDir(env.getenv), s.Dir)
+	spec := builtins.DefaultPipelineIn(app.SkillsDir(env.Getenv), s.Dir)
 	if s.Pipeline != "" {
 		var err error
 		if spec, err = pipeline.ParseFile(s.Pipeline); err != nil {
@@ -137,7 +139,7 @@ Examples:
 			var data []byte
 			var err error
 			if file == "-" {
-				data, err = io.ReadAll(env.stdin)
+				data, err = io.ReadAll(env.Stdin)
 			} else {
 				data, err = os.ReadFile(file)
 			}
@@ -168,7 +170,7 @@ Examples:
 				}
 				return apiFail(err)
 			}
-			tprintf(env.stdout, "imported %s as session %s: %d events, %d turn(s)\n", file, s.ID, len(evs), s.Turns)
+			render.Fprintf(env.Stdout, "imported %s as session %s: %d events, %d turn(s)\n", file, s.ID, len(evs), s.Turns)
 			return nil
 		},
 	}
@@ -218,8 +220,8 @@ Examples:
 				}
 				return apiFail(err)
 			}
-			tprintf(env.stdout, "forked %s at seq %d as %s\n", id, c.Uint64("at"), s.ID)
-			tprintf(env.stdout, "continue it with: wagent run --session %s \"…\"\n", s.ID)
+			render.Fprintf(env.Stdout, "forked %s at seq %d as %s\n", id, c.Uint64("at"), s.ID)
+			render.Fprintf(env.Stdout, "continue it with: wagent run --session %s \"…\"\n", s.ID)
 			return nil
 		},
 	}

@@ -300,7 +300,7 @@ func TestVersionAndInspect(t *testing.T) {
 // once it shows.
 func TestAskDecisions(t *testing.T) {
 	var out lockedBuffer
-	env := &cliEnv{stdout: &out}
+	env := &cliEnv{Stdout: &out}
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	in := newLineReader(pr)
@@ -352,7 +352,7 @@ func TestAskDecisions(t *testing.T) {
 // next answer goes to the next call still waiting.
 func TestAskDecisionsDecidedElsewhere(t *testing.T) {
 	var out lockedBuffer
-	env := &cliEnv{stdout: &out}
+	env := &cliEnv{Stdout: &out}
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	in := newLineReader(pr)
@@ -501,46 +501,6 @@ func TestOpenAIFlags(t *testing.T) {
 	if r := wag(t, home, "resume", "o"); r.code != exitOK || len(srv.Requests()) != 2 {
 		t.Fatalf("resume without flags: %d %s (requests %d)", r.code, r.stderr, len(srv.Requests()))
 	}
-}
-
-func TestSpinner(t *testing.T) {
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	wrote := make(chan struct{}, 1)
-	w := writerFunc(func(b []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		defer func() {
-			select {
-			case wrote <- struct{}{}:
-			default:
-			}
-		}()
-		return buf.Write(b)
-	})
-	count := func(s string) int { mu.Lock(); defer mu.Unlock(); return strings.Count(buf.String(), s) }
-	s := &spinner{w: w, every: 5 * time.Millisecond}
-	s.halt() // not running: nothing
-	s.start("waiting")
-	s.start("again") // already running: nothing
-	// Two frames drawn: the spinner redraws on its own.
-	for timeout := time.After(10 * time.Second); count("waiting") < 2; {
-		select {
-		case <-wrote:
-		case <-timeout:
-			t.Fatalf("the spinner drew %d frames in 10s, want 2", count("waiting"))
-		}
-	}
-	s.halt()
-	mu.Lock()
-	out := buf.String()
-	mu.Unlock()
-	if strings.Count(out, "waiting") < 2 || strings.Contains(out, "again") || !strings.HasSuffix(out, "\r\x1b[2K") {
-		t.Errorf("spinner wrote %q", out)
-	}
-	var nilSpin *spinner // no terminal: the printer has none, and calls are safe
-	nilSpin.start("x")
-	nilSpin.halt()
 }
 
 type writerFunc func([]byte) (int, error)

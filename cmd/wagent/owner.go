@@ -10,8 +10,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/session"
+	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/server/console"
 	"github.com/wagent/wagent/store"
@@ -121,16 +123,16 @@ const lockPatience = 30 * time.Second
 // nodeOptions are the app.Node options every command's node starts from:
 // this process's environment, config and terminal.
 func nodeOptions(env *cliEnv) app.Options {
-	cfg, _ := loadConfig(env) // a broken config was said by the command
+	cfg, _ := env.LoadConfig() // a broken config was said by the command
 	o := app.Options{
-		Getenv:         env.getenv,
-		Warn:           func(msg string) { tprintln(env.stderr, "wagent: "+oneLine(msg)) },
-		Progress:       func() app.Progress { return newProgress(env) },
+		Getenv:         env.Getenv,
+		Warn:           func(msg string) { render.Fprintln(env.Stderr, "wagent: "+term.OneLine(msg)) },
+		Progress:       func() app.Progress { return term.NewProgress(env) },
 		Config:         cfg,
 		Base:           engine.Config{Durability: engine.SyncAtBoundaries},
-		RuntimeOptions: []wasmhost.Option{wasmhost.WithLogger(warnings(env.stderr))},
+		RuntimeOptions: []wasmhost.Option{wasmhost.WithLogger(term.Warnings(env.Stderr))},
 	}
-	if d := env.getenv("WAGENT_CACHE_DIR"); d != "" {
+	if d := env.Getenv("WAGENT_CACHE_DIR"); d != "" {
 		o.RuntimeOptions = append(o.RuntimeOptions, wasmhost.WithCacheDir(d))
 	}
 	return o
@@ -203,7 +205,7 @@ func (o *owner) shutdown() {
 				break
 			}
 			if !said && time.Now().After(quiet) {
-				fmt.Fprintf(o.env.stderr, "wagent: other clients' turns run in this process (session %s); it leaves when they end (wagent cancel SESSION stops one)\n", strings.Join(running, ", "))
+				fmt.Fprintf(o.env.Stderr, "wagent: other clients' turns run in this process (session %s); it leaves when they end (wagent cancel SESSION stops one)\n", strings.Join(running, ", "))
 				said = true
 			}
 			time.Sleep(100 * time.Millisecond)

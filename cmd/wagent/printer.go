@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/render"
@@ -15,23 +16,13 @@ import (
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
-// colours, used only when standard output is a terminal.
-type palette struct{ dim, red, green, yellow, bold, reset ansi }
-
-func colours(on bool) palette {
-	if !on {
-		return palette{}
-	}
-	return palette{dim: "\x1b[2m", red: "\x1b[31m", green: "\x1b[32m", yellow: "\x1b[33m", bold: "\x1b[1m", reset: "\x1b[0m"}
-}
-
 // printer shows a running session: streamed text as it arrives, tool calls
 // and results compactly, and what the session is waiting for.
 type printer struct {
 	env     *cliEnv
 	json    bool
 	id      string
-	c       palette
+	c       term.Palette
 	verbose bool // print every appended event (wagent step)
 
 	mu      sync.Mutex
@@ -42,7 +33,7 @@ type printer struct {
 	// events) are not shown again.
 	shown   strings.Builder
 	settled bool
-	spin    *spinner
+	spin    *term.Spinner
 
 	// usageW gets the tokens line at the end of each turn (standard
 	// error by default, so that standard output is the answer); cost
@@ -54,26 +45,26 @@ type printer struct {
 }
 
 func newPrinter(env *cliEnv, jsonOut bool, id string) *printer {
-	p := &printer{env: env, json: jsonOut, id: id, c: colours(env.colour && !jsonOut), usageW: env.stderr}
-	if env.colour && !jsonOut && isTerminal(env.stderr) {
-		p.spin = &spinner{w: env.stderr, every: 100 * time.Millisecond}
+	p := &printer{env: env, json: jsonOut, id: id, c: term.Colours(env.Colour && !jsonOut), usageW: env.Stderr}
+	if env.Colour && !jsonOut && term.IsTerminal(env.Stderr) {
+		p.spin = term.NewSpinner(env.Stderr, 100*time.Millisecond)
 	}
 	return p
 }
 
 func (p *printer) start(isNew bool) {
 	if p.json {
-		printJSON(p.env.stdout, map[string]any{"kind": "session", "session": p.id, "new": isNew})
+		term.PrintJSON(p.env.Stdout, map[string]any{"kind": "session", "session": p.id, "new": isNew})
 		return
 	}
 	if isNew {
-		tprintf(p.env.stderr, "%ssession %s%s\n", p.c.dim, p.id, p.c.reset)
+		render.Fprintf(p.env.Stderr, "%ssession %s%s\n", p.c.Dim, p.id, p.c.Reset)
 	}
 }
 
 func (p *printer) newline() {
 	if p.midLine {
-		tprintln(p.env.stdout)
+		render.Fprintln(p.env.Stdout)
 		p.midLine = false
 	}
 }
@@ -83,33 +74,33 @@ func (p *printer) live(l engine.Live) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.json {
-		printJSON(p.env.stdout, l)
+		term.PrintJSON(p.env.Stdout, l)
 		return
 	}
-	w := p.env.stdout
+	w := p.env.Stdout
 	// The spinner runs while a request waits for its first word.
-	p.spin.halt()
+	p.spin.Halt()
 	if l.Kind == "event" && (l.Event.Type == event.EvRequestHeader || l.Event.Type == event.EvRetryScheduled) {
 		what := "waiting for the model"
 		if event.IsSummaryHeader(*l.Event) {
 			what = "summarising the conversation"
 		}
-		defer p.spin.start(what)
+		defer p.spin.Start(what)
 	}
 	switch l.Kind {
 	case "delta":
 		if p.settled {
 			return
 		}
-		tprint(w, l.Text)
+		render.Fprint(w, l.Text)
 		p.shown.WriteString(l.Text)
 		p.midLine = !strings.HasSuffix(l.Text, "\n")
 	case "log":
 		p.newline()
-		tprintf(w, "%s  [%s] %s%s\n", p.c.dim, l.Op, l.Text, p.c.reset)
+		render.Fprintf(w, "%s  [%s] %s%s\n", p.c.Dim, l.Op, l.Text, p.c.Reset)
 	case "error":
 		p.newline()
-		tprintf(w, "%s  ! %s%s\n", p.c.red, render.OneLine(l.Text, 200), p.c.reset)
+		render.Fprintf(w, "%s  ! %s%s\n", p.c.Red, render.OneLine(l.Text, 200), p.c.Reset)
 	case "event":
 		p.event(w, l.Event)
 	}
@@ -118,7 +109,7 @@ func (p *printer) live(l engine.Live) {
 func (p *printer) event(w io.Writer, e *store.Event) {
 	if p.verbose {
 		p.newline()
-		tprintf(w, "%s%4d %s%s %s\n", p.c.dim, e.Seq, e.Type, p.c.reset, render.Compact(string(e.Data), 160))
+		render.Fprintf(w, "%s%4d %s%s %s\n", p.c.Dim, e.Seq, e.Type, p.c.Reset, render.Compact(string(e.Data), 160))
 		return
 	}
 	if e.Type == event.EvRequestHeader || e.Type == event.EvRetryScheduled || e.Type == event.EvAssistantAttempt {
@@ -161,26 +152,26 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		// What the stream has not shown yet of the answer (all of it when
 		// nothing streamed, the rest when the message came first).
 		if rest, ok := strings.CutPrefix(d.Content, p.shown.String()); ok && rest != "" {
-			tprint(w, rest)
+			render.Fprint(w, rest)
 			p.midLine = true
 		} else if !ok && p.shown.Len() == 0 {
-			tprint(w, d.Content)
+			render.Fprint(w, d.Content)
 			p.midLine = true
 		}
 		p.newline()
 		p.shown.Reset()
 		p.settled = true
 		if d.Interrupted {
-			tprintf(w, "%s  (interrupted)%s\n", p.c.dim, p.c.reset)
+			render.Fprintf(w, "%s  (interrupted)%s\n", p.c.Dim, p.c.Reset)
 		}
 		if d.FinishReason == "length" {
-			tprintf(w, "%s  (the answer hit the token limit)%s\n", p.c.yellow, p.c.reset)
+			render.Fprintf(w, "%s  (the answer hit the token limit)%s\n", p.c.Yellow, p.c.Reset)
 		}
 	case event.EvToolCall:
 		var d event.ToolCallEvent
 		json.Unmarshal(e.Data, &d)
 		p.newline()
-		tprintf(w, "%s  → %s %s%s\n", p.c.dim, d.Name, render.Compact(string(d.Arguments), 120), p.c.reset)
+		render.Fprintf(w, "%s  → %s %s%s\n", p.c.Dim, d.Name, render.Compact(string(d.Arguments), 120), p.c.Reset)
 	case event.EvToolResult:
 		var d event.ToolResult
 		json.Unmarshal(e.Data, &d)
@@ -191,38 +182,38 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 				code = d.Code + ": "
 			}
 			// "error" in words too: colour is not always there.
-			tprintf(w, "%s  ← error: %s%s%s\n", p.c.red, code, render.Compact(d.Content, 160), p.c.reset)
+			render.Fprintf(w, "%s  ← error: %s%s%s\n", p.c.Red, code, render.Compact(d.Content, 160), p.c.Reset)
 		} else {
-			tprintf(w, "%s  ← %s%s\n", p.c.dim, render.Compact(d.Content, 160), p.c.reset)
+			render.Fprintf(w, "%s  ← %s%s\n", p.c.Dim, render.Compact(d.Content, 160), p.c.Reset)
 		}
 	case event.EvApprovalDecision:
 		var d event.ApprovalDecision
 		json.Unmarshal(e.Data, &d)
 		p.newline()
 		if d.Allow {
-			tprintf(w, "%s  ✓ %s allowed by %s%s\n", p.c.green, d.CallID, d.Who, p.c.reset)
+			render.Fprintf(w, "%s  ✓ %s allowed by %s%s\n", p.c.Green, d.CallID, d.Who, p.c.Reset)
 		} else {
-			tprintf(w, "%s  ✗ %s denied by %s%s\n", p.c.red, d.CallID, d.Who, p.c.reset)
+			render.Fprintf(w, "%s  ✗ %s denied by %s%s\n", p.c.Red, d.CallID, d.Who, p.c.Reset)
 		}
 	case event.EvRetryScheduled:
 		var d event.RetryScheduled
 		json.Unmarshal(e.Data, &d)
 		p.newline()
-		tprintf(w, "%s  … %s; retry %d in %s%s\n", p.c.yellow, render.Failure(d.Failure), d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, p.c.reset)
+		render.Fprintf(w, "%s  … %s; retry %d in %s%s\n", p.c.Yellow, render.Failure(d.Failure), d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, p.c.Reset)
 	case event.EvCommandReply:
 		var d event.CommandReply
 		json.Unmarshal(e.Data, &d)
 		p.newline()
-		tprintln(w, d.Text)
+		render.Fprintln(w, d.Text)
 	case event.EvTurnEnd:
 		var d event.TurnEnd
 		json.Unmarshal(e.Data, &d)
 		p.newline()
 		if d.Reason != event.ReasonCompleted {
-			tprintf(w, "%s  (turn %d ended: %s%s)%s\n", p.c.yellow, d.Turn, d.Reason, render.TurnDetail(d), p.c.reset)
+			render.Fprintf(w, "%s  (turn %d ended: %s%s)%s\n", p.c.Yellow, d.Turn, d.Reason, render.TurnDetail(d), p.c.Reset)
 		}
 		if line := usageLine(p.turnU, p.cost); line != "" && p.usageW != nil {
-			tprintf(p.usageW, "%s  · %s%s\n", p.c.dim, line, p.c.reset)
+			render.Fprintf(p.usageW, "%s  · %s%s\n", p.c.Dim, line, p.c.Reset)
 		}
 		p.turnU = turnUsage{}
 	}
@@ -231,7 +222,7 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 func (p *printer) finish() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.spin.halt()
+	p.spin.Halt()
 	if !p.json {
 		p.newline()
 	}
@@ -242,17 +233,17 @@ func (p *printer) finish() {
 func (p *printer) waiting(calls []event.WaitingCall) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.spin.halt()
+	p.spin.Halt()
 	if p.json {
-		printJSON(p.env.stdout, map[string]any{"kind": "waiting", "session": p.id, "calls": calls})
+		term.PrintJSON(p.env.Stdout, map[string]any{"kind": "waiting", "session": p.id, "calls": calls})
 		return
 	}
 	p.newline()
-	tprintf(p.env.stdout, "session %s is waiting for approval of %d call(s):\n", p.id, len(calls))
+	render.Fprintf(p.env.Stdout, "session %s is waiting for approval of %d call(s):\n", p.id, len(calls))
 	for _, c := range calls {
-		tprintf(p.env.stdout, "  %s  %s %s\n", c.ID, callTitle(c), render.Arguments(c.Arguments, 120))
+		render.Fprintf(p.env.Stdout, "  %s  %s %s\n", c.ID, callTitle(c), render.Arguments(c.Arguments, 120))
 	}
-	tprintf(p.env.stdout, "answer with:\n  wagent approve %s %s   (or --all, --always)\n  wagent deny %s %s\nthen: wagent resume %s\n",
+	render.Fprintf(p.env.Stdout, "answer with:\n  wagent approve %s %s   (or --all, --always)\n  wagent deny %s %s\nthen: wagent resume %s\n",
 		p.id, calls[0].ID, p.id, calls[0].ID, p.id)
 }
 
@@ -262,74 +253,7 @@ func (p *printer) waitingIDs(st *event.State) {
 	}
 }
 
-// progress shows which module is loading while a pipeline builds, on a
-// terminal only, and clears the line afterwards.
-type progress struct {
-	env   *cliEnv
-	shown bool
-}
-
-func newProgress(env *cliEnv) *progress { return &progress{env: env} }
-
-func (p *progress) Loading(use string) {
-	if !isTerminal(p.env.stderr) {
-		return
-	}
-	tprintf(p.env.stderr, "\r\x1b[2Kloading %s (the first run compiles it; later runs load it from the cache)", use)
-	p.shown = true
-}
-
-func (p *progress) Done() {
-	if p.shown {
-		tprint(p.env.stderr, clearLine)
-	}
-}
-
 // callTitle names a call's tool for a person (see render.ToolTitle).
 func callTitle(w event.WaitingCall) string {
 	return render.ToolTitle(w.Name, w.Server, w.Annotations)
-}
-
-// spinner shows that something is happening while the model has not said
-// anything yet. It runs only when standard error is a terminal.
-type spinner struct {
-	w     io.Writer
-	every time.Duration
-	stop  chan struct{}
-	done  chan struct{}
-}
-
-var spinFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
-
-// start shows label with a turning frame until stop; starting a running
-// spinner does nothing.
-func (s *spinner) start(label string) {
-	if s == nil || s.stop != nil {
-		return
-	}
-	s.stop, s.done = make(chan struct{}), make(chan struct{})
-	go func(stop, done chan struct{}) {
-		defer close(done)
-		t := time.NewTicker(s.every)
-		defer t.Stop()
-		for i := 0; ; i++ {
-			tprintf(s.w, "\r\x1b[2K%s %s", spinFrames[i%len(spinFrames)], label)
-			select {
-			case <-stop:
-				tprint(s.w, clearLine)
-				return
-			case <-t.C:
-			}
-		}
-	}(s.stop, s.done)
-}
-
-// halt clears the spinner's line and returns once it is gone.
-func (s *spinner) halt() {
-	if s == nil || s.stop == nil {
-		return
-	}
-	close(s.stop)
-	<-s.done
-	s.stop, s.done = nil, nil
 }

@@ -32,7 +32,7 @@ func TestPrinterShowsAnAnswerOnce(t *testing.T) {
 		"no deltas":          {header, msg},
 	} {
 		var out bytes.Buffer
-		p := newPrinter(&cliEnv{stdout: &out, stderr: &out}, false, "s")
+		p := newPrinter(&cliEnv{Stdout: &out, Stderr: &out}, false, "s")
 		for _, l := range seq {
 			p.live(l)
 		}
@@ -51,7 +51,7 @@ func TestPrinterCountsTheSummaryRequest(t *testing.T) {
 		return engine.Live{Kind: "event", Event: &store.Event{Type: typ, Data: b}}
 	}
 	var out, usage bytes.Buffer
-	p := newPrinter(&cliEnv{stdout: &out, stderr: &usage}, false, "s")
+	p := newPrinter(&cliEnv{Stdout: &out, Stderr: &usage}, false, "s")
 	for _, l := range []engine.Live{
 		ev(event.EvTurnStart, event.TurnStart{Turn: 1}),
 		ev(event.EvContextCompacted, event.ContextCompacted{Summary: "s", Model: "m", Usage: &event.Usage{InputTokens: 50, OutputTokens: 25}}),
@@ -69,7 +69,7 @@ func TestPrinterCountsTheSummaryRequest(t *testing.T) {
 	// A summary request's header, in the step before its answer, leaves
 	// the step's model: the answer is priced at it.
 	usage.Reset()
-	p = newPrinter(&cliEnv{stdout: &out, stderr: &usage}, false, "s")
+	p = newPrinter(&cliEnv{Stdout: &out, Stderr: &usage}, false, "s")
 	p.cost = func(model string, in, out int) (float64, bool) {
 		return map[string]float64{"cheap": 1, "dear": 100}[model] * float64(in), true
 	}

@@ -149,7 +149,7 @@ func promptsProperty(t *testing.T, seed uint64) {
 						}
 						pw.Close()
 					}()
-					err := askDecisions(ctx, &cliEnv{stdout: io.Discard}, newLineReader(pr), info.Waiting, tee, func(d server.Decision) (*server.Decided, error) {
+					err := askDecisions(ctx, &cliEnv{Stdout: io.Discard}, newLineReader(pr), info.Waiting, tee, func(d server.Decision) (*server.Decided, error) {
 						hmu.Lock()
 						stale := handed[d.CallID]
 						hmu.Unlock()

@@ -14,10 +14,12 @@ import (
 
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/builtins"
+	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/replay"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/pipeline"
+	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/tools/mcp"
 	"github.com/wagent/wagent/wasmhost"
 )
@@ -105,7 +107,7 @@ Examples:
 				return fail(exitFailure, "%v", err)
 			}
 			if c.Bool("json") {
-				printJSON(env.stdout, rep)
+				term.PrintJSON(env.Stdout, rep)
 			} else {
 				printReport(env, rep, pl.label())
 			}
@@ -149,7 +151,7 @@ func (p *replayPipelines) build(set event.SessionCreated) (*engine.Pipeline, err
 	}
 	// The built-in pipeline reads the session's working directory and the
 	// skills folder, as the session did.
-	spec := builtins.DefaultPipelineIn(app.SkillsDir(p.env.getenv), s.Dir)
+	spec := builtins.DefaultPipelineIn(app.SkillsDir(p.env.Getenv), s.Dir)
 	p.used = "the built-in pipeline"
 	file := p.file
 	if file == "" {
@@ -260,14 +262,14 @@ func moduleOf(ctx context.Context, rt *wasmhost.Runtime, spec *pipeline.Spec, o 
 // printReport writes the report for a person: the first divergence in
 // detail, where the replay stopped, the others a line each, the summary.
 func printReport(env *cliEnv, rep *replay.Report, with string) {
-	w := env.stdout
+	w := env.Stdout
 	from := ""
 	if rep.From > 1 {
 		from = fmt.Sprintf(" from seq %d", rep.From)
 	}
-	tprintf(w, "replayed session %s%s (head %d) with %s: %d transitions\n", rep.Session, from, rep.Head, with, rep.Transitions)
+	render.Fprintf(w, "replayed session %s%s (head %d) with %s: %d transitions\n", rep.Session, from, rep.Head, with, rep.Transitions)
 	if len(rep.Divergences) == 0 && rep.Stopped == nil {
-		tprintln(w, "no decision diverged")
+		render.Fprintln(w, "no decision diverged")
 	}
 	for i, d := range rep.Divergences {
 		if i == 0 {
@@ -275,37 +277,37 @@ func printReport(env *cliEnv, rep *replay.Report, with string) {
 			if d.Kind == "new" {
 				where = fmt.Sprintf("seq %d (new in the replay, at its seq %d)", d.Seq, d.ReplayedSeq)
 			}
-			tprintf(w, "first divergence at %s, turn %d step %d, hook %s, op %s: %s %s\n", where, d.Turn, d.Step, orDash(d.Hook), orDash(d.Op), d.What, d.Kind)
-			tprintln(w, "  -recorded +replayed:")
+			render.Fprintf(w, "first divergence at %s, turn %d step %d, hook %s, op %s: %s %s\n", where, d.Turn, d.Step, orDash(d.Hook), orDash(d.Op), d.What, d.Kind)
+			render.Fprintln(w, "  -recorded +replayed:")
 			for _, line := range strings.Split(strings.TrimRight(d.Diff, "\n"), "\n") {
-				tprintf(w, "    %s\n", line)
+				render.Fprintf(w, "    %s\n", line)
 			}
 			if rep.Stopped != nil {
-				tprintf(w, "stopped at seq %d: %s; the recorded events after it were not replayed\n", rep.Stopped.Seq, rep.Stopped.Reason)
+				render.Fprintf(w, "stopped at seq %d: %s; the recorded events after it were not replayed\n", rep.Stopped.Seq, rep.Stopped.Reason)
 			}
 			if len(rep.Divergences) > 1 {
-				tprintln(w, "other divergences:")
+				render.Fprintln(w, "other divergences:")
 			}
 			continue
 		}
 		if i > 20 {
-			tprintf(w, "  … and %d more (--json lists them all)\n", len(rep.Divergences)-i)
+			render.Fprintf(w, "  … and %d more (--json lists them all)\n", len(rep.Divergences)-i)
 			break
 		}
-		tprintf(w, "  %-8s seq %-5d %s\n", d.Kind, d.Seq, d.What)
+		render.Fprintf(w, "  %-8s seq %-5d %s\n", d.Kind, d.Seq, d.What)
 	}
 	if len(rep.Divergences) == 0 && rep.Stopped != nil {
-		tprintf(w, "stopped at seq %d: %s\n", rep.Stopped.Seq, rep.Stopped.Reason)
+		render.Fprintf(w, "stopped at seq %d: %s\n", rep.Stopped.Seq, rep.Stopped.Reason)
 	}
 	if rep.Ended != "" {
-		tprintf(w, "%s\n", rep.Ended)
+		render.Fprintf(w, "%s\n", rep.Ended)
 	}
 	s := rep.Decisions
 	line := fmt.Sprintf("decisions: %d same, %d changed, %d new, %d missing", s.Same, s.Changed, s.New, s.Missing)
 	if s.NotReplayed > 0 {
 		line += fmt.Sprintf("; %d not replayed after the stop", s.NotReplayed)
 	}
-	tprintln(w, line)
+	render.Fprintln(w, line)
 }
 
 func orDash(s string) string {

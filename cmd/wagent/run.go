@@ -67,10 +67,10 @@ Examples:
 			}
 			prompt := c.Args().First()
 			switch {
-			case prompt == "-" || (prompt == "" && !env.interactive):
+			case prompt == "-" || (prompt == "" && !env.Interactive):
 				// The prompt from standard input: wagent run - < f.txt,
 				// or echo hi | wagent run.
-				b, err := io.ReadAll(io.LimitReader(env.stdin, maxPromptBytes+1))
+				b, err := io.ReadAll(io.LimitReader(env.Stdin, maxPromptBytes+1))
 				if err != nil {
 					return fail(exitFailure, "read the prompt from standard input: %v", err)
 				}
@@ -146,7 +146,7 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	// Output goes through a guard: a closed stdout ends the turn as Ctrl-C
 	// does.
 	out0 := *env
-	out0.stdout = &guardStdout{w: env.stdout, cancel: cancel}
+	out0.Stdout = &guardStdout{w: env.Stdout, cancel: cancel}
 	env = &out0
 	if id != "" {
 		if err := store.ValidSessionID(id); err != nil {
@@ -192,10 +192,10 @@ func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 		return detached(ctx, env, cn, c.Bool("json"), id, isNew, prompt)
 	}
 	if cn.remote {
-		tprintf(env.stderr, "wagent: workers run session %s; following it (Ctrl-C cancels its turn)\n", id)
+		render.Fprintf(env.Stderr, "wagent: workers run session %s; following it (Ctrl-C cancels its turn)\n", id)
 	}
 	out := newPrinter(env, c.Bool("json"), id)
-	if cfg, err := loadConfig(env); err == nil {
+	if cfg, err := env.LoadConfig(); err == nil {
 		out.cost = cfg.Cost
 	}
 	out.start(isNew)
@@ -301,11 +301,11 @@ func openSessionOnce(ctx context.Context, c *cli.Context, env *cliEnv, cl *serve
 		if err != nil {
 			return nil, false, err
 		}
-		s = s.WithDefaults(env.getenv)
+		s = s.WithDefaults(env.Getenv)
 		if err := s.Check(); err != nil {
 			return nil, false, err
 		}
-		if s != recorded.WithDefaults(env.getenv) {
+		if s != recorded.WithDefaults(env.Getenv) {
 			// The flags change how the session runs: record it.
 			raw, _ := json.Marshal(s)
 			req := server.SettingsRequest{Settings: raw, By: "wagent " + version}
@@ -366,7 +366,7 @@ type follower struct {
 // stdout cancels the running turn (with own: only the input's), as Ctrl-C.
 func (f *follower) follow(ctx context.Context, from uint64, start func() error) error {
 	env, cl, id, out, own := f.env, f.cl, f.id, f.out, f.own
-	in := newLineReader(env.stdin)
+	in := newLineReader(env.Stdin)
 	var woke uint64 // from, when the session was last woken for the input
 	for {
 		status, last, err := streamOwn(ctx, cl, id, from, out, start, own)
@@ -414,9 +414,9 @@ func (f *follower) follow(ctx context.Context, from uint64, start func() error) 
 			return apiFail(err)
 		}
 		if own != nil && !own.running() {
-			tprintf(env.stderr, "wagent: this run's input waits behind turn %d of session %s, which waits for a decision\n", info.Turns, id)
+			render.Fprintf(env.Stderr, "wagent: this run's input waits behind turn %d of session %s, which waits for a decision\n", info.Turns, id)
 		}
-		if !env.interactive || out.json {
+		if !env.Interactive || out.json {
 			out.waiting(info.Waiting)
 			return &exitError{code: exitWaiting}
 		}
@@ -429,7 +429,7 @@ func (f *follower) follow(ctx context.Context, from uint64, start func() error) 
 			if ctx.Err() != nil && !stopCause(ctx).quiet {
 				// Ctrl-C at the prompt: stop waiting; the calls stay
 				// undecided, for later.
-				fmt.Fprintln(env.stderr)
+				fmt.Fprintln(env.Stderr)
 				out.waiting(info.Waiting)
 				return &exitError{code: exitWaiting}
 			}
@@ -690,12 +690,12 @@ func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []ev
 			}
 		}
 		if d, ok := elsewhere[w.ID]; ok {
-			tprintf(env.stdout, "\n  %s\n", decidedElsewhere(w, d))
+			render.Fprintf(env.Stdout, "\n  %s\n", decidedElsewhere(w, d))
 			continue
 		}
 	ask:
 		for {
-			tprintf(env.stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", callTitle(w), render.Arguments(w.Arguments, 200))
+			render.Fprintf(env.Stdout, "\nallow %s %s? [y]es, [n]o, [a]lways: ", callTitle(w), render.Arguments(w.Arguments, 200))
 			shown := in.prompted()
 			var line string
 			var err error
@@ -704,14 +704,14 @@ func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []ev
 				case d := <-feed:
 					note(d)
 					if d, ok := elsewhere[w.ID]; ok {
-						tprintf(env.stdout, "\n  %s\n", decidedElsewhere(w, d))
+						render.Fprintf(env.Stdout, "\n  %s\n", decidedElsewhere(w, d))
 						break ask
 					}
 				case r, ok := <-in.lines:
 					if ok && r.err == nil && !r.fresh(shown) {
 						// Typed before this prompt showed: meant for another.
 						if t := strings.TrimSpace(r.line); t != "" {
-							tprintf(env.stdout, "\n  (%s was typed before this prompt showed; not taken as its answer)\n", render.Compact(t, 40))
+							render.Fprintf(env.Stdout, "\n  (%s was typed before this prompt showed; not taken as its answer)\n", render.Compact(t, 40))
 						}
 						continue
 					}
@@ -745,7 +745,7 @@ func askDecisions(ctx context.Context, env *cliEnv, in *lineReader, waiting []ev
 				if !refusedDecision(err) {
 					return fail(exitFailure, "record decision: %v", apiFail(err))
 				}
-				tprintf(env.stdout, "  %s\n", render.OneLine(apiFail(err).Error(), 200))
+				render.Fprintf(env.Stdout, "  %s\n", render.OneLine(apiFail(err).Error(), 200))
 				break
 			}
 			still = map[string]bool{}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
 )
 
@@ -48,7 +49,7 @@ Examples:
 				return err
 			}
 			if c.Bool("print-token") {
-				tprintln(env.stdout, token)
+				render.Fprintln(env.Stdout, token)
 				return nil
 			}
 			ctx, _, stop := signalContext()
@@ -80,12 +81,12 @@ Examples:
 					return fail(exitFailure, "listen on %s: %v", addr, err)
 				}
 				go o.srv.Serve(ln, false)
-				fmt.Fprintf(env.stderr, "wagent: serving %s on %s and http://%s (the web console; token: wagent serve --print-token)\n", dir, server.SocketPath(dir), ln.Addr())
+				fmt.Fprintf(env.Stderr, "wagent: serving %s on %s and http://%s (the web console; token: wagent serve --print-token)\n", dir, server.SocketPath(dir), ln.Addr())
 			} else {
-				fmt.Fprintf(env.stderr, "wagent: serving %s on %s (Ctrl-C stops)\n", dir, server.SocketPath(dir))
+				fmt.Fprintf(env.Stderr, "wagent: serving %s on %s (Ctrl-C stops)\n", dir, server.SocketPath(dir))
 			}
 			<-ctx.Done()
-			fmt.Fprintln(env.stderr, "wagent: stopping: running turns end as disposed and go on at the next start")
+			fmt.Fprintln(env.Stderr, "wagent: stopping: running turns end as disposed and go on at the next start")
 			if ln != nil {
 				ln.Close()
 			}
@@ -99,10 +100,10 @@ Examples:
 // tokenPath is where wagent serve keeps its bearer token: the data
 // directory, readable by its owner only.
 func tokenPath(env *cliEnv) (string, error) {
-	if h := env.getenv("WAGENT_HOME"); h != "" {
+	if h := env.Getenv("WAGENT_HOME"); h != "" {
 		return filepath.Join(h, "token"), nil
 	}
-	if x := env.getenv("XDG_DATA_HOME"); x != "" {
+	if x := env.Getenv("XDG_DATA_HOME"); x != "" {
 		return filepath.Join(x, "wagent", "token"), nil
 	}
 	home, err := os.UserHomeDir()

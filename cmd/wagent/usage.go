@@ -154,7 +154,7 @@ func usageLine(t turnUsage, cost func(model string, in, out int) (float64, bool)
 // priceList is the config file's prices for render.Options.Cost (nil
 // when the config cannot be read: the log is shown without costs).
 func priceList(env *cliEnv) func(model string, in, out int) (float64, bool) {
-	cfg, err := loadConfig(env)
+	cfg, err := env.LoadConfig()
 	if err != nil || len(cfg.Prices) == 0 {
 		return nil
 	}
@@ -176,13 +176,13 @@ func printSessions(env *cliEnv, rows [][]string) {
 	width := make([]int, len(head))
 	for _, r := range append([][]string{head}, rows...) {
 		for i, f := range r {
-			width[i] = max(width[i], utf8.RuneCountInString(safe(f)))
+			width[i] = max(width[i], utf8.RuneCountInString(render.Safe(f)))
 		}
 	}
 	for _, r := range append([][]string{head}, rows...) {
 		var b strings.Builder
 		for i, f := range r {
-			pad := width[i] - utf8.RuneCountInString(safe(f))
+			pad := width[i] - utf8.RuneCountInString(render.Safe(f))
 			switch {
 			case i == 3 || i == 4: // numbers, right-aligned
 				b.WriteString(strings.Repeat(" ", pad) + f)
@@ -195,7 +195,7 @@ func printSessions(env *cliEnv, rows [][]string) {
 				b.WriteString("  ")
 			}
 		}
-		tprintln(env.stdout, b.String())
+		render.Fprintln(env.Stdout, b.String())
 	}
 }
 

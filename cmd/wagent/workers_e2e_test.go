@@ -247,7 +247,7 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 	ctx := context.Background()
 	// The owner checks a create's files as its workers will: the same
 	// project roots.
-	o, err := openNATSOwner(ctx, &cliEnv{stdout: os.Stdout, stderr: os.Stderr, getenv: func(k string) string {
+	o, err := openNATSOwner(ctx, &cliEnv{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: func(k string) string {
 		if k == "WAGENT_PROJECT_ROOTS" {
 			return env[k]
 		}
