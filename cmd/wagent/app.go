@@ -6,16 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/cmd/wagent/internal/session"
 	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/render"
@@ -66,9 +64,18 @@ func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv fu
 	}
 	// The application layer's errors carry their kind: a request that is
 	// wrong is a usage error, anything else a failure.
+	var we *session.WaitingError
+	if errors.As(err, &we) {
+		if we.Msg != "" {
+			render.Fprintln(stderr, "wagent: "+we.Msg)
+		}
+		return exitWaiting
+	}
 	var ae *app.Error
 	if errors.As(err, &ae) {
-		render.Fprintln(stderr, "wagent: "+ae.Msg)
+		if ae.Msg != "" { // "": the reason was said, or none is to be
+			render.Fprintln(stderr, "wagent: "+ae.Msg)
+		}
 		if ae.Reason == app.Invalid {
 			return exitUsage
 		}
@@ -206,79 +213,6 @@ func sessionArg(c *cli.Context, usage string) (string, error) {
 		return "", fail(exitUsage, "%v", err)
 	}
 	return id, nil
-}
-
-// stopped says why a command's context was cancelled: a signal, or a
-// standard output that was closed. It is the context's cause.
-type stopped struct {
-	cause event.Cause
-	// quiet: exit without a message (the reader of our output is gone).
-	quiet bool
-}
-
-func (s *stopped) Error() string { return s.cause.Reason }
-
-// signalContext is cancelled on the first SIGINT, SIGTERM or SIGHUP, with
-// a *stopped cause saying which; SIGPIPE is caught too, so that a write
-// to a closed standard output fails (see guardStdout) instead of killing
-// the process with the turn open.
-func signalContext() (context.Context, context.CancelCauseFunc, func()) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
-	go func() {
-		for {
-			select {
-			case sig := <-ch:
-				switch sig {
-				case syscall.SIGPIPE:
-					continue // the failed write reports it
-				case syscall.SIGTERM:
-					cancel(&stopped{cause: event.Cause{Kind: event.CauseParent, Reason: "terminated (SIGTERM)"}})
-				case syscall.SIGHUP:
-					cancel(&stopped{cause: event.Cause{Kind: event.CauseParent, Reason: "the terminal hung up (SIGHUP)"}})
-				default:
-					cancel(&stopped{cause: event.Cause{Kind: event.CauseUser, Reason: "interrupted at the terminal"}})
-				}
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return ctx, cancel, func() { signal.Stop(ch); cancel(nil) }
-}
-
-// stopCause returns why ctx was cancelled (a Ctrl-C when it does not say).
-func stopCause(ctx context.Context) *stopped {
-	var s *stopped
-	if errors.As(context.Cause(ctx), &s) {
-		return s
-	}
-	return &stopped{cause: event.Cause{Kind: event.CauseUser, Reason: "interrupted"}}
-}
-
-// guardStdout wraps standard output so that the first failed write (the
-// reader went away: `wagent run … | head -3`) cancels ctx, and the turn
-// ends as it would on Ctrl-C, quietly.
-type guardStdout struct {
-	w      io.Writer
-	cancel context.CancelCauseFunc
-	mu     sync.Mutex
-	failed bool
-}
-
-func (g *guardStdout) Write(p []byte) (int, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.failed {
-		return 0, io.ErrClosedPipe
-	}
-	n, err := g.w.Write(p)
-	if err != nil {
-		g.failed = true
-		g.cancel(&stopped{cause: event.Cause{Kind: event.CauseParent, Reason: "standard output was closed"}, quiet: true})
-	}
-	return n, err
 }
 
 // readState folds a session's whole log.

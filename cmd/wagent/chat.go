@@ -20,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/cmd/wagent/internal/session"
 	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/render"
@@ -91,7 +92,7 @@ type chatter struct {
 	// in is what readline reads: the terminal, and the interrupts a
 	// decision recorded elsewhere injects to end an open prompt.
 	in  *promptInput
-	out *printer
+	out *session.Printer
 	cfg *app.Config
 	// from is the next seq to show.
 	from uint64
@@ -106,7 +107,7 @@ type chatter struct {
 	quit bool
 	// own follows the input of the line last sent (own.go): its turn is
 	// what the chat shows and what Ctrl-C cancels.
-	own *ownTurn
+	own *session.OwnTurn
 }
 
 func chat(c *cli.Context, env *cliEnv, id string) error {
@@ -133,26 +134,26 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 	defer cn.close()
 	ch.cl = cn.client
 	ch.cfg, _ = env.LoadConfig() // prices; errors were said by openSession
-	info, isNew, err := openSession(ctx, c, env, ch.cl, id, true)
+	info, isNew, err := session.OpenSession(ctx, sessionCommand(c, env), ch.cl, id, true)
 	if err != nil {
 		return err
 	}
 	ch.id = info.ID
-	ch.out = newPrinter(env, false, ch.id)
-	ch.out.usageW = env.Stdout
-	ch.out.cost = ch.cfg.Cost
+	ch.out = session.NewPrinter(env, false, ch.id)
+	ch.out.UsageW = env.Stdout
+	ch.out.Cost = ch.cfg.Cost
 	var set app.Settings
 	json.Unmarshal(info.Settings, &set)
 	model := set.Model
 	if model == "" {
 		model = set.Provider
 	}
-	c0 := ch.out.c
+	c0 := ch.out.C
 	if isNew {
 		render.Fprintf(env.Stdout, "%ssession %s · %s · /help lists the commands, Ctrl-D leaves%s\n", c0.Dim, ch.id, model, c0.Reset)
 		ch.from = 1
 	} else {
-		render.Fprintf(env.Stdout, "%ssession %s · %s · %s so far · /help lists the commands, Ctrl-D leaves%s\n", c0.Dim, ch.id, model, plural(info.Turns, "turn"), c0.Reset)
+		render.Fprintf(env.Stdout, "%ssession %s · %s · %s so far · /help lists the commands, Ctrl-D leaves%s\n", c0.Dim, ch.id, model, session.Plural(info.Turns, "turn"), c0.Reset)
 		ch.from = info.Head + 1
 	}
 
@@ -177,7 +178,7 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 	// waiting for a decision) goes on first.
 	if !isNew {
 		if _, err := ch.cl.Resume(ctx, ch.id); err != nil {
-			return apiFail(err)
+			return session.APIFail(err)
 		}
 		if err := ch.turn(ctx, nil); err != nil {
 			return err
@@ -261,12 +262,12 @@ func historyFile(env *cliEnv) string {
 // and SIGTERM or SIGHUP into a cancelled turn and leaving.
 func (ch *chatter) signals(sigs chan os.Signal, stop context.CancelCauseFunc) {
 	for sig := range sigs {
-		cause := &stopped{cause: event.Cause{Kind: event.CauseUser, Reason: "interrupted at the terminal"}}
+		cause := &session.Stopped{Cause: event.Cause{Kind: event.CauseUser, Reason: "interrupted at the terminal"}}
 		switch sig {
 		case syscall.SIGTERM:
-			cause = &stopped{cause: event.Cause{Kind: event.CauseParent, Reason: "terminated (SIGTERM)"}}
+			cause = &session.Stopped{Cause: event.Cause{Kind: event.CauseParent, Reason: "terminated (SIGTERM)"}}
 		case syscall.SIGHUP:
-			cause = &stopped{cause: event.Cause{Kind: event.CauseParent, Reason: "the terminal hung up (SIGHUP)"}}
+			cause = &session.Stopped{Cause: event.Cause{Kind: event.CauseParent, Reason: "the terminal hung up (SIGHUP)"}}
 		}
 		ch.mu.Lock()
 		if sig != os.Interrupt || time.Since(ch.lastInt) < doubleInterrupt {
@@ -303,7 +304,7 @@ func (ch *chatter) quitting() bool {
 }
 
 func (ch *chatter) goodbye() {
-	c := ch.out.c
+	c := ch.out.C
 	render.Fprintf(ch.env.Stdout, "%ssession %s; go on with: wagent chat %s%s\n", c.Dim, ch.id, ch.id, c.Reset)
 }
 
@@ -321,35 +322,35 @@ func (ch *chatter) turn(parent context.Context, start func() error) error {
 			cancel(nil)
 			return nil
 		}
-		status, last, err := streamOwn(ctx, ch.cl, ch.id, ch.from, ch.out, start, ch.own)
+		status, last, err := session.StreamOwn(ctx, ch.cl, ch.id, ch.from, ch.out, start, ch.own)
 		ch.mu.Lock()
 		ch.cancelTurn = nil
 		ch.mu.Unlock()
 		start = nil
 		if err != nil && ctx.Err() != nil {
 			ch.from = last + 1
-			ch.abort(stopCause(ctx).cause)
+			ch.abort(session.StopCause(ctx).Cause)
 			cancel(nil)
 			return nil
 		}
 		cancel(nil)
-		if se := (startError{}); errors.As(err, &se) {
-			err = se.err // the input was refused
+		if se := (session.StartError{}); errors.As(err, &se) {
+			err = se.Err // the input was refused
 		}
 		if err != nil {
-			ch.out.finish()
-			return apiFail(err)
+			ch.out.Finish()
+			return session.APIFail(err)
 		}
 		ch.from = last + 1
 		if status != "waiting" {
-			ch.out.finish()
+			ch.out.Finish()
 			return nil
 		}
 		info, err := ch.cl.Session(parent, ch.id)
 		if err != nil {
-			return apiFail(err)
+			return session.APIFail(err)
 		}
-		ch.out.finish()
+		ch.out.Finish()
 		ok, err := ch.ask(parent, info.Waiting)
 		if err != nil {
 			return err
@@ -364,13 +365,13 @@ func (ch *chatter) turn(parent context.Context, start func() error) error {
 // abort records the cancellation of the open turn and shows its end.
 func (ch *chatter) abort(cause event.Cause) {
 	bg := context.Background()
-	res, err := ch.own.cancel(bg, ch.cl, ch.id, server.CancelRequest{Reason: cause.Reason, KeepInbox: true, Cause: cause.Kind, By: fmt.Sprintf("wagent chat (pid %d)", os.Getpid())})
+	res, err := ch.own.Cancel(bg, ch.cl, ch.id, server.CancelRequest{Reason: cause.Reason, KeepInbox: true, Cause: cause.Kind, By: fmt.Sprintf("wagent chat (pid %d)", os.Getpid())})
 	if err == nil && res.Withdrawn {
-		render.Fprintf(ch.env.Stdout, "%s(withdrawn: another turn was running and had not taken it)%s\n", ch.out.c.Dim, ch.out.c.Reset)
+		render.Fprintf(ch.env.Stdout, "%s(withdrawn: another turn was running and had not taken it)%s\n", ch.out.C.Dim, ch.out.C.Reset)
 	}
-	_, last, _ := streamOwn(bg, ch.cl, ch.id, ch.from, ch.out, nil, ch.own)
+	_, last, _ := session.StreamOwn(bg, ch.cl, ch.id, ch.from, ch.out, nil, ch.own)
 	ch.from = last + 1
-	ch.out.finish()
+	ch.out.Finish()
 }
 
 // ask puts each waiting call to the person: y, n, always, or explain
@@ -383,14 +384,14 @@ func (ch *chatter) abort(cause event.Cause) {
 // Ctrl-C (or Ctrl-D): the turn is to end.
 func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok bool, err error) {
 	defer ch.rl.SetPrompt(ch.prompt())
-	c := ch.out.c
-	feed := watchDecisions(ctx, ch.cl, ch.id, ch.from)
+	c := ch.out.C
+	feed := session.WatchDecisions(ctx, ch.cl, ch.id, ch.from)
 	defer func() {
 		feed.Stop()
 		close(feed.C) // nothing sends any more
 	}()
 	var mu sync.Mutex
-	elsewhere := map[string]callNews{}
+	elsewhere := map[string]session.CallNews{}
 	mine := map[string]bool{}
 	asking := ""
 	arrived := make(chan struct{}) // closed and replaced at each decision from elsewhere
@@ -431,7 +432,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 		}
 		mu.Unlock()
 		if done {
-			render.Fprintf(ch.env.Stdout, "%s  %s%s\n", c.Dim, decidedElsewhere(w, d), c.Reset)
+			render.Fprintf(ch.env.Stdout, "%s  %s%s\n", c.Dim, session.DecidedElsewhere(w, d), c.Reset)
 		}
 		return done
 	}
@@ -441,10 +442,10 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 		mu.Unlock()
 		res, err := ch.cl.Decide(ctx, ch.id, server.DecideRequest{Who: "terminal", Decisions: []server.Decision{d}})
 		if err != nil {
-			if !refusedDecision(err) {
-				return fail(exitFailure, "record decision: %v", apiFail(err))
+			if !session.RefusedDecision(err) {
+				return fail(exitFailure, "record decision: %v", session.APIFail(err))
 			}
-			render.Fprintf(ch.env.Stdout, "%s  %s%s\n", c.Dim, render.OneLine(apiFail(err).Error(), 200), c.Reset)
+			render.Fprintf(ch.env.Stdout, "%s  %s%s\n", c.Dim, render.OneLine(session.APIFail(err).Error(), 200), c.Reset)
 			return nil
 		}
 		s := map[string]bool{}
@@ -479,7 +480,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 		if typed := strings.TrimSpace(ch.in.fresh()); typed != "" {
 			render.Fprintf(ch.env.Stdout, "%s  (%s was typed before this prompt showed; not taken as its answer)%s\n", c.Dim, render.Compact(typed, 40), c.Reset)
 		}
-		ch.rl.SetPrompt(render.Safe(fmt.Sprintf("allow %s %s? [y]es [n]o [a]lways [e]xplain: ", callTitle(w), render.Arguments(w.Arguments, 100))))
+		ch.rl.SetPrompt(render.Safe(fmt.Sprintf("allow %s %s? [y]es [n]o [a]lways [e]xplain: ", session.CallTitle(w), render.Arguments(w.Arguments, 100))))
 	answer:
 		for {
 			line, gone, err := readLine(w)
@@ -492,7 +493,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 			answer := strings.TrimSpace(line)
 			// "n REASON" denies with a reason on one line.
 			if word, reason, ok := strings.Cut(answer, " "); ok && (strings.EqualFold(word, "n") || strings.EqualFold(word, "no")) {
-				if err := record(w, decisionFor(w, false, false, strings.TrimSpace(reason))); err != nil {
+				if err := record(w, session.DecisionFor(w, false, false, strings.TrimSpace(reason))); err != nil {
 					return false, err
 				}
 				break
@@ -500,9 +501,9 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 			var d server.Decision
 			switch strings.ToLower(answer) {
 			case "y", "yes":
-				d = decisionFor(w, true, false, "")
+				d = session.DecisionFor(w, true, false, "")
 			case "a", "always":
-				d = decisionFor(w, true, true, "")
+				d = session.DecisionFor(w, true, true, "")
 			case "n", "no":
 				// Why, for the model (it reads it in the call's result).
 				ch.rl.SetPrompt("why? (the model reads it; Enter for no reason): ")
@@ -513,7 +514,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 				if err != nil {
 					return false, nil
 				}
-				d = decisionFor(w, false, false, strings.TrimSpace(why))
+				d = session.DecisionFor(w, false, false, strings.TrimSpace(why))
 			case "e", "explain", "?":
 				ch.explain(w)
 				continue
@@ -532,7 +533,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 
 func (ch *chatter) explain(w event.WaitingCall) {
 	out := ch.env.Stdout
-	render.Fprintf(out, "  call %s: %s", w.ID, callTitle(w))
+	render.Fprintf(out, "  call %s: %s", w.ID, session.CallTitle(w))
 	if w.Owner != "" {
 		render.Fprintf(out, ", a tool of %s", w.Owner)
 	}
@@ -569,7 +570,7 @@ func (ch *chatter) loadCommands(ctx context.Context) {
 // command runs a slash command; done says the chat ends.
 func (ch *chatter) command(ctx context.Context, line string) (done bool, err error) {
 	name, _, _ := strings.Cut(strings.TrimPrefix(line, "/"), " ")
-	out, c := ch.env.Stdout, ch.out.c
+	out, c := ch.env.Stdout, ch.out.C
 	switch name {
 	case "exit", "quit":
 		return true, nil
@@ -578,10 +579,10 @@ func (ch *chatter) command(ctx context.Context, line string) (done bool, err err
 	case "cancel":
 		before, err := ch.cl.Session(ctx, ch.id)
 		if err != nil {
-			return false, apiFail(err)
+			return false, session.APIFail(err)
 		}
 		if _, err := ch.cl.Cancel(ctx, ch.id, server.CancelRequest{Reason: "/cancel at the terminal"}); err != nil {
-			return false, apiFail(err)
+			return false, session.APIFail(err)
 		}
 		switch {
 		case before.TurnOpen:
@@ -590,21 +591,21 @@ func (ch *chatter) command(ctx context.Context, line string) (done bool, err err
 			render.Fprintf(out, "%sno turn was open%s\n", c.Dim, c.Reset)
 		}
 		if before.Queued > 0 {
-			render.Fprintf(out, "%sdiscarded %s%s\n", c.Dim, plural(before.Queued, "queued message"), c.Reset)
+			render.Fprintf(out, "%sdiscarded %s%s\n", c.Dim, session.Plural(before.Queued, "queued message"), c.Reset)
 		}
 		ch.skipTo(ctx)
 	case "log":
 		evs, err := ch.cl.Events(ctx, ch.id, 1, 0)
 		if err != nil {
-			return false, apiFail(err)
+			return false, session.APIFail(err)
 		}
 		render.Log(out, evs.Events, render.Options{Session: ch.id, Colour: ch.env.Colour, Cost: ch.cfg.Cost})
 	case "usage":
 		evs, err := ch.cl.Events(ctx, ch.id, 1, 0)
 		if err != nil {
-			return false, apiFail(err)
+			return false, session.APIFail(err)
 		}
-		ch.usage(evs.Events)
+		session.PrintUsage(ch.env.Stdout, evs.Events, ch.cfg)
 	default:
 		if _, ok := ch.commands[name]; ok || name == "compact" {
 			return false, ch.turn(ctx, ch.send(ctx, line))
@@ -622,7 +623,7 @@ func (ch *chatter) skipTo(ctx context.Context) {
 }
 
 func (ch *chatter) help() {
-	out, c := ch.env.Stdout, ch.out.c
+	out, c := ch.env.Stdout, ch.out.C
 	render.Fprintln(out, "Commands:")
 	for _, hc := range hostCommands {
 		render.Fprintf(out, "  %-18s %s%s%s\n", "/"+strings.TrimSpace(hc.name+" "+hc.args), c.Dim, hc.what, c.Reset)
@@ -640,39 +641,9 @@ func (ch *chatter) help() {
 	render.Fprintf(out, "%sCtrl-C cancels a running turn, twice within a second leaves; Ctrl-D leaves; // sends a line that starts with /.%s\n", c.Dim, c.Reset)
 }
 
-// usage prints the tokens of each turn and of the session, with the
-// estimated cost where the config prices the model.
-func (ch *chatter) usage(evs []store.Event) {
-	out := ch.env.Stdout
-	turns := turnUsages(evs)
-	if len(turns) == 0 {
-		render.Fprintln(out, "no turns yet")
-		return
-	}
-	var total tokens
-	var cost float64
-	priced := true
-	for _, t := range turns {
-		if t.total.zero() {
-			continue // a command's turn, or one that asked nothing
-		}
-		line := fmt.Sprintf("  turn %-3d %s", t.turn, t.total)
-		if usd, ok := t.cost(ch.cfg); ok {
-			line += "  " + dollars(usd)
-			cost += usd
-		} else {
-			priced = false
-		}
-		render.Fprintln(out, line)
-		total = total.add(t.total)
-	}
-	line := fmt.Sprintf("session  %s in %s", total, plural(len(turns), "turn"))
-	if priced {
-		line += ", " + dollars(cost)
-	} else if cost > 0 {
-		line += ", at least " + dollars(cost) + " (some models have no price in the config)"
-	} else {
-		line += " (prices: put the model under prices: in the config file for a cost estimate)"
-	}
-	render.Fprintln(out, line)
+// send is a chat's start callback for a line: the chat follows that input
+// as a run does, showing its turn and cancelling only that.
+func (ch *chatter) send(ctx context.Context, line string) func() error {
+	ch.own = session.NewOwnTurn(session.InputID())
+	return ch.own.Send(ctx, ch.cl, ch.id, line)
 }

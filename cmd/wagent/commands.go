@@ -10,9 +10,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wagent/wagent/cmd/wagent/internal/session"
 	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/engine"
-	"github.com/wagent/wagent/engine/session"
+	driver "github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
@@ -59,7 +60,7 @@ Examples:
 			defer cn.close()
 			info, err := cn.client.Session(ctx, id)
 			if err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
 			calls, err := pickCalls(id, info.Waiting, ids, c.Bool("all"))
 			if err != nil {
@@ -77,11 +78,11 @@ Examples:
 			}
 			res, err := cn.client.Decide(ctx, id, req)
 			if err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
 			past := map[bool]string{true: "allowed", false: "denied"}[allow]
 			for _, w := range calls {
-				render.Fprintf(env.Stdout, "%s %s %s %s\n", past, w.ID, callTitle(w), render.Arguments(w.Arguments, 120))
+				render.Fprintf(env.Stdout, "%s %s %s %s\n", past, w.ID, session.CallTitle(w), render.Arguments(w.Arguments, 120))
 			}
 			switch {
 			case len(res.Waiting) > 0:
@@ -178,7 +179,7 @@ Example:
 			defer cn.close()
 			q, err := cn.client.Input(ctx, id, verb, c.Args().Get(1))
 			if err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
 			render.Fprintf(env.Stdout, "queued %s on %s\n", q.MessageID, list)
 			return nil
@@ -211,19 +212,19 @@ Example:
 			defer cn.close()
 			before, err := cn.client.Session(ctx, id)
 			if err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
 			if _, err := cn.client.Cancel(ctx, id, server.CancelRequest{Reason: c.String("reason"), KeepInbox: c.Bool("keep-inbox"), By: fmt.Sprintf("wagent cancel (pid %d)", os.Getpid())}); err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
 			switch {
-			case before.TurnOpen || before.Status == string(session.DriverRunning):
+			case before.TurnOpen || before.Status == string(driver.DriverRunning):
 				render.Fprintf(env.Stdout, "turn %d aborted\n", before.Turns)
 			default:
 				render.Fprintln(env.Stdout, "no turn was open")
 			}
 			if !c.Bool("keep-inbox") && before.Queued > 0 {
-				render.Fprintf(env.Stdout, "discarded %s\n", plural(before.Queued, "queued message"))
+				render.Fprintf(env.Stdout, "discarded %s\n", session.Plural(before.Queued, "queued message"))
 			}
 			return nil
 		},
@@ -244,7 +245,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			ctx, _, stop := signalContext()
+			ctx, _, stop := session.SignalContext()
 			defer stop()
 			cn, err := connect(ctx, c, env, modeDrive)
 			if err != nil {
@@ -252,24 +253,24 @@ Example:
 			}
 			defer cn.close()
 			if _, err := cn.client.Session(ctx, id); err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
 			res, err := cn.client.Step(ctx, id)
 			if err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
-			out := newPrinter(env, c.Bool("json"), id)
-			out.verbose = true
+			out := session.NewPrinter(env, c.Bool("json"), id)
+			out.Verbose = true
 			for i := range res.Events {
-				out.live(engine.Live{Kind: "event", Session: id, Event: &res.Events[i]})
+				out.Live(engine.Live{Kind: "event", Session: id, Event: &res.Events[i]})
 			}
-			out.finish()
+			out.Finish()
 			switch res.Outcome {
 			case engine.Waiting.String():
-				out.waiting(res.Waiting)
-				return &exitError{code: exitWaiting}
+				out.Waiting(res.Waiting)
+				return &session.WaitingError{}
 			case engine.Idle.String():
-				if !out.json {
+				if !out.JSON {
 					render.Fprintln(env.Stdout, "nothing to do: the session is idle")
 				}
 			}
@@ -295,7 +296,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			ctx, _, stop := signalContext()
+			ctx, _, stop := session.SignalContext()
 			defer stop()
 			cn, err := connect(ctx, c, env, modeRead)
 			if err != nil {
@@ -304,7 +305,7 @@ Examples:
 			defer cn.close()
 			evs, err := cn.client.Events(ctx, id, 1, 0)
 			if err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
 			// Shown as stored, broken or not; a log the fold refuses is
 			// said so after it, and the command fails.
@@ -312,7 +313,7 @@ Examples:
 				for _, e := range evs.Events {
 					term.PrintJSON(env.Stdout, e)
 				}
-			} else if err := render.Log(env.Stdout, evs.Events, render.Options{Session: id, Colour: env.Colour, Cost: priceList(env)}); err != nil {
+			} else if err := render.Log(env.Stdout, evs.Events, render.Options{Session: id, Colour: env.Colour, Cost: session.PriceList(env)}); err != nil {
 				return fail(exitFailure, "%v", err)
 			}
 			if evs.Broken != "" {
@@ -325,7 +326,7 @@ Examples:
 				fmt.Fprintf(env.Stderr, "wagent: no process is running the store; nothing will be appended until one does (follow it then)\n")
 				return nil
 			}
-			out := newPrinter(env, c.Bool("json"), id)
+			out := session.NewPrinter(env, c.Bool("json"), id)
 			err = cn.client.Stream(ctx, id, evs.Head+1, func(ev server.StreamEvent) error {
 				if ev.Kind == "event" && c.Bool("json") {
 					term.PrintJSON(env.Stdout, ev.Event)
@@ -335,7 +336,7 @@ Examples:
 					return render.Log(env.Stdout, []store.Event{*ev.Event}, render.Options{Session: id, Colour: env.Colour})
 				}
 				if ev.Kind == "delta" && !c.Bool("json") {
-					out.live(engine.Live{Kind: "delta", Session: id, Text: ev.Text})
+					out.Live(engine.Live{Kind: "delta", Session: id, Text: ev.Text})
 				}
 				return nil
 			})
@@ -368,7 +369,7 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 			defer cn.close()
 			list, err := cn.client.Sessions(ctx)
 			if err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
 			var rows [][]string
 			now := time.Now()
@@ -382,11 +383,11 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 					for _, w := range s.Waiting {
 						ids = append(ids, w.ID)
 					}
-					status = "waiting for " + plural(len(s.Waiting), "approval")
+					status = "waiting for " + session.Plural(len(s.Waiting), "approval")
 					if c.Bool("json") {
 						status += ": " + strings.Join(ids, " ")
 					}
-				case s.Status == string(session.DriverRunning):
+				case s.Status == string(driver.DriverRunning):
 					status = "running"
 				case s.TurnOpen:
 					status = fmt.Sprintf("turn %d open (it stopped: wagent resume goes on with it)", s.Turns)
@@ -398,9 +399,9 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 						"usage": s.Usage, "last_activity": s.LastActivity})
 					continue
 				}
-				rows = append(rows, sessionRow(s, status, now))
+				rows = append(rows, session.SessionRow(s, status, now))
 			}
-			printSessions(env, rows)
+			session.PrintSessions(env, rows)
 			if len(list.Sessions) == 0 && !c.Bool("json") {
 				render.Fprintln(env.Stdout, "no sessions yet: wagent run \"…\" starts one")
 			}

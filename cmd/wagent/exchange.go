@@ -14,6 +14,7 @@ import (
 
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/builtins"
+	"github.com/wagent/wagent/cmd/wagent/internal/session"
 	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/pipeline"
@@ -56,7 +57,7 @@ Examples:
 			evs, err := cn.client.Events(ctx, id, 1, 0)
 			cn.close()
 			if err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
 			h := jsonl.Header{Session: id, Exported: time.Now().UTC(), By: "wagent " + version}
 			if st, err := event.Fold(id, evs.Events); err == nil {
@@ -168,7 +169,7 @@ Examples:
 				if server.IsCode(err, server.CodeExists) {
 					return fail(exitFailure, "session %s already exists in this store: import it under another id with --as", id)
 				}
-				return apiFail(err)
+				return session.APIFail(err)
 			}
 			render.Fprintf(env.Stdout, "imported %s as session %s: %d events, %d turn(s)\n", file, s.ID, len(evs), s.Turns)
 			return nil
@@ -218,7 +219,7 @@ Examples:
 				if errors.As(err, &ae) && ae.Code == server.CodeBadRequest {
 					return fail(exitUsage, "%s", ae.Message)
 				}
-				return apiFail(err)
+				return session.APIFail(err)
 			}
 			render.Fprintf(env.Stdout, "forked %s at seq %d as %s\n", id, c.Uint64("at"), s.ID)
 			render.Fprintf(env.Stdout, "continue it with: wagent run --session %s \"…\"\n", s.ID)

@@ -12,7 +12,7 @@ import (
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/engine"
-	"github.com/wagent/wagent/engine/session"
+	driver "github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/server/console"
@@ -197,7 +197,7 @@ func (o *owner) shutdown() {
 		for {
 			var running []string
 			for _, id := range host.Sessions() {
-				if s, ok := host.Get(id); ok && s.Status() == string(session.DriverRunning) {
+				if s, ok := host.Get(id); ok && s.Status() == string(driver.DriverRunning) {
 					running = append(running, id)
 				}
 			}

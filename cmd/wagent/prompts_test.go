@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/cmd/wagent/internal/session"
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
@@ -102,7 +103,7 @@ func promptsProperty(t *testing.T, seed uint64) {
 						smu.Lock()
 						decisions = append(decisions, sent{client: c, d: d, ok: err == nil})
 						smu.Unlock()
-						if err == nil || refusedDecision(err) {
+						if err == nil || session.RefusedDecision(err) {
 							return res, err
 						}
 						t.Errorf("client %d: %v", c, err)
@@ -115,15 +116,15 @@ func promptsProperty(t *testing.T, seed uint64) {
 						for range cr.IntN(200) {
 							runtime.Gosched()
 						}
-						decide(decisionFor(w, cr.IntN(3) > 0, false, ""))
+						decide(session.DecisionFor(w, cr.IntN(3) > 0, false, ""))
 						return
 					}
-					feed := watchDecisions(ctx, cl, "p", head+1)
+					feed := session.WatchDecisions(ctx, cl, "p", head+1)
 					defer feed.Stop()
 					// What the prompt was handed, after it took it.
 					handed := map[string]bool{}
 					var hmu sync.Mutex
-					tee := make(chan callNews)
+					tee := make(chan session.CallNews)
 					go func() {
 						for d := range feed.C {
 							select {
@@ -149,7 +150,7 @@ func promptsProperty(t *testing.T, seed uint64) {
 						}
 						pw.Close()
 					}()
-					err := askDecisions(ctx, &cliEnv{Stdout: io.Discard}, newLineReader(pr), info.Waiting, tee, func(d server.Decision) (*server.Decided, error) {
+					err := session.AskDecisions(ctx, &cliEnv{Stdout: io.Discard}, session.NewLineReader(pr), info.Waiting, tee, func(d server.Decision) (*server.Decided, error) {
 						hmu.Lock()
 						stale := handed[d.CallID]
 						hmu.Unlock()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/builtins"
+	"github.com/wagent/wagent/cmd/wagent/internal/session"
 	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/replay"
@@ -73,7 +74,7 @@ Examples:
 				}
 				swaps[name] = abs
 			}
-			ctx, _, stop := signalContext()
+			ctx, _, stop := session.SignalContext()
 			defer stop()
 			cn, err := connect(ctx, c, env, modeRead)
 			if err != nil {
@@ -82,7 +83,7 @@ Examples:
 			evs, err := cn.client.Events(ctx, id, 1, 0)
 			cn.close()
 			if err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
 			if evs.Broken != "" {
 				return fail(exitFailure, "session %s cannot be replayed: %s", id, evs.Broken)

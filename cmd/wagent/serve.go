@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wagent/wagent/cmd/wagent/internal/session"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
 )
@@ -52,7 +53,7 @@ Examples:
 				render.Fprintln(env.Stdout, token)
 				return nil
 			}
-			ctx, _, stop := signalContext()
+			ctx, _, stop := session.SignalContext()
 			defer stop()
 			if u, ok, err := natsURL(c, env); err != nil {
 				return err

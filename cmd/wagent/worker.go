@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/cmd/wagent/internal/session"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
@@ -97,7 +98,7 @@ Examples:
 					return fail(exitUsage, "--pipelines %s is not a folder", dir)
 				}
 			}
-			ctx, _, stop := signalContext()
+			ctx, _, stop := session.SignalContext()
 			defer stop()
 			l, bus, err := openNATS(ctx, u, c.Duration("lease-ttl"))
 			if err != nil {

@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"context"
@@ -9,18 +9,18 @@ import (
 
 // detached queues a detached run's prompt (or wakes the session), prints
 // the session id and returns.
-func detached(ctx context.Context, env *cliEnv, cn *conn, asJSON bool, id string, isNew bool, prompt string) error {
+func detached(ctx context.Context, env *term.Env, cn *Conn, asJSON bool, id string, isNew bool, prompt string) error {
 	var msgID string
 	switch {
 	case prompt != "":
-		q, err := cn.client.Input(ctx, id, "send", prompt)
+		q, err := cn.Client.Input(ctx, id, "send", prompt)
 		if err != nil {
-			return apiFail(err)
+			return APIFail(err)
 		}
 		msgID = q.MessageID
 	case !isNew:
-		if _, err := cn.client.Resume(ctx, id); err != nil {
-			return apiFail(err)
+		if _, err := cn.Client.Resume(ctx, id); err != nil {
+			return APIFail(err)
 		}
 	}
 	if asJSON {
@@ -29,9 +29,9 @@ func detached(ctx context.Context, env *cliEnv, cn *conn, asJSON bool, id string
 		render.Fprintln(env.Stdout, id)
 	}
 	switch {
-	case cn.remote:
+	case cn.Remote:
 		render.Fprintf(env.Stderr, "wagent: queued for the workers; follow it with: wagent log -f %s\n", id)
-	case cn.own != nil:
+	case cn.Owner:
 		render.Fprintf(env.Stderr, "wagent: queued; no process runs this store now: wagent resume %s runs it (or wagent serve)\n", id)
 	}
 	return nil

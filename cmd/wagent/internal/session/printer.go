@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"encoding/json"
@@ -16,14 +16,14 @@ import (
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
-// printer shows a running session: streamed text as it arrives, tool calls
+// Printer shows a running session: streamed text as it arrives, tool calls
 // and results compactly, and what the session is waiting for.
-type printer struct {
-	env     *cliEnv
-	json    bool
+type Printer struct {
+	env     *term.Env
+	JSON    bool
 	id      string
-	c       term.Palette
-	verbose bool // print every appended event (wagent step)
+	C       term.Palette
+	Verbose bool // print every appended event (wagent step)
 
 	mu      sync.Mutex
 	midLine bool // streamed text without a newline yet
@@ -38,42 +38,42 @@ type printer struct {
 	// usageW gets the tokens line at the end of each turn (standard
 	// error by default, so that standard output is the answer); cost
 	// prices it when set.
-	usageW io.Writer
-	cost   func(model string, in, out int) (float64, bool)
+	UsageW io.Writer
+	Cost   func(model string, in, out int) (float64, bool)
 	model  string
 	turnU  turnUsage
 }
 
-func newPrinter(env *cliEnv, jsonOut bool, id string) *printer {
-	p := &printer{env: env, json: jsonOut, id: id, c: term.Colours(env.Colour && !jsonOut), usageW: env.Stderr}
+func NewPrinter(env *term.Env, jsonOut bool, id string) *Printer {
+	p := &Printer{env: env, JSON: jsonOut, id: id, C: term.Colours(env.Colour && !jsonOut), UsageW: env.Stderr}
 	if env.Colour && !jsonOut && term.IsTerminal(env.Stderr) {
 		p.spin = term.NewSpinner(env.Stderr, 100*time.Millisecond)
 	}
 	return p
 }
 
-func (p *printer) start(isNew bool) {
-	if p.json {
+func (p *Printer) Start(isNew bool) {
+	if p.JSON {
 		term.PrintJSON(p.env.Stdout, map[string]any{"kind": "session", "session": p.id, "new": isNew})
 		return
 	}
 	if isNew {
-		render.Fprintf(p.env.Stderr, "%ssession %s%s\n", p.c.Dim, p.id, p.c.Reset)
+		render.Fprintf(p.env.Stderr, "%ssession %s%s\n", p.C.Dim, p.id, p.C.Reset)
 	}
 }
 
-func (p *printer) newline() {
+func (p *Printer) newline() {
 	if p.midLine {
 		render.Fprintln(p.env.Stdout)
 		p.midLine = false
 	}
 }
 
-// live receives the machine's live events.
-func (p *printer) live(l engine.Live) {
+// Live receives the machine's live events.
+func (p *Printer) Live(l engine.Live) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.json {
+	if p.JSON {
 		term.PrintJSON(p.env.Stdout, l)
 		return
 	}
@@ -97,19 +97,19 @@ func (p *printer) live(l engine.Live) {
 		p.midLine = !strings.HasSuffix(l.Text, "\n")
 	case "log":
 		p.newline()
-		render.Fprintf(w, "%s  [%s] %s%s\n", p.c.Dim, l.Op, l.Text, p.c.Reset)
+		render.Fprintf(w, "%s  [%s] %s%s\n", p.C.Dim, l.Op, l.Text, p.C.Reset)
 	case "error":
 		p.newline()
-		render.Fprintf(w, "%s  ! %s%s\n", p.c.Red, render.OneLine(l.Text, 200), p.c.Reset)
+		render.Fprintf(w, "%s  ! %s%s\n", p.C.Red, render.OneLine(l.Text, 200), p.C.Reset)
 	case "event":
 		p.event(w, l.Event)
 	}
 }
 
-func (p *printer) event(w io.Writer, e *store.Event) {
-	if p.verbose {
+func (p *Printer) event(w io.Writer, e *store.Event) {
+	if p.Verbose {
 		p.newline()
-		render.Fprintf(w, "%s%4d %s%s %s\n", p.c.Dim, e.Seq, e.Type, p.c.Reset, render.Compact(string(e.Data), 160))
+		render.Fprintf(w, "%s%4d %s%s %s\n", p.C.Dim, e.Seq, e.Type, p.C.Reset, render.Compact(string(e.Data), 160))
 		return
 	}
 	if e.Type == event.EvRequestHeader || e.Type == event.EvRetryScheduled || e.Type == event.EvAssistantAttempt {
@@ -162,16 +162,16 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		p.shown.Reset()
 		p.settled = true
 		if d.Interrupted {
-			render.Fprintf(w, "%s  (interrupted)%s\n", p.c.Dim, p.c.Reset)
+			render.Fprintf(w, "%s  (interrupted)%s\n", p.C.Dim, p.C.Reset)
 		}
 		if d.FinishReason == "length" {
-			render.Fprintf(w, "%s  (the answer hit the token limit)%s\n", p.c.Yellow, p.c.Reset)
+			render.Fprintf(w, "%s  (the answer hit the token limit)%s\n", p.C.Yellow, p.C.Reset)
 		}
 	case event.EvToolCall:
 		var d event.ToolCallEvent
 		json.Unmarshal(e.Data, &d)
 		p.newline()
-		render.Fprintf(w, "%s  → %s %s%s\n", p.c.Dim, d.Name, render.Compact(string(d.Arguments), 120), p.c.Reset)
+		render.Fprintf(w, "%s  → %s %s%s\n", p.C.Dim, d.Name, render.Compact(string(d.Arguments), 120), p.C.Reset)
 	case event.EvToolResult:
 		var d event.ToolResult
 		json.Unmarshal(e.Data, &d)
@@ -182,24 +182,24 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 				code = d.Code + ": "
 			}
 			// "error" in words too: colour is not always there.
-			render.Fprintf(w, "%s  ← error: %s%s%s\n", p.c.Red, code, render.Compact(d.Content, 160), p.c.Reset)
+			render.Fprintf(w, "%s  ← error: %s%s%s\n", p.C.Red, code, render.Compact(d.Content, 160), p.C.Reset)
 		} else {
-			render.Fprintf(w, "%s  ← %s%s\n", p.c.Dim, render.Compact(d.Content, 160), p.c.Reset)
+			render.Fprintf(w, "%s  ← %s%s\n", p.C.Dim, render.Compact(d.Content, 160), p.C.Reset)
 		}
 	case event.EvApprovalDecision:
 		var d event.ApprovalDecision
 		json.Unmarshal(e.Data, &d)
 		p.newline()
 		if d.Allow {
-			render.Fprintf(w, "%s  ✓ %s allowed by %s%s\n", p.c.Green, d.CallID, d.Who, p.c.Reset)
+			render.Fprintf(w, "%s  ✓ %s allowed by %s%s\n", p.C.Green, d.CallID, d.Who, p.C.Reset)
 		} else {
-			render.Fprintf(w, "%s  ✗ %s denied by %s%s\n", p.c.Red, d.CallID, d.Who, p.c.Reset)
+			render.Fprintf(w, "%s  ✗ %s denied by %s%s\n", p.C.Red, d.CallID, d.Who, p.C.Reset)
 		}
 	case event.EvRetryScheduled:
 		var d event.RetryScheduled
 		json.Unmarshal(e.Data, &d)
 		p.newline()
-		render.Fprintf(w, "%s  … %s; retry %d in %s%s\n", p.c.Yellow, render.Failure(d.Failure), d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, p.c.Reset)
+		render.Fprintf(w, "%s  … %s; retry %d in %s%s\n", p.C.Yellow, render.Failure(d.Failure), d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, p.C.Reset)
 	case event.EvCommandReply:
 		var d event.CommandReply
 		json.Unmarshal(e.Data, &d)
@@ -210,50 +210,50 @@ func (p *printer) event(w io.Writer, e *store.Event) {
 		json.Unmarshal(e.Data, &d)
 		p.newline()
 		if d.Reason != event.ReasonCompleted {
-			render.Fprintf(w, "%s  (turn %d ended: %s%s)%s\n", p.c.Yellow, d.Turn, d.Reason, render.TurnDetail(d), p.c.Reset)
+			render.Fprintf(w, "%s  (turn %d ended: %s%s)%s\n", p.C.Yellow, d.Turn, d.Reason, render.TurnDetail(d), p.C.Reset)
 		}
-		if line := usageLine(p.turnU, p.cost); line != "" && p.usageW != nil {
-			render.Fprintf(p.usageW, "%s  · %s%s\n", p.c.Dim, line, p.c.Reset)
+		if line := usageLine(p.turnU, p.Cost); line != "" && p.UsageW != nil {
+			render.Fprintf(p.UsageW, "%s  · %s%s\n", p.C.Dim, line, p.C.Reset)
 		}
 		p.turnU = turnUsage{}
 	}
 }
 
-func (p *printer) finish() {
+func (p *Printer) Finish() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.spin.Halt()
-	if !p.json {
+	if !p.JSON {
 		p.newline()
 	}
 }
 
-// waiting tells a script (or a person without a terminal) what the session
+// Waiting tells a script (or a person without a terminal) what the session
 // waits for and how to answer.
-func (p *printer) waiting(calls []event.WaitingCall) {
+func (p *Printer) Waiting(calls []event.WaitingCall) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.spin.Halt()
-	if p.json {
+	if p.JSON {
 		term.PrintJSON(p.env.Stdout, map[string]any{"kind": "waiting", "session": p.id, "calls": calls})
 		return
 	}
 	p.newline()
 	render.Fprintf(p.env.Stdout, "session %s is waiting for approval of %d call(s):\n", p.id, len(calls))
 	for _, c := range calls {
-		render.Fprintf(p.env.Stdout, "  %s  %s %s\n", c.ID, callTitle(c), render.Arguments(c.Arguments, 120))
+		render.Fprintf(p.env.Stdout, "  %s  %s %s\n", c.ID, CallTitle(c), render.Arguments(c.Arguments, 120))
 	}
 	render.Fprintf(p.env.Stdout, "answer with:\n  wagent approve %s %s   (or --all, --always)\n  wagent deny %s %s\nthen: wagent resume %s\n",
 		p.id, calls[0].ID, p.id, calls[0].ID, p.id)
 }
 
-func (p *printer) waitingIDs(st *event.State) {
+func (p *Printer) WaitingIDs(st *event.State) {
 	if calls := event.WaitingCalls(st); len(calls) > 0 {
-		p.waiting(calls)
+		p.Waiting(calls)
 	}
 }
 
-// callTitle names a call's tool for a person (see render.ToolTitle).
-func callTitle(w event.WaitingCall) string {
+// CallTitle names a call's tool for a person (see render.ToolTitle).
+func CallTitle(w event.WaitingCall) string {
 	return render.ToolTitle(w.Name, w.Server, w.Annotations)
 }
