@@ -127,12 +127,12 @@ func chat(c *cli.Context, env *cliEnv, id string) error {
 	defer cancel(nil)
 	go ch.signals(sigs, cancel)
 
-	cn, err := connect(ctx, c, env, modeDrive)
+	cn, err := connect(ctx, c, env, session.ModeDrive)
 	if err != nil {
 		return err
 	}
-	defer cn.close()
-	ch.cl = cn.client
+	defer cn.Close()
+	ch.cl = cn.Client
 	ch.cfg, _ = env.LoadConfig() // prices; errors were said by openSession
 	info, isNew, err := session.OpenSession(ctx, sessionCommand(c, env), ch.cl, id, true)
 	if err != nil {

@@ -53,12 +53,12 @@ Examples:
 				return fail(exitUsage, "%v", err)
 			}
 			ctx := context.Background()
-			cn, err := connect(ctx, c, env, modeRecord)
+			cn, err := connect(ctx, c, env, session.ModeRecord)
 			if err != nil {
 				return err
 			}
-			defer cn.close()
-			info, err := cn.client.Session(ctx, id)
+			defer cn.Close()
+			info, err := cn.Client.Session(ctx, id)
 			if err != nil {
 				return session.APIFail(err)
 			}
@@ -76,7 +76,7 @@ Examples:
 				}
 				req.Decisions = append(req.Decisions, d)
 			}
-			res, err := cn.client.Decide(ctx, id, req)
+			res, err := cn.Client.Decide(ctx, id, req)
 			if err != nil {
 				return session.APIFail(err)
 			}
@@ -91,9 +91,9 @@ Examples:
 					left = append(left, w.ID)
 				}
 				render.Fprintf(env.Stdout, "still waiting: %s\n", strings.Join(left, " "))
-			case cn.remote:
+			case cn.Remote:
 				render.Fprintf(env.Stdout, "a worker goes on with the session; follow it with: wagent log -f %s\n", id)
-			case cn.own != nil:
+			case cn.Own != nil:
 				render.Fprintf(env.Stdout, "continue with: wagent resume %s\n", id)
 			default:
 				render.Fprintf(env.Stdout, "the session goes on in its owner (pid %d); follow it with: wagent log -f %s\n", ownerPID(ctx, cn), id)
@@ -142,8 +142,8 @@ func pickCalls(session string, waiting []event.WaitingCall, names []string, all 
 	return out, nil
 }
 
-func ownerPID(ctx context.Context, cn *conn) int {
-	h, err := cn.client.Health(ctx)
+func ownerPID(ctx context.Context, cn *session.Conn) int {
+	h, err := cn.Client.Health(ctx)
 	if err != nil {
 		return 0
 	}
@@ -172,12 +172,12 @@ Example:
 				return fail(exitUsage, "%v", err)
 			}
 			ctx := context.Background()
-			cn, err := connect(ctx, c, env, modeRecord)
+			cn, err := connect(ctx, c, env, session.ModeRecord)
 			if err != nil {
 				return err
 			}
-			defer cn.close()
-			q, err := cn.client.Input(ctx, id, verb, c.Args().Get(1))
+			defer cn.Close()
+			q, err := cn.Client.Input(ctx, id, verb, c.Args().Get(1))
 			if err != nil {
 				return session.APIFail(err)
 			}
@@ -205,16 +205,16 @@ Example:
 				return err
 			}
 			ctx := context.Background()
-			cn, err := connect(ctx, c, env, modeRecord)
+			cn, err := connect(ctx, c, env, session.ModeRecord)
 			if err != nil {
 				return err
 			}
-			defer cn.close()
-			before, err := cn.client.Session(ctx, id)
+			defer cn.Close()
+			before, err := cn.Client.Session(ctx, id)
 			if err != nil {
 				return session.APIFail(err)
 			}
-			if _, err := cn.client.Cancel(ctx, id, server.CancelRequest{Reason: c.String("reason"), KeepInbox: c.Bool("keep-inbox"), By: fmt.Sprintf("wagent cancel (pid %d)", os.Getpid())}); err != nil {
+			if _, err := cn.Client.Cancel(ctx, id, server.CancelRequest{Reason: c.String("reason"), KeepInbox: c.Bool("keep-inbox"), By: fmt.Sprintf("wagent cancel (pid %d)", os.Getpid())}); err != nil {
 				return session.APIFail(err)
 			}
 			switch {
@@ -247,15 +247,15 @@ Example:
 			}
 			ctx, _, stop := session.SignalContext()
 			defer stop()
-			cn, err := connect(ctx, c, env, modeDrive)
+			cn, err := connect(ctx, c, env, session.ModeDrive)
 			if err != nil {
 				return err
 			}
-			defer cn.close()
-			if _, err := cn.client.Session(ctx, id); err != nil {
+			defer cn.Close()
+			if _, err := cn.Client.Session(ctx, id); err != nil {
 				return session.APIFail(err)
 			}
-			res, err := cn.client.Step(ctx, id)
+			res, err := cn.Client.Step(ctx, id)
 			if err != nil {
 				return session.APIFail(err)
 			}
@@ -298,12 +298,12 @@ Examples:
 			}
 			ctx, _, stop := session.SignalContext()
 			defer stop()
-			cn, err := connect(ctx, c, env, modeRead)
+			cn, err := connect(ctx, c, env, session.ModeRead)
 			if err != nil {
 				return err
 			}
-			defer cn.close()
-			evs, err := cn.client.Events(ctx, id, 1, 0)
+			defer cn.Close()
+			evs, err := cn.Client.Events(ctx, id, 1, 0)
 			if err != nil {
 				return session.APIFail(err)
 			}
@@ -322,12 +322,12 @@ Examples:
 			if !c.Bool("follow") {
 				return nil
 			}
-			if cn.own != nil && !cn.remote {
+			if cn.Own != nil && !cn.Remote {
 				fmt.Fprintf(env.Stderr, "wagent: no process is running the store; nothing will be appended until one does (follow it then)\n")
 				return nil
 			}
 			out := session.NewPrinter(env, c.Bool("json"), id)
-			err = cn.client.Stream(ctx, id, evs.Head+1, func(ev server.StreamEvent) error {
+			err = cn.Client.Stream(ctx, id, evs.Head+1, func(ev server.StreamEvent) error {
 				if ev.Kind == "event" && c.Bool("json") {
 					term.PrintJSON(env.Stdout, ev.Event)
 					return nil
@@ -362,12 +362,12 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 				return err
 			}
 			ctx := context.Background()
-			cn, err := connect(ctx, c, env, modeRead)
+			cn, err := connect(ctx, c, env, session.ModeRead)
 			if err != nil {
 				return err
 			}
-			defer cn.close()
-			list, err := cn.client.Sessions(ctx)
+			defer cn.Close()
+			list, err := cn.Client.Sessions(ctx)
 			if err != nil {
 				return session.APIFail(err)
 			}

@@ -50,12 +50,12 @@ Examples:
 				return err
 			}
 			ctx := context.Background()
-			cn, err := connect(ctx, c, env, modeRead)
+			cn, err := connect(ctx, c, env, session.ModeRead)
 			if err != nil {
 				return err
 			}
-			evs, err := cn.client.Events(ctx, id, 1, 0)
-			cn.close()
+			evs, err := cn.Client.Events(ctx, id, 1, 0)
+			cn.Close()
 			if err != nil {
 				return session.APIFail(err)
 			}
@@ -159,12 +159,12 @@ Examples:
 				return fail(exitUsage, "%v", err)
 			}
 			ctx := context.Background()
-			cn, err := connect(ctx, c, env, modeRecord)
+			cn, err := connect(ctx, c, env, session.ModeRecord)
 			if err != nil {
 				return err
 			}
-			defer cn.close()
-			s, err := cn.client.Import(ctx, id, data)
+			defer cn.Close()
+			s, err := cn.Client.Import(ctx, id, data)
 			if err != nil {
 				if server.IsCode(err, server.CodeExists) {
 					return fail(exitFailure, "session %s already exists in this store: import it under another id with --as", id)
@@ -208,12 +208,12 @@ Examples:
 				}
 			}
 			ctx := context.Background()
-			cn, err := connect(ctx, c, env, modeRecord)
+			cn, err := connect(ctx, c, env, session.ModeRecord)
 			if err != nil {
 				return err
 			}
-			defer cn.close()
-			s, err := cn.client.Fork(ctx, id, server.ForkRequest{At: c.Uint64("at"), As: c.String("as")})
+			defer cn.Close()
+			s, err := cn.Client.Fork(ctx, id, server.ForkRequest{At: c.Uint64("at"), As: c.String("as")})
 			if err != nil {
 				var ae *server.APIError
 				if errors.As(err, &ae) && ae.Code == server.CodeBadRequest {

@@ -76,19 +76,19 @@ Examples:
 			}
 			ctx, _, stop := session.SignalContext()
 			defer stop()
-			cn, err := connect(ctx, c, env, modeRead)
+			cn, err := connect(ctx, c, env, session.ModeRead)
 			if err != nil {
 				return err
 			}
-			evs, err := cn.client.Events(ctx, id, 1, 0)
-			cn.close()
+			evs, err := cn.Client.Events(ctx, id, 1, 0)
+			cn.Close()
 			if err != nil {
 				return session.APIFail(err)
 			}
 			if evs.Broken != "" {
 				return fail(exitFailure, "session %s cannot be replayed: %s", id, evs.Broken)
 			}
-			rt, err := wasmhost.NewRuntime(ctx, nodeOptions(env).RuntimeOptions...)
+			rt, err := wasmhost.NewRuntime(ctx, session.NodeOptions(env).RuntimeOptions...)
 			if err != nil {
 				return fail(exitFailure, "start the wasm runtime: %v", err)
 			}

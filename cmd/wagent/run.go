@@ -131,17 +131,27 @@ func preloadFor(c *cli.Context, env *cliEnv) []byte {
 func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	return session.Drive(session.DriveOptions{Command: sessionCommand(c, env), ID: id, Prompt: prompt,
 		Detach: c.Bool("detach"), JSON: c.Bool("json"), APIKey: c.String("api-key") != "",
-		Connect: func(ctx context.Context, record bool) (*session.Conn, func(), error) {
-			m := modeDrive
-			if record {
-				m = modeRecord
-			}
-			cn, err := connect(ctx, c, env, m)
-			if err != nil {
-				return nil, nil, err
-			}
-			return &session.Conn{Client: cn.client, Remote: cn.remote, Owner: cn.own != nil}, cn.close, nil
-		}})
+		Connect: func(ctx context.Context, m session.Mode) (*session.Conn, error) { return connect(ctx, c, env, m) }})
+}
+
+// connect finds the store's owner or becomes one, as m needs
+// (session.Connect).
+func connect(ctx context.Context, c *cli.Context, env *cliEnv, m session.Mode) (*session.Conn, error) {
+	st, err := sessionStore(c, env)
+	if err != nil {
+		return nil, err
+	}
+	return session.Connect(ctx, env, st, m)
+}
+
+// sessionStore is the command's store as package session takes it.
+func sessionStore(c *cli.Context, env *cliEnv) (session.Store, error) {
+	loc, err := storeLocation(c, env)
+	if err != nil {
+		return session.Store{}, err
+	}
+	return session.Store{Dir: loc.dir, URL: loc.url, Name: redactURL(loc.url), Version: version,
+		Preload: func() []byte { return preloadFor(c, env) }}, nil
 }
 
 // sessionCommand is what package session needs of command c.

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -70,18 +68,18 @@ Examples:
 			}
 			addr := c.String("listen")
 			// With --listen, sessions may come from anyone with the token.
-			o, err := openOwner(ctx, c, env, dir, modeDrive, addr != "")
+			o, err := session.OpenOwner(ctx, env, session.Store{Dir: dir, Version: version, Preload: func() []byte { return preloadFor(c, env) }}, session.ModeDrive, addr != "")
 			if err != nil {
 				return err
 			}
-			o.srv.SetToken(token)
+			o.Server.SetToken(token)
 			var ln net.Listener
 			if addr != "" {
 				if ln, err = net.Listen("tcp", addr); err != nil {
-					o.shutdown()
+					o.Shutdown()
 					return fail(exitFailure, "listen on %s: %v", addr, err)
 				}
-				go o.srv.Serve(ln, false)
+				go o.Server.Serve(ln, false)
 				fmt.Fprintf(env.Stderr, "wagent: serving %s on %s and http://%s (the web console; token: wagent serve --print-token)\n", dir, server.SocketPath(dir), ln.Addr())
 			} else {
 				fmt.Fprintf(env.Stderr, "wagent: serving %s on %s (Ctrl-C stops)\n", dir, server.SocketPath(dir))
@@ -91,8 +89,8 @@ Examples:
 			if ln != nil {
 				ln.Close()
 			}
-			o.srv.Close(context.Background())
-			o.shutdown()
+			o.Server.Close(context.Background())
+			o.Shutdown()
 			return nil
 		},
 	}
@@ -130,7 +128,7 @@ func loadToken(env *cliEnv) (string, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return "", fail(exitFailure, "%v", err)
 		}
-		token := randomToken()
+		token := session.RandomToken()
 		f, err := os.CreateTemp(filepath.Dir(path), ".token-*") // 0600
 		if err != nil {
 			return "", fail(exitFailure, "write the token: %v", err)
@@ -183,10 +181,4 @@ func readToken(path string) (string, error) {
 		return "", fail(exitFailure, "the token file %s holds no token (one line of at least 32 characters): remove it and a new one is made", path)
 	}
 	return tok, nil
-}
-
-func randomToken() string {
-	var b [24]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -105,7 +105,7 @@ Examples:
 				return err
 			}
 			defer l.Close()
-			nopts := nodeOptions(env)
+			nopts := session.NodeOptions(env)
 			nopts.Log, nopts.Drive, nopts.SharedLog, nopts.PipelinesDir = l, true, true, dir
 			node, err := app.Open(ctx, nopts)
 			if err != nil {
@@ -180,7 +180,7 @@ func serveNATS(ctx context.Context, c *cli.Context, env *cliEnv, u, token string
 		return err
 	}
 	defer l.Close()
-	opts := nodeOptions(env)
+	opts := session.NodeOptions(env)
 	opts.Log, opts.Wake, opts.Interrupt, opts.SharedLog, opts.Exposed = l, bus.Wake, bus.Interrupt, true, true
 	node, err := app.Open(ctx, opts)
 	if err != nil {

@@ -31,7 +31,7 @@ func detached(ctx context.Context, env *term.Env, cn *Conn, asJSON bool, id stri
 	switch {
 	case cn.Remote:
 		render.Fprintf(env.Stderr, "wagent: queued for the workers; follow it with: wagent log -f %s\n", id)
-	case cn.Owner:
+	case cn.Own != nil:
 		render.Fprintf(env.Stderr, "wagent: queued; no process runs this store now: wagent resume %s runs it (or wagent serve)\n", id)
 	}
 	return nil

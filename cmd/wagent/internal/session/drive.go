@@ -45,15 +45,6 @@ type Command struct {
 	Resolve func() (*app.Sources, error)
 }
 
-// Conn is a command's connection to the store's owner.
-type Conn struct {
-	Client *server.Client
-	// Remote: a NATS store, whose sessions workers drive.
-	Remote bool
-	// Owner: this process opened the store (no other process runs it).
-	Owner bool
-}
-
 // DriveOptions are what wagent run and wagent resume are given.
 type DriveOptions struct {
 	Command
@@ -64,9 +55,8 @@ type DriveOptions struct {
 	// APIKey: --api-key was given.
 	APIKey bool
 	// Connect connects to the store's owner, or makes this process the
-	// owner; record says the command only records (--detach). The
-	// returned func closes the connection.
-	Connect func(ctx context.Context, record bool) (*Conn, func(), error)
+	// owner (Connect, with the command's store).
+	Connect func(context.Context, Mode) (*Conn, error)
 }
 
 // Drive runs a session until it is done or waits for a person, through
@@ -86,11 +76,15 @@ func Drive(o DriveOptions) error {
 		}
 	}
 	detach := o.Name == "run" && o.Detach
-	cn, closeConn, err := o.Connect(ctx, detach)
+	m := ModeDrive
+	if detach {
+		m = ModeRecord
+	}
+	cn, err := o.Connect(ctx, m)
 	if err != nil {
 		return err
 	}
-	defer closeConn()
+	defer cn.Close()
 	if cn.Remote && o.APIKey {
 		return app.Errorf(app.Invalid, "--api-key cannot reach the workers that run a NATS store's sessions (keys are never recorded): pass --api-key-env NAME and set NAME in the workers' environment")
 	}

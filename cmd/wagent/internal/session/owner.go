@@ -1,13 +1,14 @@
-package main
+package session
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"time"
-
-	"github.com/urfave/cli/v2"
 
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/cmd/wagent/internal/term"
@@ -37,39 +38,47 @@ import (
 // In every case the verbs go through the same API (package server), so
 // each has one implementation.
 
-// mode is what a command needs of the store.
-type mode int
+// Mode is what a command needs of the store.
+type Mode int
 
 const (
-	modeRead   mode = iota // reading: a read-only open is enough
-	modeRecord             // recording input or decisions, not driving
-	modeDrive              // driving sessions: the command becomes the owner
+	ModeRead   Mode = iota // reading: a read-only open is enough
+	ModeRecord             // recording input or decisions, not driving
+	ModeDrive              // driving sessions: the command becomes the owner
 )
 
-// conn is a command's connection to the store: a client of its owner,
-// and the owner itself when that is this process.
-type conn struct {
-	client *server.Client
-	own    *owner
-	dir    string
-	// remote: a NATS store, whose sessions workers drive (natsstore.go).
-	remote bool
+// Store is where a command's store lives, and what its owner needs.
+type Store struct {
+	// Dir is a badger store's directory; URL a NATS store's, Name the
+	// URL as messages show it (redacted).
+	Dir, URL, Name string
+	// Preload, when the command drives sessions, is the built-ins bundle
+	// their pipelines will load.
+	Preload func() []byte
+	// Version is wagent's, as the API reports it.
+	Version string
 }
 
-// connect finds the store's owner or becomes one, as mode needs.
-func connect(ctx context.Context, c *cli.Context, env *cliEnv, m mode) (*conn, error) {
-	loc, err := storeLocation(c, env)
-	if err != nil {
-		return nil, err
-	}
-	if loc.isNATS() {
-		o, err := openNATSOwner(ctx, env, loc.url)
+// Conn is a command's connection to the store: a client of its owner,
+// and the owner itself when that is this process.
+type Conn struct {
+	Client *server.Client
+	// Own is this process as the store's owner (nil: another process).
+	Own *Owner
+	// Remote: a NATS store, whose sessions workers drive.
+	Remote bool
+}
+
+// Connect finds the store's owner or becomes one, as m needs.
+func Connect(ctx context.Context, env *term.Env, st Store, m Mode) (*Conn, error) {
+	if st.URL != "" {
+		o, err := OpenNATSOwner(ctx, env, st)
 		if err != nil {
 			return nil, err
 		}
-		return &conn{client: o.client, own: o, remote: true}, nil
+		return &Conn{Client: o.Client, Own: o, Remote: true}, nil
 	}
-	dir := loc.dir
+	dir := st.Dir
 	// A held lock means a live process: the kernel drops it when one dies.
 	// An owner that is busy (starting, compiling a pipeline, on a loaded
 	// machine) may take seconds to answer its socket, so a command waits
@@ -77,11 +86,11 @@ func connect(ctx context.Context, c *cli.Context, env *cliEnv, m mode) (*conn, e
 	deadline := time.Now().Add(lockPatience)
 	for {
 		if cl, err := server.Dial(ctx, dir); err == nil {
-			return &conn{client: cl, dir: dir}, nil
+			return &Conn{Client: cl}, nil
 		}
-		o, err := openOwner(ctx, c, env, dir, m, false)
+		o, err := OpenOwner(ctx, env, st, m, false)
 		if err == nil {
-			return &conn{client: o.client, own: o, dir: dir}, nil
+			return &Conn{Client: o.Client, Own: o}, nil
 		}
 		if app.ReasonOf(err) != app.Locked || time.Now().After(deadline) {
 			return nil, err
@@ -96,22 +105,22 @@ func connect(ctx context.Context, c *cli.Context, env *cliEnv, m mode) (*conn, e
 	}
 }
 
-// close ends the connection; an owner first waits for the sessions it
+// Close ends the connection; an owner first waits for the sessions it
 // runs for other clients.
-func (cn *conn) close() {
-	if cn.own != nil {
-		cn.own.shutdown()
+func (cn *Conn) Close() {
+	if cn.Own != nil {
+		cn.Own.Shutdown()
 	}
 }
 
-// owner is this process holding the store: an app.Node over it, and the
+// Owner is this process holding the store: an app.Node over it, and the
 // API (package server) over the node, served on the store's socket.
-type owner struct {
-	env    *cliEnv
-	mode   mode
+type Owner struct {
+	env    *term.Env
+	mode   Mode
 	node   *app.Node
-	srv    *server.Server
-	client *server.Client
+	Server *server.Server
+	Client *server.Client
 	unlist func()
 	served chan struct{}
 }
@@ -120,9 +129,9 @@ type owner struct {
 // holds to answer on its socket.
 const lockPatience = 30 * time.Second
 
-// nodeOptions are the app.Node options every command's node starts from:
+// NodeOptions are the app.Node options every command's node starts from:
 // this process's environment, config and terminal.
-func nodeOptions(env *cliEnv) app.Options {
+func NodeOptions(env *term.Env) app.Options {
 	cfg, _ := env.LoadConfig() // a broken config was said by the command
 	o := app.Options{
 		Getenv:         env.Getenv,
@@ -138,46 +147,47 @@ func nodeOptions(env *cliEnv) app.Options {
 	return o
 }
 
-// openOwner opens the store in dir as its owner. exposed says the API
+// OpenOwner opens the store in st.Dir as its owner. exposed says the API
 // will also be served over TCP (wagent serve --listen), to remote clients.
-func openOwner(ctx context.Context, c *cli.Context, env *cliEnv, dir string, m mode, exposed bool) (*owner, error) {
-	o := &owner{env: env, mode: m}
-	opts := nodeOptions(env)
-	opts.Drive, opts.Exposed = m == modeDrive, exposed
-	opts.OpenLog = func() (store.Log, error) { return app.OpenStoreDir(dir, m == modeRead) }
-	if m == modeDrive {
-		opts.Preload = preloadFor(c, env)
+func OpenOwner(ctx context.Context, env *term.Env, st Store, m Mode, exposed bool) (*Owner, error) {
+	dir := st.Dir
+	o := &Owner{env: env, mode: m}
+	opts := NodeOptions(env)
+	opts.Drive, opts.Exposed = m == ModeDrive, exposed
+	opts.OpenLog = func() (store.Log, error) { return app.OpenStoreDir(dir, m == ModeRead) }
+	if m == ModeDrive {
+		opts.Preload = st.Preload()
 	}
 	var err error
 	if o.node, err = app.Open(ctx, opts); err != nil {
 		return nil, err
 	}
-	token := randomToken()
-	o.srv, err = server.New(o.node, server.Options{Token: token, Version: version, StoreName: dir, Console: console.FS()})
+	token := RandomToken()
+	o.Server, err = server.New(o.node, server.Options{Token: token, Version: st.Version, StoreName: dir, Console: console.FS()})
 	if err != nil {
 		o.node.Close(ctx)
-		return nil, fail(exitFailure, "%v", err)
+		return nil, app.Errorf(app.Failed, "%v", err)
 	}
-	if m != modeDrive {
+	if m != ModeDrive {
 		// In this process only: a short command that records or reads.
-		o.client = server.NewClient("http://wagent", token, &http.Client{Transport: server.InProcess(o.srv)})
+		o.Client = server.NewClient("http://wagent", token, &http.Client{Transport: server.InProcess(o.Server)})
 		return o, nil
 	}
 	ln, unlist, err := server.Listen(dir)
 	if err != nil {
 		o.node.Close(ctx)
-		return nil, fail(exitFailure, "%v", err)
+		return nil, app.Errorf(app.Failed, "%v", err)
 	}
 	o.unlist, o.served = unlist, make(chan struct{})
 	go func() {
 		defer close(o.served)
-		o.srv.Serve(ln, true)
+		o.Server.Serve(ln, true)
 	}()
-	o.client = server.NewUnixClient(server.SocketPath(dir))
+	o.Client = server.NewUnixClient(server.SocketPath(dir))
 	return o, nil
 }
 
-// shutdown waits until no session of other clients runs, then until the
+// Shutdown waits until no session of other clients runs, then until the
 // clients that follow them have been sent every event, then stops serving
 // and releases the store.
 //
@@ -186,10 +196,10 @@ func openOwner(ctx context.Context, c *cli.Context, env *cliEnv, dir string, m m
 // process stays until those turns end, even after a signal (which ended
 // only this command's own turn). wagent cancel SESSION, or the client
 // that started a turn, stops it.
-func (o *owner) shutdown() {
+func (o *Owner) Shutdown() {
 	ctx := context.Background()
 	host := o.node.Host()
-	if o.mode == modeDrive {
+	if o.mode == ModeDrive {
 		said := false
 		// A drain that is ending (this command's own turn has just ended)
 		// is not worth a line: only sessions still running after a moment.
@@ -215,13 +225,63 @@ func (o *owner) shutdown() {
 		// A client following a turn this process ran gets its end before
 		// the connection goes (a few seconds at most for a slow reader).
 		wait, cancel := context.WithTimeout(ctx, 5*time.Second)
-		o.srv.StreamsSent(wait)
+		o.Server.StreamsSent(wait)
 		cancel()
 	}
-	o.srv.Close(ctx)
+	o.Server.Close(ctx)
 	if o.unlist != nil {
 		o.unlist()
 		<-o.served
 	}
 	o.node.Close(ctx)
+}
+
+// OpenNATSOwner opens a NATS store (st.URL) for a command: the API over
+// it, for sessions that workers drive, served on a private socket.
+func OpenNATSOwner(ctx context.Context, env *term.Env, st Store) (*Owner, error) {
+	l, bus, err := app.OpenNATS(ctx, st.URL, 0, st.Name)
+	if err != nil {
+		return nil, err
+	}
+	opts := NodeOptions(env)
+	opts.Log, opts.CloseLog, opts.Wake, opts.Interrupt, opts.SharedLog = l, true, bus.Wake, bus.Interrupt, true
+	node, err := app.Open(ctx, opts)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	o := &Owner{env: env, mode: ModeRecord, node: node}
+	o.Server, err = server.New(node, server.Options{Token: RandomToken(), Version: st.Version, StoreName: st.Name, Console: console.FS()})
+	if err != nil {
+		node.Close(ctx)
+		return nil, app.Errorf(app.Failed, "%v", err)
+	}
+	// A socket for this process's own client, so streams work as they do
+	// with an owner (the whole command talks through the same API).
+	sockDir, err := os.MkdirTemp("", "wagent-nats-")
+	if err != nil {
+		node.Close(ctx)
+		return nil, app.Errorf(app.Failed, "%v", err)
+	}
+	ln, unlist, err := server.Listen(sockDir)
+	if err != nil {
+		os.RemoveAll(sockDir)
+		node.Close(ctx)
+		return nil, app.Errorf(app.Failed, "%v", err)
+	}
+	o.unlist = func() { unlist(); os.RemoveAll(sockDir) }
+	o.served = make(chan struct{})
+	go func() {
+		defer close(o.served)
+		o.Server.Serve(ln, true)
+	}()
+	o.Client = server.NewUnixClient(server.SocketPath(sockDir))
+	return o, nil
+}
+
+// RandomToken is a new API token.
+func RandomToken() string {
+	var b [24]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
