@@ -232,37 +232,6 @@ func settle(t *testing.T, ctx context.Context, cl *server.Client, id string) (st
 	return status, head
 }
 
-// The chat's line editor reads the terminal's bytes and the interrupts the
-// program injects; each injected one is counted once, so a Ctrl-C of the
-// person's is never taken for the program's, nor the other way round
-// beyond the one the program sent.
-func TestPromptInputInjectsCountedInterrupts(t *testing.T) {
-	pr, pw := io.Pipe()
-	in := newPromptInput(pr)
-	if in.injected() {
-		t.Fatal("an interrupt counted before any was injected")
-	}
-	in.interrupt()
-	buf := make([]byte, 8)
-	n, err := in.Read(buf)
-	if err != nil || n != 1 || buf[0] != 3 {
-		t.Fatalf("read %q %v, want the injected 0x03", buf[:n], err)
-	}
-	go io.WriteString(pw, "y\r")
-	n, err = in.Read(buf)
-	if err != nil || string(buf[:n]) != "y\r" {
-		t.Fatalf("read %q %v, want the typed bytes", buf[:n], err)
-	}
-	if !in.injected() || in.injected() {
-		t.Fatal("the injected interrupt was not counted exactly once")
-	}
-	pw.Close()
-	if _, err := in.Read(buf); err != io.EOF {
-		t.Fatalf("after the terminal closed: %v, want EOF", err)
-	}
-	in.interrupt() // after the end: nothing blocks, nothing is read
-}
-
 // serverOver is a server over a new node of ao.
 func serverOver(ao app.Options, so server.Options) (*server.Server, error) {
 	node, err := app.Open(context.Background(), ao)

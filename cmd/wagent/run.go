@@ -71,7 +71,7 @@ Examples:
 				}
 			case prompt == "" && !c.Bool("json"):
 				// At a terminal with no prompt: talk.
-				return chat(c, env, c.String("session"))
+				return startChat(c, env, c.String("session"))
 			}
 			return drive(c, env, c.String("session"), prompt)
 		},
