@@ -64,6 +64,9 @@ func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv fu
 	}
 	// The application layer's errors carry their kind: a request that is
 	// wrong is a usage error, anything else a failure.
+	if errors.As(err, new(*session.DivergedError)) {
+		return exitDiverged
+	}
 	var we *session.WaitingError
 	if errors.As(err, &we) {
 		if we.Msg != "" {
