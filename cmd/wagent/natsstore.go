@@ -12,8 +12,8 @@ import (
 // A NATS store (--store nats://…) has no owner process: workers (wagent
 // worker) drive its sessions, from any number of machines. Every other
 // command opens the store itself and serves the same API as an owner does
-// (package server, with Options.Wake), on a private socket for the
-// command's own client: it records what it was asked, publishes the
+// (package server, with Options.Wake; session.OpenNATSOwner), on a
+// private socket for the command's own client: it records what it was asked, publishes the
 // wake-up, and reads what the workers append. No command here runs a
 // session, a tool or a model request.
 

@@ -75,8 +75,8 @@ type chatter struct {
 	lastInt    time.Time
 	// quit: leave once the running turn is settled.
 	quit bool
-	// own follows the input of the line last sent (own.go): its turn is
-	// what the chat shows and what Ctrl-C cancels.
+	// own follows the input of the line last sent (session.OwnTurn): its
+	// turn is what the chat shows and what Ctrl-C cancels.
 	own *session.OwnTurn
 }
 

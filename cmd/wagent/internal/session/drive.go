@@ -127,7 +127,7 @@ func Drive(o DriveOptions) error {
 	start := startInput(ctx, cl, id, prompt)
 	if prompt != "" {
 		// The run shows the turn its input opens, and on a signal cancels
-		// only that (own.go).
+		// only that (OwnTurn, own.go).
 		f.own = NewOwnTurn(InputID())
 		start = f.own.Send(ctx, cl, id, prompt)
 	}
