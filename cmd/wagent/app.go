@@ -2,23 +2,21 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
 	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/cmd/wagent/internal/session"
+	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/store"
 )
 
@@ -34,17 +32,7 @@ const (
 var version = "dev"
 
 // cliEnv is what a run of the CLI talks to.
-type cliEnv struct {
-	stdin          io.Reader
-	stdout, stderr io.Writer
-	getenv         func(string) string
-	// interactive: standard input is a terminal, so approvals are asked.
-	interactive bool
-	// colour: standard output is a terminal.
-	colour bool
-	// config is the config file once read (loadConfig).
-	config *loadedConfig
-}
+type cliEnv = term.Env
 
 // exitError carries an exit code and a one-line message.
 type exitError struct {
@@ -59,8 +47,8 @@ func fail(code int, format string, args ...any) error {
 }
 
 func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	env := &cliEnv{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv,
-		interactive: isTerminal(stdin), colour: isTerminal(stdout) && getenv("NO_COLOR") == ""}
+	env := &cliEnv{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: getenv,
+		Interactive: term.IsTerminal(stdin), Colour: term.IsTerminal(stdout) && getenv("NO_COLOR") == ""}
 	cliApp := newApp(env)
 	args = interspersed(cliApp, args)
 	err := cliApp.Run(args)
@@ -70,15 +58,27 @@ func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv fu
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			tprintln(stderr, "wagent: "+ee.msg)
+			render.Fprintln(stderr, "wagent: "+ee.msg)
 		}
 		return ee.code
 	}
 	// The application layer's errors carry their kind: a request that is
 	// wrong is a usage error, anything else a failure.
+	if errors.As(err, new(*session.DivergedError)) {
+		return exitDiverged
+	}
+	var we *session.WaitingError
+	if errors.As(err, &we) {
+		if we.Msg != "" {
+			render.Fprintln(stderr, "wagent: "+we.Msg)
+		}
+		return exitWaiting
+	}
 	var ae *app.Error
 	if errors.As(err, &ae) {
-		tprintln(stderr, "wagent: "+ae.Msg)
+		if ae.Msg != "" { // "": the reason was said, or none is to be
+			render.Fprintln(stderr, "wagent: "+ae.Msg)
+		}
 		if ae.Reason == app.Invalid {
 			return exitUsage
 		}
@@ -86,10 +86,10 @@ func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv fu
 	}
 	// Flag and argument errors from urfave/cli are usage errors.
 	if isUsageError(err) {
-		tprintln(stderr, "wagent: "+oneLine(err.Error())+" (see wagent --help)")
+		render.Fprintln(stderr, "wagent: "+term.OneLine(err.Error())+" (see wagent --help)")
 		return exitUsage
 	}
-	tprintln(stderr, "wagent: "+oneLine(err.Error()))
+	render.Fprintln(stderr, "wagent: "+term.OneLine(err.Error()))
 	return exitFailure
 }
 
@@ -103,21 +103,6 @@ func isUsageError(err error) bool {
 	return false
 }
 
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return s
-}
-
-// isTerminal reports whether x is a terminal (not merely a character
-// device: /dev/null is one too).
-func isTerminal(x any) bool {
-	f, ok := x.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
 var storeFlag = &cli.StringFlag{Name: "store", Usage: "the store: a `DIR` or badger:DIR, or nats://HOST:PORT[?stream=…&replicas=3] (default: $WAGENT_STORE, else $WAGENT_HOME/store or the user data directory)", EnvVars: nil}
 
 func newApp(env *cliEnv) *cli.App {
@@ -125,20 +110,20 @@ func newApp(env *cliEnv) *cli.App {
 		Name:      "wagent",
 		Usage:     "run LLM agents whose behaviour is sandboxed WebAssembly operations",
 		Version:   version,
-		Writer:    env.stdout,
-		ErrWriter: env.stderr,
+		Writer:    env.Stdout,
+		ErrWriter: env.Stderr,
 		// Exit codes are ours: never let the library call os.Exit.
 		ExitErrHandler:         func(c *cli.Context, err error) {},
 		HideVersion:            true,
 		UseShortOptionHandling: true,
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
-			return fail(exitUsage, "%s (see %s --help)", oneLine(err.Error()), strings.TrimSpace("wagent "+commandPath(c)))
+			return fail(exitUsage, "%s (see %s --help)", term.OneLine(err.Error()), strings.TrimSpace("wagent "+commandPath(c)))
 		},
 		// --store before the command (wagent --store DIR sessions) means
 		// what it does after it.
 		Flags: []cli.Flag{storeFlag},
 		CommandNotFound: func(c *cli.Context, name string) {
-			tprintf(env.stderr, "wagent: no command %q (see wagent --help)\n", name)
+			render.Fprintf(env.Stderr, "wagent: no command %q (see wagent --help)\n", name)
 		},
 		Commands: []*cli.Command{
 			runCommand(env),
@@ -166,7 +151,7 @@ func newApp(env *cliEnv) *cli.App {
 				Usage:     "print wagent's version",
 				UsageText: "wagent version\n\nExample:\n   wagent version",
 				Action: func(c *cli.Context) error {
-					tprintf(env.stdout, "wagent %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+					render.Fprintf(env.Stdout, "wagent %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 					return nil
 				},
 			},
@@ -194,10 +179,10 @@ func newApp(env *cliEnv) *cli.App {
 // defaultStoreDir is the store directory when --store names none:
 // $WAGENT_HOME/store, or the user's data directory (see storeurl.go).
 func defaultStoreDir(env *cliEnv) (string, error) {
-	if h := env.getenv("WAGENT_HOME"); h != "" {
+	if h := env.Getenv("WAGENT_HOME"); h != "" {
 		return filepath.Join(h, "store"), nil
 	}
-	if x := env.getenv("XDG_DATA_HOME"); x != "" {
+	if x := env.Getenv("XDG_DATA_HOME"); x != "" {
 		return filepath.Join(x, "wagent", "store"), nil
 	}
 	home, err := os.UserHomeDir()
@@ -231,87 +216,6 @@ func sessionArg(c *cli.Context, usage string) (string, error) {
 		return "", fail(exitUsage, "%v", err)
 	}
 	return id, nil
-}
-
-// stopped says why a command's context was cancelled: a signal, or a
-// standard output that was closed. It is the context's cause.
-type stopped struct {
-	cause event.Cause
-	// quiet: exit without a message (the reader of our output is gone).
-	quiet bool
-}
-
-func (s *stopped) Error() string { return s.cause.Reason }
-
-// signalContext is cancelled on the first SIGINT, SIGTERM or SIGHUP, with
-// a *stopped cause saying which; SIGPIPE is caught too, so that a write
-// to a closed standard output fails (see guardStdout) instead of killing
-// the process with the turn open.
-func signalContext() (context.Context, context.CancelCauseFunc, func()) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
-	go func() {
-		for {
-			select {
-			case sig := <-ch:
-				switch sig {
-				case syscall.SIGPIPE:
-					continue // the failed write reports it
-				case syscall.SIGTERM:
-					cancel(&stopped{cause: event.Cause{Kind: event.CauseParent, Reason: "terminated (SIGTERM)"}})
-				case syscall.SIGHUP:
-					cancel(&stopped{cause: event.Cause{Kind: event.CauseParent, Reason: "the terminal hung up (SIGHUP)"}})
-				default:
-					cancel(&stopped{cause: event.Cause{Kind: event.CauseUser, Reason: "interrupted at the terminal"}})
-				}
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return ctx, cancel, func() { signal.Stop(ch); cancel(nil) }
-}
-
-// stopCause returns why ctx was cancelled (a Ctrl-C when it does not say).
-func stopCause(ctx context.Context) *stopped {
-	var s *stopped
-	if errors.As(context.Cause(ctx), &s) {
-		return s
-	}
-	return &stopped{cause: event.Cause{Kind: event.CauseUser, Reason: "interrupted"}}
-}
-
-// guardStdout wraps standard output so that the first failed write (the
-// reader went away: `wagent run … | head -3`) cancels ctx, and the turn
-// ends as it would on Ctrl-C, quietly.
-type guardStdout struct {
-	w      io.Writer
-	cancel context.CancelCauseFunc
-	mu     sync.Mutex
-	failed bool
-}
-
-func (g *guardStdout) Write(p []byte) (int, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.failed {
-		return 0, io.ErrClosedPipe
-	}
-	n, err := g.w.Write(p)
-	if err != nil {
-		g.failed = true
-		g.cancel(&stopped{cause: event.Cause{Kind: event.CauseParent, Reason: "standard output was closed"}, quiet: true})
-	}
-	return n, err
-}
-
-func printJSON(w io.Writer, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return
-	}
-	w.Write(append(b, '\n'))
 }
 
 // readState folds a session's whole log.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/wagent/wagent/cmd/wagent/internal/chat"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/fakeopenai"
 )
@@ -323,7 +324,7 @@ func TestChatCtrlCCancelsTheTurn(t *testing.T) {
 		t.Fatalf("assistant messages %+v, want the text shown kept as an interrupted answer", msgs)
 	}
 	// The chat goes on.
-	time.Sleep(doubleInterrupt)
+	time.Sleep(chat.DoubleInterrupt)
 	m = s.mark()
 	s.typeKeys("are you there?\r")
 	s.waitFor(m, "Still here.")
@@ -358,7 +359,7 @@ func TestChatLeavingAndComingBack(t *testing.T) {
 	s.typeKeys("remember the number 7\r")
 	s.waitFor(m, "Noted.")
 	s.waitFor(m, "› ")
-	time.Sleep(doubleInterrupt)
+	time.Sleep(chat.DoubleInterrupt)
 	m = s.mark()
 	s.typeKeys("\x03")
 	s.waitFor(m, "(Ctrl-C again or Ctrl-D to leave)")

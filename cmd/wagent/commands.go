@@ -10,8 +10,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wagent/wagent/cmd/wagent/internal/session"
+	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/engine"
-	"github.com/wagent/wagent/engine/session"
+	driver "github.com/wagent/wagent/engine/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
@@ -51,14 +53,14 @@ Examples:
 				return fail(exitUsage, "%v", err)
 			}
 			ctx := context.Background()
-			cn, err := connect(ctx, c, env, modeRecord)
+			cn, err := connect(ctx, c, env, session.ModeRecord)
 			if err != nil {
 				return err
 			}
-			defer cn.close()
-			info, err := cn.client.Session(ctx, id)
+			defer cn.Close()
+			info, err := cn.Client.Session(ctx, id)
 			if err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
 			calls, err := pickCalls(id, info.Waiting, ids, c.Bool("all"))
 			if err != nil {
@@ -74,13 +76,13 @@ Examples:
 				}
 				req.Decisions = append(req.Decisions, d)
 			}
-			res, err := cn.client.Decide(ctx, id, req)
+			res, err := cn.Client.Decide(ctx, id, req)
 			if err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
 			past := map[bool]string{true: "allowed", false: "denied"}[allow]
 			for _, w := range calls {
-				tprintf(env.stdout, "%s %s %s %s\n", past, w.ID, callTitle(w), render.Arguments(w.Arguments, 120))
+				render.Fprintf(env.Stdout, "%s %s %s %s\n", past, w.ID, session.CallTitle(w), render.Arguments(w.Arguments, 120))
 			}
 			switch {
 			case len(res.Waiting) > 0:
@@ -88,13 +90,13 @@ Examples:
 				for _, w := range res.Waiting {
 					left = append(left, w.ID)
 				}
-				tprintf(env.stdout, "still waiting: %s\n", strings.Join(left, " "))
-			case cn.remote:
-				tprintf(env.stdout, "a worker goes on with the session; follow it with: wagent log -f %s\n", id)
-			case cn.own != nil:
-				tprintf(env.stdout, "continue with: wagent resume %s\n", id)
+				render.Fprintf(env.Stdout, "still waiting: %s\n", strings.Join(left, " "))
+			case cn.Remote:
+				render.Fprintf(env.Stdout, "a worker goes on with the session; follow it with: wagent log -f %s\n", id)
+			case cn.Own != nil:
+				render.Fprintf(env.Stdout, "continue with: wagent resume %s\n", id)
 			default:
-				tprintf(env.stdout, "the session goes on in its owner (pid %d); follow it with: wagent log -f %s\n", ownerPID(ctx, cn), id)
+				render.Fprintf(env.Stdout, "the session goes on in its owner (pid %d); follow it with: wagent log -f %s\n", ownerPID(ctx, cn), id)
 			}
 			return nil
 		},
@@ -140,8 +142,8 @@ func pickCalls(session string, waiting []event.WaitingCall, names []string, all 
 	return out, nil
 }
 
-func ownerPID(ctx context.Context, cn *conn) int {
-	h, err := cn.client.Health(ctx)
+func ownerPID(ctx context.Context, cn *session.Conn) int {
+	h, err := cn.Client.Health(ctx)
 	if err != nil {
 		return 0
 	}
@@ -170,16 +172,16 @@ Example:
 				return fail(exitUsage, "%v", err)
 			}
 			ctx := context.Background()
-			cn, err := connect(ctx, c, env, modeRecord)
+			cn, err := connect(ctx, c, env, session.ModeRecord)
 			if err != nil {
 				return err
 			}
-			defer cn.close()
-			q, err := cn.client.Input(ctx, id, verb, c.Args().Get(1))
+			defer cn.Close()
+			q, err := cn.Client.Input(ctx, id, verb, c.Args().Get(1))
 			if err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
-			tprintf(env.stdout, "queued %s on %s\n", q.MessageID, list)
+			render.Fprintf(env.Stdout, "queued %s on %s\n", q.MessageID, list)
 			return nil
 		},
 	}
@@ -203,26 +205,26 @@ Example:
 				return err
 			}
 			ctx := context.Background()
-			cn, err := connect(ctx, c, env, modeRecord)
+			cn, err := connect(ctx, c, env, session.ModeRecord)
 			if err != nil {
 				return err
 			}
-			defer cn.close()
-			before, err := cn.client.Session(ctx, id)
+			defer cn.Close()
+			before, err := cn.Client.Session(ctx, id)
 			if err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
-			if _, err := cn.client.Cancel(ctx, id, server.CancelRequest{Reason: c.String("reason"), KeepInbox: c.Bool("keep-inbox"), By: fmt.Sprintf("wagent cancel (pid %d)", os.Getpid())}); err != nil {
-				return apiFail(err)
+			if _, err := cn.Client.Cancel(ctx, id, server.CancelRequest{Reason: c.String("reason"), KeepInbox: c.Bool("keep-inbox"), By: fmt.Sprintf("wagent cancel (pid %d)", os.Getpid())}); err != nil {
+				return session.APIFail(err)
 			}
 			switch {
-			case before.TurnOpen || before.Status == string(session.DriverRunning):
-				tprintf(env.stdout, "turn %d aborted\n", before.Turns)
+			case before.TurnOpen || before.Status == string(driver.DriverRunning):
+				render.Fprintf(env.Stdout, "turn %d aborted\n", before.Turns)
 			default:
-				tprintln(env.stdout, "no turn was open")
+				render.Fprintln(env.Stdout, "no turn was open")
 			}
 			if !c.Bool("keep-inbox") && before.Queued > 0 {
-				tprintf(env.stdout, "discarded %s\n", plural(before.Queued, "queued message"))
+				render.Fprintf(env.Stdout, "discarded %s\n", session.Plural(before.Queued, "queued message"))
 			}
 			return nil
 		},
@@ -243,33 +245,33 @@ Example:
 			if err != nil {
 				return err
 			}
-			ctx, _, stop := signalContext()
+			ctx, _, stop := session.SignalContext()
 			defer stop()
-			cn, err := connect(ctx, c, env, modeDrive)
+			cn, err := connect(ctx, c, env, session.ModeDrive)
 			if err != nil {
 				return err
 			}
-			defer cn.close()
-			if _, err := cn.client.Session(ctx, id); err != nil {
-				return apiFail(err)
+			defer cn.Close()
+			if _, err := cn.Client.Session(ctx, id); err != nil {
+				return session.APIFail(err)
 			}
-			res, err := cn.client.Step(ctx, id)
+			res, err := cn.Client.Step(ctx, id)
 			if err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
-			out := newPrinter(env, c.Bool("json"), id)
-			out.verbose = true
+			out := session.NewPrinter(env, c.Bool("json"), id)
+			out.Verbose = true
 			for i := range res.Events {
-				out.live(engine.Live{Kind: "event", Session: id, Event: &res.Events[i]})
+				out.Live(engine.Live{Kind: "event", Session: id, Event: &res.Events[i]})
 			}
-			out.finish()
+			out.Finish()
 			switch res.Outcome {
 			case engine.Waiting.String():
-				out.waiting(res.Waiting)
-				return &exitError{code: exitWaiting}
+				out.Waiting(res.Waiting)
+				return &session.WaitingError{}
 			case engine.Idle.String():
-				if !out.json {
-					tprintln(env.stdout, "nothing to do: the session is idle")
+				if !out.JSON {
+					render.Fprintln(env.Stdout, "nothing to do: the session is idle")
 				}
 			}
 			return nil
@@ -294,24 +296,24 @@ Examples:
 			if err != nil {
 				return err
 			}
-			ctx, _, stop := signalContext()
+			ctx, _, stop := session.SignalContext()
 			defer stop()
-			cn, err := connect(ctx, c, env, modeRead)
+			cn, err := connect(ctx, c, env, session.ModeRead)
 			if err != nil {
 				return err
 			}
-			defer cn.close()
-			evs, err := cn.client.Events(ctx, id, 1, 0)
+			defer cn.Close()
+			evs, err := cn.Client.Events(ctx, id, 1, 0)
 			if err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
 			// Shown as stored, broken or not; a log the fold refuses is
 			// said so after it, and the command fails.
 			if c.Bool("json") {
 				for _, e := range evs.Events {
-					printJSON(env.stdout, e)
+					term.PrintJSON(env.Stdout, e)
 				}
-			} else if err := render.Log(env.stdout, evs.Events, render.Options{Session: id, Colour: env.colour, Cost: priceList(env)}); err != nil {
+			} else if err := render.Log(env.Stdout, evs.Events, render.Options{Session: id, Colour: env.Colour, Cost: session.PriceList(env)}); err != nil {
 				return fail(exitFailure, "%v", err)
 			}
 			if evs.Broken != "" {
@@ -320,21 +322,21 @@ Examples:
 			if !c.Bool("follow") {
 				return nil
 			}
-			if cn.own != nil && !cn.remote {
-				fmt.Fprintf(env.stderr, "wagent: no process is running the store; nothing will be appended until one does (follow it then)\n")
+			if cn.Own != nil && !cn.Remote {
+				fmt.Fprintf(env.Stderr, "wagent: no process is running the store; nothing will be appended until one does (follow it then)\n")
 				return nil
 			}
-			out := newPrinter(env, c.Bool("json"), id)
-			err = cn.client.Stream(ctx, id, evs.Head+1, func(ev server.StreamEvent) error {
+			out := session.NewPrinter(env, c.Bool("json"), id)
+			err = cn.Client.Stream(ctx, id, evs.Head+1, func(ev server.StreamEvent) error {
 				if ev.Kind == "event" && c.Bool("json") {
-					printJSON(env.stdout, ev.Event)
+					term.PrintJSON(env.Stdout, ev.Event)
 					return nil
 				}
 				if ev.Kind == "event" {
-					return render.Log(env.stdout, []store.Event{*ev.Event}, render.Options{Session: id, Colour: env.colour})
+					return render.Log(env.Stdout, []store.Event{*ev.Event}, render.Options{Session: id, Colour: env.Colour})
 				}
 				if ev.Kind == "delta" && !c.Bool("json") {
-					out.live(engine.Live{Kind: "delta", Session: id, Text: ev.Text})
+					out.Live(engine.Live{Kind: "delta", Session: id, Text: ev.Text})
 				}
 				return nil
 			})
@@ -360,14 +362,14 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 				return err
 			}
 			ctx := context.Background()
-			cn, err := connect(ctx, c, env, modeRead)
+			cn, err := connect(ctx, c, env, session.ModeRead)
 			if err != nil {
 				return err
 			}
-			defer cn.close()
-			list, err := cn.client.Sessions(ctx)
+			defer cn.Close()
+			list, err := cn.Client.Sessions(ctx)
 			if err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
 			var rows [][]string
 			now := time.Now()
@@ -381,11 +383,11 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 					for _, w := range s.Waiting {
 						ids = append(ids, w.ID)
 					}
-					status = "waiting for " + plural(len(s.Waiting), "approval")
+					status = "waiting for " + session.Plural(len(s.Waiting), "approval")
 					if c.Bool("json") {
 						status += ": " + strings.Join(ids, " ")
 					}
-				case s.Status == string(session.DriverRunning):
+				case s.Status == string(driver.DriverRunning):
 					status = "running"
 				case s.TurnOpen:
 					status = fmt.Sprintf("turn %d open (it stopped: wagent resume goes on with it)", s.Turns)
@@ -393,15 +395,15 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 					status = fmt.Sprintf("idle, %d queued", s.Queued)
 				}
 				if c.Bool("json") {
-					printJSON(env.stdout, map[string]any{"session": s.ID, "status": status, "turns": s.Turns, "events": s.Head, "title": s.Title,
+					term.PrintJSON(env.Stdout, map[string]any{"session": s.ID, "status": status, "turns": s.Turns, "events": s.Head, "title": s.Title,
 						"usage": s.Usage, "last_activity": s.LastActivity})
 					continue
 				}
-				rows = append(rows, sessionRow(s, status, now))
+				rows = append(rows, session.SessionRow(s, status, now))
 			}
-			printSessions(env, rows)
+			session.PrintSessions(env, rows)
 			if len(list.Sessions) == 0 && !c.Bool("json") {
-				tprintln(env.stdout, "no sessions yet: wagent run \"…\" starts one")
+				render.Fprintln(env.Stdout, "no sessions yet: wagent run \"…\" starts one")
 			}
 			return nil
 		},

@@ -8,31 +8,18 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/cmd/wagent/internal/term"
+	"github.com/wagent/wagent/render"
 )
 
 // The config file (app.Config) holds what a person sets once; each
 // setting is taken from its flag, its environment variable, the chosen
 // profile, the file's top level, then the built-in default (app.Sources).
 
-// loadConfig reads the config file once per command: the store, the
-// settings and the prices all come from the same reading.
-func loadConfig(env *cliEnv) (*app.Config, error) {
-	if env.config == nil {
-		cfg, err := app.LoadConfig(env.getenv)
-		env.config = &loadedConfig{cfg, err}
-	}
-	return env.config.cfg, env.config.err
-}
-
-type loadedConfig struct {
-	cfg *app.Config
-	err error
-}
-
 // newResolver resolves settings for one command: its flags, the
 // environment and the config file.
 func newResolver(c *cli.Context, env *cliEnv) (*app.Sources, error) {
-	cfg, err := loadConfig(env)
+	cfg, err := env.LoadConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +27,7 @@ func newResolver(c *cli.Context, env *cliEnv) (*app.Sources, error) {
 	if c != nil && c.IsSet("profile") {
 		profile = c.String("profile")
 	}
-	return app.NewSources(cfg, env.getenv, commandFlags(c), profile, "--profile")
+	return app.NewSources(cfg, env.Getenv, commandFlags(c), profile, "--profile")
 }
 
 // commandFlags looks up a command's flags that are set.
@@ -122,7 +109,7 @@ func showConfig(c *cli.Context, env *cliEnv) error {
 	all := r.All()
 	file := r.Config().Path
 	if file == "" {
-		p, _ := app.ConfigPath(env.getenv)
+		p, _ := app.ConfigPath(env.Getenv)
 		file = "none (" + p + " does not exist)"
 		if p == "" {
 			file = "none"
@@ -185,15 +172,15 @@ func showConfig(c *cli.Context, env *cliEnv) error {
 		for _, rw := range rows {
 			out[rw.Key] = map[string]string{"value": rw.Value, "source": rw.Source}
 		}
-		printJSON(env.stdout, out)
+		term.PrintJSON(env.Stdout, out)
 		return nil
 	}
 	for _, rw := range rows {
 		if rw.Source == "" {
-			tprintf(env.stdout, "%-12s %s\n", rw.Key, rw.Value)
+			render.Fprintf(env.Stdout, "%-12s %s\n", rw.Key, rw.Value)
 			continue
 		}
-		tprintf(env.stdout, "%-12s %-40s %s\n", rw.Key, rw.Value, rw.Source)
+		render.Fprintf(env.Stdout, "%-12s %-40s %s\n", rw.Key, rw.Value, rw.Source)
 	}
 	return nil
 }

@@ -14,8 +14,11 @@ import (
 
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/builtins"
+	"github.com/wagent/wagent/cmd/wagent/internal/session"
+	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/pipeline"
+	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/jsonl"
@@ -47,21 +50,21 @@ Examples:
 				return err
 			}
 			ctx := context.Background()
-			cn, err := connect(ctx, c, env, modeRead)
+			cn, err := connect(ctx, c, env, session.ModeRead)
 			if err != nil {
 				return err
 			}
-			evs, err := cn.client.Events(ctx, id, 1, 0)
-			cn.close()
+			evs, err := cn.Client.Events(ctx, id, 1, 0)
+			cn.Close()
 			if err != nil {
-				return apiFail(err)
+				return session.APIFail(err)
 			}
 			h := jsonl.Header{Session: id, Exported: time.Now().UTC(), By: "wagent " + version}
 			if st, err := event.Fold(id, evs.Events); err == nil {
 				h.Pipeline = st.Settings.Pipeline
 				mods, err := moduleDigests(env, st.Settings)
 				if err != nil {
-					fmt.Fprintf(env.stderr, "wagent: the modules' digests are left out: %s\n", oneLine(err.Error()))
+					fmt.Fprintf(env.Stderr, "wagent: the modules' digests are left out: %s\n", term.OneLine(err.Error()))
 				}
 				h.Modules = mods
 			}
@@ -73,7 +76,7 @@ Examples:
 				if err := os.WriteFile(f, out.Bytes(), 0o600); err != nil {
 					return fail(exitFailure, "%v", err)
 				}
-			} else if _, err := env.stdout.Write(out.Bytes()); err != nil {
+			} else if _, err := env.Stdout.Write(out.Bytes()); err != nil {
 				return fail(exitFailure, "write: %v", err)
 			}
 			if evs.Broken != "" {
@@ -91,7 +94,7 @@ func moduleDigests(env *cliEnv, set event.SessionCreated) ([]jsonl.Module, error
 	if len(set.Settings) > 0 {
 		json.Unmarshal(set.Settings, &s)
 	}
-	spec := builtins.DefaultPipelineIn(app.SkillsDir(env.getenv), s.Dir)
+	spec := builtins.DefaultPipelineIn(app.SkillsDir(env.Getenv), s.Dir)
 	if s.Pipeline != "" {
 		var err error
 		if spec, err = pipeline.ParseFile(s.Pipeline); err != nil {
@@ -137,7 +140,7 @@ Examples:
 			var data []byte
 			var err error
 			if file == "-" {
-				data, err = io.ReadAll(env.stdin)
+				data, err = io.ReadAll(env.Stdin)
 			} else {
 				data, err = os.ReadFile(file)
 			}
@@ -156,19 +159,19 @@ Examples:
 				return fail(exitUsage, "%v", err)
 			}
 			ctx := context.Background()
-			cn, err := connect(ctx, c, env, modeRecord)
+			cn, err := connect(ctx, c, env, session.ModeRecord)
 			if err != nil {
 				return err
 			}
-			defer cn.close()
-			s, err := cn.client.Import(ctx, id, data)
+			defer cn.Close()
+			s, err := cn.Client.Import(ctx, id, data)
 			if err != nil {
 				if server.IsCode(err, server.CodeExists) {
 					return fail(exitFailure, "session %s already exists in this store: import it under another id with --as", id)
 				}
-				return apiFail(err)
+				return session.APIFail(err)
 			}
-			tprintf(env.stdout, "imported %s as session %s: %d events, %d turn(s)\n", file, s.ID, len(evs), s.Turns)
+			render.Fprintf(env.Stdout, "imported %s as session %s: %d events, %d turn(s)\n", file, s.ID, len(evs), s.Turns)
 			return nil
 		},
 	}
@@ -205,21 +208,21 @@ Examples:
 				}
 			}
 			ctx := context.Background()
-			cn, err := connect(ctx, c, env, modeRecord)
+			cn, err := connect(ctx, c, env, session.ModeRecord)
 			if err != nil {
 				return err
 			}
-			defer cn.close()
-			s, err := cn.client.Fork(ctx, id, server.ForkRequest{At: c.Uint64("at"), As: c.String("as")})
+			defer cn.Close()
+			s, err := cn.Client.Fork(ctx, id, server.ForkRequest{At: c.Uint64("at"), As: c.String("as")})
 			if err != nil {
 				var ae *server.APIError
 				if errors.As(err, &ae) && ae.Code == server.CodeBadRequest {
 					return fail(exitUsage, "%s", ae.Message)
 				}
-				return apiFail(err)
+				return session.APIFail(err)
 			}
-			tprintf(env.stdout, "forked %s at seq %d as %s\n", id, c.Uint64("at"), s.ID)
-			tprintf(env.stdout, "continue it with: wagent run --session %s \"…\"\n", s.ID)
+			render.Fprintf(env.Stdout, "forked %s at seq %d as %s\n", id, c.Uint64("at"), s.ID)
+			render.Fprintf(env.Stdout, "continue it with: wagent run --session %s \"…\"\n", s.ID)
 			return nil
 		},
 	}

@@ -2,11 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,11 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/fakeopenai"
-	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/store"
 	"github.com/wagent/wagent/store/badger"
 )
@@ -294,106 +288,6 @@ func TestVersionAndInspect(t *testing.T) {
 	}
 }
 
-// At a terminal, run asks about each waiting call; each answer is recorded
-// at once, with the call's key and the digest of what was shown (always
-// included), and bad input is asked again. The person answers each prompt
-// once it shows.
-func TestAskDecisions(t *testing.T) {
-	var out lockedBuffer
-	env := &cliEnv{stdout: &out}
-	pr, pw := io.Pipe()
-	defer pw.Close()
-	in := newLineReader(pr)
-	ctx := context.Background()
-	calls := []event.WaitingCall{
-		{ID: "1.1.1", Name: "calc_add", Arguments: json.RawMessage(`{"value":1}`)},
-		{ID: "1.1.2", Name: "calc_total", Arguments: json.RawMessage(`{}`)},
-		{ID: "1.1.3", Name: "calc_divide", Arguments: json.RawMessage(`{"value":0}`)},
-	}
-	var ds []server.Decision
-	record := func(d server.Decision) (*server.Decided, error) { ds = append(ds, d); return &server.Decided{}, nil }
-	done := make(chan error, 1)
-	go func() { done <- askDecisions(ctx, env, in, calls, nil, record) }()
-	for _, a := range []struct{ prompt, line string }{
-		{"allow calc_add", "maybe"}, {"allow calc_add {\"value\":1}? [y]es, [n]o, [a]lways: \nallow calc_add", "y"},
-		{"allow calc_total", "A"}, {"allow calc_divide", "no"},
-	} {
-		waitOutput(t, &out, a.prompt)
-		io.WriteString(pw, a.line+"\n")
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	want := []server.Decision{
-		{CallID: "1.1.1", Digest: event.CallDigest("calc_add", json.RawMessage(`{"value":1}`)), Allow: true},
-		{CallID: "1.1.2", Digest: event.CallDigest("calc_total", json.RawMessage(`{}`)), Allow: true, Always: true},
-		{CallID: "1.1.3", Digest: event.CallDigest("calc_divide", json.RawMessage(`{"value":0}`)), Allow: false},
-	}
-	if diff := cmp.Diff(want, ds); diff != "" {
-		t.Errorf("decisions (-want +got):\n%s", diff)
-	}
-	if n := strings.Count(out.String(), "allow calc_add"); n != 2 {
-		t.Errorf("the unclear answer was not asked again:\n%s", out.String())
-	}
-	// No answer at all (end of input) leaves the session waiting.
-	if err := askDecisions(ctx, env, newLineReader(strings.NewReader("")), nil, nil, record); err != nil {
-		t.Errorf("no calls: %v", err)
-	}
-	err := askDecisions(ctx, env, newLineReader(strings.NewReader("")), []event.WaitingCall{{ID: "1.1.1", Name: "x"}}, nil, record)
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != exitWaiting {
-		t.Errorf("end of input: %v, want exit 3", err)
-	}
-}
-
-// Issue 28, defect 2: a call decided elsewhere while its prompt is open
-// ends that prompt at once, saying who decided it; a call decided
-// elsewhere before its turn to be asked is not asked about; the person's
-// next answer goes to the next call still waiting.
-func TestAskDecisionsDecidedElsewhere(t *testing.T) {
-	var out lockedBuffer
-	env := &cliEnv{stdout: &out}
-	pr, pw := io.Pipe()
-	defer pw.Close()
-	in := newLineReader(pr)
-	calls := []event.WaitingCall{
-		{ID: "2.1.1", Name: "calc_add", Arguments: json.RawMessage(`{"value":7}`)},
-		{ID: "2.1.2", Name: "calc_multiply", Arguments: json.RawMessage(`{"value":3}`)},
-		{ID: "2.1.3", Name: "calc_total", Arguments: json.RawMessage(`{}`)},
-	}
-	feed := make(chan callNews, 4)
-	var ds []server.Decision
-	done := make(chan error, 1)
-	go func() {
-		done <- askDecisions(context.Background(), env, in, calls, feed, func(d server.Decision) (*server.Decided, error) {
-			ds = append(ds, d)
-			return &server.Decided{}, nil
-		})
-	}()
-	// The prompt for 2.1.1 is open (nothing typed); the console allows
-	// it, and wagent approve denies 2.1.2.
-	waitOutput(t, &out, "allow calc_add")
-	feed <- decided(event.ApprovalDecision{CallID: "2.1.2", Allow: false, Who: "cli", Note: "no"})
-	feed <- decided(event.ApprovalDecision{CallID: "2.1.1", Allow: true, Who: "console"})
-	waitOutput(t, &out, "allow calc_total")
-	io.WriteString(pw, "y\n")
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	got := out.String()
-	for _, s := range []string{"2.1.1 calc_add {\"value\":7} was allowed by console", "2.1.2 calc_multiply {\"value\":3} was denied by cli (no)"} {
-		if !strings.Contains(got, s) {
-			t.Errorf("output lacks %q:\n%s", s, got)
-		}
-	}
-	if strings.Contains(got, "allow calc_multiply") {
-		t.Errorf("asked about a call decided elsewhere:\n%s", got)
-	}
-	if len(ds) != 1 || ds[0].CallID != "2.1.3" || !ds[0].Allow {
-		t.Errorf("decisions %+v, want only 2.1.3 allowed", ds)
-	}
-}
-
 type lockedBuffer struct {
 	mu    sync.Mutex
 	b     bytes.Buffer
@@ -503,46 +397,6 @@ func TestOpenAIFlags(t *testing.T) {
 	}
 }
 
-func TestSpinner(t *testing.T) {
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	wrote := make(chan struct{}, 1)
-	w := writerFunc(func(b []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		defer func() {
-			select {
-			case wrote <- struct{}{}:
-			default:
-			}
-		}()
-		return buf.Write(b)
-	})
-	count := func(s string) int { mu.Lock(); defer mu.Unlock(); return strings.Count(buf.String(), s) }
-	s := &spinner{w: w, every: 5 * time.Millisecond}
-	s.halt() // not running: nothing
-	s.start("waiting")
-	s.start("again") // already running: nothing
-	// Two frames drawn: the spinner redraws on its own.
-	for timeout := time.After(10 * time.Second); count("waiting") < 2; {
-		select {
-		case <-wrote:
-		case <-timeout:
-			t.Fatalf("the spinner drew %d frames in 10s, want 2", count("waiting"))
-		}
-	}
-	s.halt()
-	mu.Lock()
-	out := buf.String()
-	mu.Unlock()
-	if strings.Count(out, "waiting") < 2 || strings.Contains(out, "again") || !strings.HasSuffix(out, "\r\x1b[2K") {
-		t.Errorf("spinner wrote %q", out)
-	}
-	var nilSpin *spinner // no terminal: the printer has none, and calls are safe
-	nilSpin.start("x")
-	nilSpin.halt()
-}
-
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
@@ -611,5 +465,27 @@ func TestLogOfABrokenLog(t *testing.T) {
 	r = wag(t, home, "log", "bad", "--json")
 	if r.code != exitFailure || strings.Count(r.stdout, "\n") != len(evs) || !strings.Contains(r.stderr, "seq 7") {
 		t.Fatalf("log --json: exit %d, %d lines\n%s", r.code, strings.Count(r.stdout, "\n"), r.stderr)
+	}
+}
+
+// A name that has the form of a key names a key, never the model's id of
+// another call. Attack: the model gives its call, keyed 2.1.1, the id
+// "1.1.1", the key of a call the person allowed in turn 1; the person's
+// wagent approve S 1.1.1 (from the shell's history, a script, a note)
+// found no waiting 1.1.1 and took the model's id instead: it allowed the
+// new call, which nobody had been shown. The model's id still names the
+// one waiting call that has it when it is not key-shaped.
+func TestPickCallsKeyShapedNamesAreKeys(t *testing.T) {
+	waiting := []event.WaitingCall{
+		{ID: "2.1.1", ModelID: "1.1.1", Name: "shell", Arguments: json.RawMessage(`{"command":"rm -rf ~"}`)},
+		{ID: "2.1.2", ModelID: "call_7", Name: "echo", Arguments: json.RawMessage(`{}`)},
+	}
+	got, err := pickCalls("s", waiting, []string{"1.1.1"}, false)
+	if err != nil || len(got) != 1 || got[0].ID != "1.1.1" || got[0].Name != "" {
+		t.Fatalf("pickCalls(1.1.1) = %+v, %v; want the key 1.1.1 itself, for the owner to refuse (it is not waiting)", got, err)
+	}
+	got, err = pickCalls("s", waiting, []string{"call_7"}, false)
+	if err != nil || len(got) != 1 || got[0].ID != "2.1.2" {
+		t.Fatalf("pickCalls(call_7) = %+v, %v; want 2.1.2, the one waiting call the model called call_7", got, err)
 	}
 }

@@ -10,8 +10,10 @@ import (
 
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/builtins"
+	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/pipeline"
+	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/tools/mcp"
 )
 
@@ -34,7 +36,7 @@ Example:
 				if err := needArgs(c, 0, 0, "[--pipeline FILE]"); err != nil {
 					return err
 				}
-				spec := builtins.DefaultPipelineIn(app.SkillsDir(env.getenv), "")
+				spec := builtins.DefaultPipelineIn(app.SkillsDir(env.Getenv), "")
 				if f := c.String("pipeline"); f != "" {
 					abs, _ := filepath.Abs(f)
 					var err error
@@ -76,7 +78,7 @@ func mcpList(ctx context.Context, env *cliEnv, spec *pipeline.Spec, asJSON bool)
 		}
 	}
 	if len(cfgs) == 0 {
-		tprintln(env.stdout, "the pipeline has no MCP servers (add an entry \"- mcp: NAME\" with command: or url:)")
+		render.Fprintln(env.Stdout, "the pipeline has no MCP servers (add an entry \"- mcp: NAME\" with command: or url:)")
 		return nil
 	}
 	reports := make([]serverReport, len(cfgs))
@@ -95,16 +97,16 @@ func mcpList(ctx context.Context, env *cliEnv, spec *pipeline.Spec, asJSON bool)
 			failed++
 		}
 		if asJSON {
-			printJSON(env.stdout, r)
+			term.PrintJSON(env.Stdout, r)
 			continue
 		}
 		if r.Error != "" {
-			tprintf(env.stdout, "%s: %s\n", r.Name, r.Error)
+			render.Fprintf(env.Stdout, "%s: %s\n", r.Name, r.Error)
 			continue
 		}
-		tprintf(env.stdout, "%s: %s %s, protocol %s, %d tools\n", r.Name, r.Server, r.Version, r.Protocol, len(r.Tools))
+		render.Fprintf(env.Stdout, "%s: %s %s, protocol %s, %d tools\n", r.Name, r.Server, r.Version, r.Protocol, len(r.Tools))
 		for _, t := range r.Tools {
-			tprintf(env.stdout, "  %-40s %s\n", t.Name, strings.Join(t.Annotations, ", "))
+			render.Fprintf(env.Stdout, "  %-40s %s\n", t.Name, strings.Join(t.Annotations, ", "))
 		}
 	}
 	if failed > 0 {

@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wagent/wagent/cmd/wagent/internal/ops"
+	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/guests/opbuild"
 )
 
@@ -29,7 +30,7 @@ func opsCommand(env *cliEnv) *cli.Command {
 
 // opsEnv is what package ops talks to.
 func opsEnv(env *cliEnv) ops.Env {
-	return ops.Env{Stdout: env.stdout, Stderr: env.stderr, Getenv: env.getenv, Log: warnings(env.stderr)}
+	return ops.Env{Stdout: env.Stdout, Stderr: env.Stderr, Getenv: env.Getenv, Log: term.Warnings(env.Stderr)}
 }
 
 func opsNewCommand(env *cliEnv) *cli.Command {

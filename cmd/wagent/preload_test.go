@@ -26,7 +26,7 @@ func TestPreloadIsThePipelinesBundle(t *testing.T) {
 	}
 	coreFile := write("core.yaml", "ops:\n  - use: builtin:approval\n  - use: builtin:max-turns\n")
 	allFile := write("all.yaml", "ops:\n  - use: builtin:approval\n  - use: builtin:shell\n")
-	env := &cliEnv{getenv: func(k string) string {
+	env := &cliEnv{Getenv: func(k string) string {
 		if k == "WAGENT_HOME" || k == "HOME" || k == "XDG_CONFIG_HOME" {
 			return dir
 		}

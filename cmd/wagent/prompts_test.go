@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/cmd/wagent/internal/session"
 	"github.com/wagent/wagent/engine"
 	et "github.com/wagent/wagent/engine/enginetest"
 	"github.com/wagent/wagent/engine/provider"
@@ -102,7 +103,7 @@ func promptsProperty(t *testing.T, seed uint64) {
 						smu.Lock()
 						decisions = append(decisions, sent{client: c, d: d, ok: err == nil})
 						smu.Unlock()
-						if err == nil || refusedDecision(err) {
+						if err == nil || session.RefusedDecision(err) {
 							return res, err
 						}
 						t.Errorf("client %d: %v", c, err)
@@ -115,15 +116,15 @@ func promptsProperty(t *testing.T, seed uint64) {
 						for range cr.IntN(200) {
 							runtime.Gosched()
 						}
-						decide(decisionFor(w, cr.IntN(3) > 0, false, ""))
+						decide(session.DecisionFor(w, cr.IntN(3) > 0, false, ""))
 						return
 					}
-					feed := watchDecisions(ctx, cl, "p", head+1)
+					feed := session.WatchDecisions(ctx, cl, "p", head+1)
 					defer feed.Stop()
 					// What the prompt was handed, after it took it.
 					handed := map[string]bool{}
 					var hmu sync.Mutex
-					tee := make(chan callNews)
+					tee := make(chan session.CallNews)
 					go func() {
 						for d := range feed.C {
 							select {
@@ -149,7 +150,7 @@ func promptsProperty(t *testing.T, seed uint64) {
 						}
 						pw.Close()
 					}()
-					err := askDecisions(ctx, &cliEnv{stdout: io.Discard}, newLineReader(pr), info.Waiting, tee, func(d server.Decision) (*server.Decided, error) {
+					err := session.AskDecisions(ctx, &cliEnv{Stdout: io.Discard}, session.NewLineReader(pr), info.Waiting, tee, func(d server.Decision) (*server.Decided, error) {
 						hmu.Lock()
 						stale := handed[d.CallID]
 						hmu.Unlock()
@@ -229,37 +230,6 @@ func settle(t *testing.T, ctx context.Context, cl *server.Client, id string) (st
 		t.Fatalf("stream: %v", err)
 	}
 	return status, head
-}
-
-// The chat's line editor reads the terminal's bytes and the interrupts the
-// program injects; each injected one is counted once, so a Ctrl-C of the
-// person's is never taken for the program's, nor the other way round
-// beyond the one the program sent.
-func TestPromptInputInjectsCountedInterrupts(t *testing.T) {
-	pr, pw := io.Pipe()
-	in := newPromptInput(pr)
-	if in.injected() {
-		t.Fatal("an interrupt counted before any was injected")
-	}
-	in.interrupt()
-	buf := make([]byte, 8)
-	n, err := in.Read(buf)
-	if err != nil || n != 1 || buf[0] != 3 {
-		t.Fatalf("read %q %v, want the injected 0x03", buf[:n], err)
-	}
-	go io.WriteString(pw, "y\r")
-	n, err = in.Read(buf)
-	if err != nil || string(buf[:n]) != "y\r" {
-		t.Fatalf("read %q %v, want the typed bytes", buf[:n], err)
-	}
-	if !in.injected() || in.injected() {
-		t.Fatal("the injected interrupt was not counted exactly once")
-	}
-	pw.Close()
-	if _, err := in.Read(buf); err != io.EOF {
-		t.Fatalf("after the terminal closed: %v, want EOF", err)
-	}
-	in.interrupt() // after the end: nothing blocks, nothing is read
 }
 
 // serverOver is a server over a new node of ao.

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +13,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wagent/wagent/cmd/wagent/internal/session"
+	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
 )
 
@@ -48,10 +48,10 @@ Examples:
 				return err
 			}
 			if c.Bool("print-token") {
-				tprintln(env.stdout, token)
+				render.Fprintln(env.Stdout, token)
 				return nil
 			}
-			ctx, _, stop := signalContext()
+			ctx, _, stop := session.SignalContext()
 			defer stop()
 			if u, ok, err := natsURL(c, env); err != nil {
 				return err
@@ -68,29 +68,29 @@ Examples:
 			}
 			addr := c.String("listen")
 			// With --listen, sessions may come from anyone with the token.
-			o, err := openOwner(ctx, c, env, dir, modeDrive, addr != "")
+			o, err := session.OpenOwner(ctx, env, session.Store{Dir: dir, Version: version, Preload: func() []byte { return preloadFor(c, env) }}, session.ModeDrive, addr != "")
 			if err != nil {
 				return err
 			}
-			o.srv.SetToken(token)
+			o.Server.SetToken(token)
 			var ln net.Listener
 			if addr != "" {
 				if ln, err = net.Listen("tcp", addr); err != nil {
-					o.shutdown()
+					o.Shutdown()
 					return fail(exitFailure, "listen on %s: %v", addr, err)
 				}
-				go o.srv.Serve(ln, false)
-				fmt.Fprintf(env.stderr, "wagent: serving %s on %s and http://%s (the web console; token: wagent serve --print-token)\n", dir, server.SocketPath(dir), ln.Addr())
+				go o.Server.Serve(ln, false)
+				fmt.Fprintf(env.Stderr, "wagent: serving %s on %s and http://%s (the web console; token: wagent serve --print-token)\n", dir, server.SocketPath(dir), ln.Addr())
 			} else {
-				fmt.Fprintf(env.stderr, "wagent: serving %s on %s (Ctrl-C stops)\n", dir, server.SocketPath(dir))
+				fmt.Fprintf(env.Stderr, "wagent: serving %s on %s (Ctrl-C stops)\n", dir, server.SocketPath(dir))
 			}
 			<-ctx.Done()
-			fmt.Fprintln(env.stderr, "wagent: stopping: running turns end as disposed and go on at the next start")
+			fmt.Fprintln(env.Stderr, "wagent: stopping: running turns end as disposed and go on at the next start")
 			if ln != nil {
 				ln.Close()
 			}
-			o.srv.Close(context.Background())
-			o.shutdown()
+			o.Server.Close(context.Background())
+			o.Shutdown()
 			return nil
 		},
 	}
@@ -99,10 +99,10 @@ Examples:
 // tokenPath is where wagent serve keeps its bearer token: the data
 // directory, readable by its owner only.
 func tokenPath(env *cliEnv) (string, error) {
-	if h := env.getenv("WAGENT_HOME"); h != "" {
+	if h := env.Getenv("WAGENT_HOME"); h != "" {
 		return filepath.Join(h, "token"), nil
 	}
-	if x := env.getenv("XDG_DATA_HOME"); x != "" {
+	if x := env.Getenv("XDG_DATA_HOME"); x != "" {
 		return filepath.Join(x, "wagent", "token"), nil
 	}
 	home, err := os.UserHomeDir()
@@ -128,7 +128,7 @@ func loadToken(env *cliEnv) (string, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return "", fail(exitFailure, "%v", err)
 		}
-		token := randomToken()
+		token := session.RandomToken()
 		f, err := os.CreateTemp(filepath.Dir(path), ".token-*") // 0600
 		if err != nil {
 			return "", fail(exitFailure, "write the token: %v", err)
@@ -181,10 +181,4 @@ func readToken(path string) (string, error) {
 		return "", fail(exitFailure, "the token file %s holds no token (one line of at least 32 characters): remove it and a new one is made", path)
 	}
 	return tok, nil
-}
-
-func randomToken() string {
-	var b [24]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -66,10 +66,10 @@ func storeLocation(c *cli.Context, env *cliEnv) (storeLoc, error) {
 		}
 	}
 	if v == "" {
-		v = env.getenv("WAGENT_STORE")
+		v = env.Getenv("WAGENT_STORE")
 	}
 	if v == "" {
-		cfg, err := loadConfig(env)
+		cfg, err := env.LoadConfig()
 		if err != nil {
 			return storeLoc{}, err
 		}

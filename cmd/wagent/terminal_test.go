@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/render"
 )
 
 func TestSafe(t *testing.T) {
@@ -20,12 +21,12 @@ func TestSafe(t *testing.T) {
 		{"bidi \u202eevil\u202c", `bidi \u202eevil\u202c`},
 		{"bad \xff utf-8", `bad \xff utf-8`},
 	} {
-		if got := safe(tc.in); got != tc.want {
-			t.Errorf("safe(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := render.Safe(tc.in); got != tc.want {
+			t.Errorf("render.Safe(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 	var b strings.Builder
-	tprintf(&b, "%s[%s] %-6s|%q%s\n", ansi("\x1b[2m"), "op\x1b", "a\ab", "q\x1b", ansi("\x1b[0m"))
+	render.Fprintf(&b, "%s[%s] %-6s|%q%s\n", render.ANSI("\x1b[2m"), "op\x1b", "a\ab", "q\x1b", render.ANSI("\x1b[0m"))
 	if want := "\x1b[2m[op\\x1b] a\\ab  |\"q\\x1b\"\x1b[0m\n"; b.String() != want {
 		t.Errorf("tprintf wrote %q, want %q", b.String(), want)
 	}

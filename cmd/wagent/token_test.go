@@ -13,7 +13,7 @@ import (
 // serves with a token that wagent serve --print-token never shows.
 func TestTokenMadeOnceByConcurrentServes(t *testing.T) {
 	home := t.TempDir()
-	env := &cliEnv{getenv: func(k string) string {
+	env := &cliEnv{Getenv: func(k string) string {
 		if k == "WAGENT_HOME" {
 			return home
 		}
@@ -48,7 +48,7 @@ func TestTokenMadeOnceByConcurrentServes(t *testing.T) {
 // rather than trusted.
 func TestTokenReadableByOthersIsRefused(t *testing.T) {
 	home := t.TempDir()
-	env := &cliEnv{getenv: func(k string) string {
+	env := &cliEnv{Getenv: func(k string) string {
 		if k == "WAGENT_HOME" {
 			return home
 		}

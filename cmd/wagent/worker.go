@@ -14,7 +14,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/cmd/wagent/internal/session"
 	"github.com/wagent/wagent/engine"
+	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
 	"github.com/wagent/wagent/server/console"
 	"github.com/wagent/wagent/worker"
@@ -96,14 +98,14 @@ Examples:
 					return fail(exitUsage, "--pipelines %s is not a folder", dir)
 				}
 			}
-			ctx, _, stop := signalContext()
+			ctx, _, stop := session.SignalContext()
 			defer stop()
 			l, bus, err := openNATS(ctx, u, c.Duration("lease-ttl"))
 			if err != nil {
 				return err
 			}
 			defer l.Close()
-			nopts := nodeOptions(env)
+			nopts := session.NodeOptions(env)
 			nopts.Log, nopts.Drive, nopts.SharedLog, nopts.PipelinesDir = l, true, true, dir
 			node, err := app.Open(ctx, nopts)
 			if err != nil {
@@ -113,7 +115,7 @@ Examples:
 			opts := worker.Options{
 				Bus: bus, Name: c.String("name"), Concurrency: c.Int("concurrency"),
 				Base:   engine.Config{Durability: engine.SyncAtBoundaries, Warn: nopts.Warn},
-				Logger: slog.New(slog.NewTextHandler(safeWriter{env.stderr}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+				Logger: slog.New(slog.NewTextHandler(safeWriter{env.Stderr}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			}
 			if c.Bool("events") {
 				opts.Observe = eventPrinter(env)
@@ -122,11 +124,11 @@ Examples:
 			if err != nil {
 				return fail(exitFailure, "%v", err)
 			}
-			tprintf(env.stderr, "wagent worker %s: running the sessions of %s (%d at once, leases of %v); Ctrl-C stops\n", w.Name(), redactURL(u), opts.Concurrency, bus.LeaseTTL())
+			render.Fprintf(env.Stderr, "wagent worker %s: running the sessions of %s (%d at once, leases of %v); Ctrl-C stops\n", w.Name(), redactURL(u), opts.Concurrency, bus.LeaseTTL())
 			if err := w.Run(ctx); err != nil {
 				return fail(exitFailure, "%v", err)
 			}
-			tprintf(env.stderr, "wagent worker %s: stopped\n", w.Name())
+			render.Fprintf(env.Stderr, "wagent worker %s: stopped\n", w.Name())
 			return nil
 		},
 	}
@@ -152,7 +154,7 @@ func eventPrinter(env *cliEnv) func(worker.Event) {
 		b, _ := json.Marshal(out)
 		mu.Lock()
 		defer mu.Unlock()
-		env.stdout.Write(append(b, '\n'))
+		env.Stdout.Write(append(b, '\n'))
 	}
 }
 
@@ -162,7 +164,7 @@ type safeWriter struct {
 }
 
 func (s safeWriter) Write(p []byte) (int, error) {
-	tprintf(s.w, "%s", string(p))
+	render.Fprintf(s.w, "%s", string(p))
 	return len(p), nil
 }
 
@@ -178,7 +180,7 @@ func serveNATS(ctx context.Context, c *cli.Context, env *cliEnv, u, token string
 		return err
 	}
 	defer l.Close()
-	opts := nodeOptions(env)
+	opts := session.NodeOptions(env)
 	opts.Log, opts.Wake, opts.Interrupt, opts.SharedLog, opts.Exposed = l, bus.Wake, bus.Interrupt, true, true
 	node, err := app.Open(ctx, opts)
 	if err != nil {
@@ -198,7 +200,7 @@ func serveNATS(ctx context.Context, c *cli.Context, env *cliEnv, u, token string
 		defer close(done)
 		srv.Serve(ln, false)
 	}()
-	fmt.Fprintf(env.stderr, "wagent: serving the sessions of %s on http://%s (the web console; token: wagent serve --print-token); workers run them (wagent worker --nats URL)\n", redactURL(u), ln.Addr())
+	fmt.Fprintf(env.Stderr, "wagent: serving the sessions of %s on http://%s (the web console; token: wagent serve --print-token); workers run them (wagent worker --nats URL)\n", redactURL(u), ln.Addr())
 	<-ctx.Done()
 	ln.Close()
 	<-done

@@ -27,6 +27,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/cmd/wagent/internal/session"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
 	"github.com/wagent/wagent/internal/fakeopenai"
@@ -247,16 +248,16 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 	ctx := context.Background()
 	// The owner checks a create's files as its workers will: the same
 	// project roots.
-	o, err := openNATSOwner(ctx, &cliEnv{stdout: os.Stdout, stderr: os.Stderr, getenv: func(k string) string {
+	o, err := session.OpenNATSOwner(ctx, &cliEnv{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: func(k string) string {
 		if k == "WAGENT_PROJECT_ROOTS" {
 			return env[k]
 		}
 		return ""
-	}}, url)
+	}}, session.Store{URL: url, Name: redactURL(url), Version: version})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer o.shutdown()
+	defer o.Shutdown()
 	settings, _ := json.Marshal(app.Settings{Provider: "openai", BaseURL: model.URL, Model: "fake", Pipeline: pipelineFile})
 	lg, err := jetstream.OpenURL(ctx, url)
 	if err != nil {
@@ -303,7 +304,7 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, uint64(retried.Add(1))))
 			for id := range ids {
 				time.Sleep(time.Duration(r.IntN(600)) * time.Millisecond)
-				createAcknowledged(t, o.client, id, settings, &retried)
+				createAcknowledged(t, o.Client, id, settings, &retried)
 			}
 		}()
 	}
@@ -390,8 +391,8 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 		// recorder holds hold-0000's tool; the worker whose tool/call is in
 		// the log is killed, and another finishes the session.
 		t.Logf("%v: no session changed hands under the schedule; killing the worker that drives hold-0000", since())
-		createAcknowledged(t, o.client, "hold-0000", settings, &retried)
-		awaitEvent(t, o.client, "hold-0000", event.EvToolCall)
+		createAcknowledged(t, o.Client, "hold-0000", settings, &retried)
+		awaitEvent(t, o.Client, "hold-0000", event.EvToolCall)
 		evs, err := lg.Read(ctx, "hold-0000", 1, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -407,7 +408,7 @@ func TestE2EWorkersSurviveKills(t *testing.T) {
 		t.Logf("%v: SIGKILL worker %s, which drives hold-0000", since(), name)
 		close(rec.hold)
 		startWorker(slot)
-		awaitEvent(t, o.client, "hold-0000", event.EvTurnEnd)
+		awaitEvent(t, o.Client, "hold-0000", event.EvTurnEnd)
 		if evs, err = lg.Read(ctx, "hold-0000", 1, 0); err != nil {
 			t.Fatal(err)
 		}

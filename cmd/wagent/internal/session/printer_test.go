@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/render"
@@ -32,11 +33,11 @@ func TestPrinterShowsAnAnswerOnce(t *testing.T) {
 		"no deltas":          {header, msg},
 	} {
 		var out bytes.Buffer
-		p := newPrinter(&cliEnv{stdout: &out, stderr: &out}, false, "s")
+		p := NewPrinter(&term.Env{Stdout: &out, Stderr: &out}, false, "s")
 		for _, l := range seq {
-			p.live(l)
+			p.Live(l)
 		}
-		p.finish()
+		p.Finish()
 		if got := out.String(); strings.Count(got, "The total") != 1 || !strings.Contains(got, "The total is 2.\n") {
 			t.Errorf("%s: shown %q", name, got)
 		}
@@ -51,7 +52,7 @@ func TestPrinterCountsTheSummaryRequest(t *testing.T) {
 		return engine.Live{Kind: "event", Event: &store.Event{Type: typ, Data: b}}
 	}
 	var out, usage bytes.Buffer
-	p := newPrinter(&cliEnv{stdout: &out, stderr: &usage}, false, "s")
+	p := NewPrinter(&term.Env{Stdout: &out, Stderr: &usage}, false, "s")
 	for _, l := range []engine.Live{
 		ev(event.EvTurnStart, event.TurnStart{Turn: 1}),
 		ev(event.EvContextCompacted, event.ContextCompacted{Summary: "s", Model: "m", Usage: &event.Usage{InputTokens: 50, OutputTokens: 25}}),
@@ -59,9 +60,9 @@ func TestPrinterCountsTheSummaryRequest(t *testing.T) {
 		ev(event.EvAssistantMessage, event.AssistantMessage{Content: "hi", Usage: &event.Usage{InputTokens: 60, OutputTokens: 30}}),
 		ev(event.EvTurnEnd, event.TurnEnd{Turn: 1, Reason: event.ReasonCompleted}),
 	} {
-		p.live(l)
+		p.Live(l)
 	}
-	p.finish()
+	p.Finish()
 	if got := usage.String(); !strings.Contains(got, "summary 50+25, ") || !strings.Contains(got, "110 in") {
 		t.Errorf("the turn's line %q; want the summary's 50+25 in it and 110 tokens in", got)
 	}
@@ -69,8 +70,8 @@ func TestPrinterCountsTheSummaryRequest(t *testing.T) {
 	// A summary request's header, in the step before its answer, leaves
 	// the step's model: the answer is priced at it.
 	usage.Reset()
-	p = newPrinter(&cliEnv{stdout: &out, stderr: &usage}, false, "s")
-	p.cost = func(model string, in, out int) (float64, bool) {
+	p = NewPrinter(&term.Env{Stdout: &out, Stderr: &usage}, false, "s")
+	p.Cost = func(model string, in, out int) (float64, bool) {
 		return map[string]float64{"cheap": 1, "dear": 100}[model] * float64(in), true
 	}
 	for _, l := range []engine.Live{
@@ -81,9 +82,9 @@ func TestPrinterCountsTheSummaryRequest(t *testing.T) {
 		ev(event.EvAssistantMessage, event.AssistantMessage{Content: "hi", Usage: &event.Usage{InputTokens: 1}}),
 		ev(event.EvTurnEnd, event.TurnEnd{Turn: 1, Reason: event.ReasonCompleted}),
 	} {
-		p.live(l)
+		p.Live(l)
 	}
-	p.finish()
+	p.Finish()
 	if got := usage.String(); !strings.Contains(got, render.Dollars(101)) {
 		t.Errorf("the turn's line %q; want the step at the cheap model and the summary at the dear one: %s", got, render.Dollars(101))
 	}
@@ -97,7 +98,7 @@ func TestUsagePricesTheSummaryAtItsModel(t *testing.T) {
 		b, _ := json.Marshal(data)
 		return store.Event{Type: typ, Turn: turn, Data: b}
 	}
-	turns := turnUsages([]store.Event{
+	turns := TurnUsages([]store.Event{
 		ev(event.EvTurnStart, 1, event.TurnStart{Turn: 1}),
 		ev(event.EvRequestHeader, 1, event.RequestHeader{Model: "cheap"}),
 		ev(event.EvRequestHeader, 1, event.RequestHeader{Model: "dear", Compaction: &event.CompactionRequest{Op: "compaction", Reason: engine.CompactUsage}}),
@@ -109,7 +110,7 @@ func TestUsagePricesTheSummaryAtItsModel(t *testing.T) {
 		t.Fatalf("%d turns", len(turns))
 	}
 	// 1000 tokens at $1 and 1000 at $100 per million.
-	if usd, ok := turns[0].cost(cfg); !ok || math.Abs(usd-0.101) > 1e-12 || turns[0].total != (tokens{InputTokens: 2000}) {
+	if usd, ok := turns[0].Cost(cfg); !ok || math.Abs(usd-0.101) > 1e-12 || turns[0].total != (tokens{InputTokens: 2000}) {
 		t.Errorf("turn cost %v (priced %v), total %v; want $0.101 for 2000 tokens", usd, ok, turns[0].total)
 	}
 }

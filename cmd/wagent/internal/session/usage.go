@@ -1,8 +1,9 @@
-package main
+package session
 
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/store"
@@ -29,10 +31,10 @@ func (t tokens) zero() bool { return event.Usage(t).IsZero() }
 
 func (t tokens) String() string { return render.Tokens(t.InputTokens, t.OutputTokens) }
 
-// dollars is a cost estimate as a person reads it.
-func dollars(usd float64) string { return render.Dollars(usd) }
+// Dollars is a cost estimate as a person reads it.
+func Dollars(usd float64) string { return render.Dollars(usd) }
 
-func plural(n int, word string) string {
+func Plural(n int, word string) string {
 	if n == 1 {
 		return "1 " + word
 	}
@@ -54,7 +56,7 @@ type turnUsage struct {
 
 // cost estimates the turn's cost, its summary requests' included; ok is
 // false when a model it asked has no price.
-func (t turnUsage) cost(cfg *app.Config) (float64, bool) {
+func (t turnUsage) Cost(cfg *app.Config) (float64, bool) {
 	sum := 0.0
 	all, models := append(slices.Clone(t.steps), t.summaries...), append(slices.Clone(t.models), t.summaryModels...)
 	for i, s := range all {
@@ -67,8 +69,8 @@ func (t turnUsage) cost(cfg *app.Config) (float64, bool) {
 	return sum, true
 }
 
-// turnUsages adds up the usage of each turn of a log.
-func turnUsages(evs []store.Event) []turnUsage {
+// TurnUsages adds up the usage of each turn of a log.
+func TurnUsages(evs []store.Event) []turnUsage {
 	var out []turnUsage
 	model := ""
 	for _, e := range evs {
@@ -145,30 +147,30 @@ func usageLine(t turnUsage, cost func(model string, in, out int) (float64, bool)
 			sum += usd
 		}
 		if priced {
-			s += ", " + dollars(sum)
+			s += ", " + Dollars(sum)
 		}
 	}
 	return s
 }
 
-// priceList is the config file's prices for render.Options.Cost (nil
+// PriceList is the config file's prices for render.Options.Cost (nil
 // when the config cannot be read: the log is shown without costs).
-func priceList(env *cliEnv) func(model string, in, out int) (float64, bool) {
-	cfg, err := loadConfig(env)
+func PriceList(env *term.Env) func(model string, in, out int) (float64, bool) {
+	cfg, err := env.LoadConfig()
 	if err != nil || len(cfg.Prices) == 0 {
 		return nil
 	}
 	return cfg.Cost
 }
 
-// sessionRow is one line of wagent sessions: id, title, status, turns,
+// SessionRow is one line of wagent sessions: id, title, status, turns,
 // tokens, last activity.
-func sessionRow(s event.Summary, status string, now time.Time) []string {
+func SessionRow(s event.Summary, status string, now time.Time) []string {
 	return []string{s.ID, render.Compact(s.Title, 36), status, strconv.Itoa(s.Turns), shortCount(s.Usage.Total()), ago(now, s.LastActivity)}
 }
 
-// printSessions prints the rows under a header, in columns.
-func printSessions(env *cliEnv, rows [][]string) {
+// PrintSessions prints the rows under a header, in columns.
+func PrintSessions(env *term.Env, rows [][]string) {
 	if len(rows) == 0 {
 		return
 	}
@@ -176,13 +178,13 @@ func printSessions(env *cliEnv, rows [][]string) {
 	width := make([]int, len(head))
 	for _, r := range append([][]string{head}, rows...) {
 		for i, f := range r {
-			width[i] = max(width[i], utf8.RuneCountInString(safe(f)))
+			width[i] = max(width[i], utf8.RuneCountInString(render.Safe(f)))
 		}
 	}
 	for _, r := range append([][]string{head}, rows...) {
 		var b strings.Builder
 		for i, f := range r {
-			pad := width[i] - utf8.RuneCountInString(safe(f))
+			pad := width[i] - utf8.RuneCountInString(render.Safe(f))
 			switch {
 			case i == 3 || i == 4: // numbers, right-aligned
 				b.WriteString(strings.Repeat(" ", pad) + f)
@@ -195,7 +197,7 @@ func printSessions(env *cliEnv, rows [][]string) {
 				b.WriteString("  ")
 			}
 		}
-		tprintln(env.stdout, b.String())
+		render.Fprintln(env.Stdout, b.String())
 	}
 }
 
@@ -221,11 +223,47 @@ func ago(now, t time.Time) string {
 	case d < time.Minute:
 		return "just now"
 	case d < time.Hour:
-		return plural(int(d/time.Minute), "minute") + " ago"
+		return Plural(int(d/time.Minute), "minute") + " ago"
 	case d < 24*time.Hour:
-		return plural(int(d/time.Hour), "hour") + " ago"
+		return Plural(int(d/time.Hour), "hour") + " ago"
 	case d < 7*24*time.Hour:
-		return plural(int(d/(24*time.Hour)), "day") + " ago"
+		return Plural(int(d/(24*time.Hour)), "day") + " ago"
 	}
 	return t.Local().Format("2006-01-02")
+}
+
+// PrintUsage prints the tokens of each turn and of the session, with the
+// estimated cost where the config prices the model.
+func PrintUsage(out io.Writer, evs []store.Event, cfg *app.Config) {
+	turns := TurnUsages(evs)
+	if len(turns) == 0 {
+		render.Fprintln(out, "no turns yet")
+		return
+	}
+	var total tokens
+	var cost float64
+	priced := true
+	for _, t := range turns {
+		if t.total.zero() {
+			continue // a command's turn, or one that asked nothing
+		}
+		line := fmt.Sprintf("  turn %-3d %s", t.turn, t.total)
+		if usd, ok := t.Cost(cfg); ok {
+			line += "  " + Dollars(usd)
+			cost += usd
+		} else {
+			priced = false
+		}
+		render.Fprintln(out, line)
+		total = total.add(t.total)
+	}
+	line := fmt.Sprintf("session  %s in %s", total, Plural(len(turns), "turn"))
+	if priced {
+		line += ", " + Dollars(cost)
+	} else if cost > 0 {
+		line += ", at least " + Dollars(cost) + " (some models have no price in the config)"
+	} else {
+		line += " (prices: put the model under prices: in the config file for a cost estimate)"
+	}
+	render.Fprintln(out, line)
 }

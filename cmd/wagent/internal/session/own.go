@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 
+	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/render"
 	"github.com/wagent/wagent/server"
@@ -15,24 +16,24 @@ import (
 // Clients are not owners. Several commands may follow one session at once
 // (two shells' wagent run --session S, a chat, the console): each shows
 // the turn its own input opened, and a signal stops only that. A run
-// names its input (inputID) before sending it, finds in the log where it
-// waits in the inbox and which turn claims it (ownTurn), shows that turn
+// names its input (InputID) before sending it, finds in the log where it
+// waits in the inbox and which turn claims it (OwnTurn), shows that turn
 // and leaves when it ends, with its outcome. On Ctrl-C or SIGTERM it asks
 // the owner to cancel what that input started (server.CancelRequest's
 // Message): the input is withdrawn while it waits behind another client's
 // turn, or its turn is cancelled while open; another client's turn never
 // is.
 
-// inputID makes the id a run gives its input: random, so that no other
+// InputID makes the id a run gives its input: random, so that no other
 // input of the session has it, and not of the shape wagent makes (mN-N).
-func inputID() string {
+func InputID() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return "run-" + hex.EncodeToString(b[:])
 }
 
-// ownTurn follows one input through a session's log.
-type ownTurn struct {
+// OwnTurn follows one input through a session's log.
+type OwnTurn struct {
 	msg string // the input's message id
 	// list and queued say where the input waits (queued -1: not in the
 	// inbox).
@@ -51,12 +52,12 @@ type ownTurn struct {
 	sent bool
 }
 
-func newOwnTurn(msg string) *ownTurn { return &ownTurn{msg: msg, queued: -1} }
+func NewOwnTurn(msg string) *OwnTurn { return &OwnTurn{msg: msg, queued: -1} }
 
-// send is the start callback of a run's stream: it sends the input with
+// Send is the start callback of a run's stream: it sends the input with
 // its id. The request is not cut short by a signal: once it has begun the
 // run knows whether the owner has the input, to cancel it.
-func (o *ownTurn) send(ctx context.Context, cl *server.Client, session, text string) func() error {
+func (o *OwnTurn) Send(ctx context.Context, cl *server.Client, session, text string) func() error {
 	return func() error {
 		_, err := cl.Enqueue(context.WithoutCancel(ctx), session, "send", server.Input{Text: text, ID: o.msg})
 		o.sent = err == nil
@@ -64,12 +65,12 @@ func (o *ownTurn) send(ctx context.Context, cl *server.Client, session, text str
 	}
 }
 
-// cancel asks the owner to cancel what the input started (o nil: the
+// Cancel asks the owner to cancel what the input started (o nil: the
 // session's running turn, as resume does); nothing is asked when the input
 // was never sent or nothing more of it is to come.
-func (o *ownTurn) cancel(ctx context.Context, cl *server.Client, session string, req server.CancelRequest) (*server.Canceled, error) {
+func (o *OwnTurn) Cancel(ctx context.Context, cl *server.Client, session string, req server.CancelRequest) (*server.Canceled, error) {
 	if o != nil {
-		if !o.sent || o.done() {
+		if !o.sent || o.Done() {
 			return &server.Canceled{}, nil
 		}
 		req.Message = o.msg
@@ -77,41 +78,34 @@ func (o *ownTurn) cancel(ctx context.Context, cl *server.Client, session string,
 	return cl.Cancel(ctx, session, req)
 }
 
-// send is a chat's start callback for a line: the chat follows that input
-// as a run does, showing its turn and cancelling only that.
-func (ch *chatter) send(ctx context.Context, line string) func() error {
-	ch.own = newOwnTurn(inputID())
-	return ch.own.send(ctx, ch.cl, ch.id, line)
-}
-
-// outcome is the run's result once its input's turn has ended: a failure
+// Outcome is the run's result once its input's turn has ended: a failure
 // when the turn ended in error or was cancelled (by another client, the
 // console, wagent cancel: the cause says who), or when the input was
 // discarded before a turn took it.
-func (o *ownTurn) outcome(session string) error {
+func (o *OwnTurn) Outcome(session string) error {
 	switch {
 	case o.discarded:
-		return fail(exitFailure, "this run's input was discarded before a turn took it: the session's queued input was cancelled (wagent log %s)", session)
+		return app.Errorf(app.Failed, "this run's input was discarded before a turn took it: the session's queued input was cancelled (wagent log %s)", session)
 	case o.end.Reason == event.ReasonError:
-		return fail(exitFailure, "turn %d ended in error: %s (wagent log %s shows the attempts)", o.end.Turn, render.OneLine(o.end.Error, 200), session)
+		return app.Errorf(app.Failed, "turn %d ended in error: %s (wagent log %s shows the attempts)", o.end.Turn, render.OneLine(o.end.Error, 200), session)
 	case o.end.Reason == event.ReasonAborted:
-		return fail(exitFailure, "turn %d was cancelled%s (wagent log %s)", o.end.Turn, render.TurnDetail(*o.end), session)
+		return app.Errorf(app.Failed, "turn %d was cancelled%s (wagent log %s)", o.end.Turn, render.TurnDetail(*o.end), session)
 	}
 	return nil
 }
 
-// done reports whether nothing more of the input is to come.
-func (o *ownTurn) done() bool { return o.end != nil || o.discarded }
+// Done reports whether nothing more of the input is to come.
+func (o *OwnTurn) Done() bool { return o.end != nil || o.discarded }
 
-// running reports whether the input's turn is open: live text and log
+// Running reports whether the input's turn is open: live text and log
 // lines are the input's.
-func (o *ownTurn) running() bool { return o.turn != 0 && o.end == nil && o.open == o.turn }
+func (o *OwnTurn) Running() bool { return o.turn != 0 && o.end == nil && o.open == o.turn }
 
 // see takes the session's next durable event and returns those to show:
 // the input's turn's events (the turn's start and what came with it once
 // the claim says the turn is the input's) and those of no turn; never
 // another turn's.
-func (o *ownTurn) see(e *store.Event) []*store.Event {
+func (o *OwnTurn) see(e *store.Event) []*store.Event {
 	switch e.Type {
 	case event.EvTurnStart:
 		var d event.TurnStart
@@ -139,7 +133,7 @@ func (o *ownTurn) see(e *store.Event) []*store.Event {
 
 // splice follows the input through one inbox splice: items from Start
 // on, Removed of them, are replaced by Inserted.
-func (o *ownTurn) splice(e *store.Event, d *event.InboxSpliced) []*store.Event {
+func (o *OwnTurn) splice(e *store.Event, d *event.InboxSpliced) []*store.Event {
 	if o.queued >= 0 && d.List == o.list {
 		switch q := o.queued; {
 		case q >= d.Start+d.Removed:
@@ -175,7 +169,7 @@ func (o *ownTurn) splice(e *store.Event, d *event.InboxSpliced) []*store.Event {
 // turn (the session's creation, a writer's start, input queued between
 // turns); while the open turn is not known to be the input's, its events
 // are kept for later.
-func (o *ownTurn) within(e *store.Event) []*store.Event {
+func (o *OwnTurn) within(e *store.Event) []*store.Event {
 	switch {
 	case e.Turn == 0 || (o.turn != 0 && o.end == nil && e.Turn == o.turn):
 		return []*store.Event{e}
