@@ -77,8 +77,14 @@ func TestAskDecisionsLineTypedBeforeThePromptIsNotItsAnswer(t *testing.T) {
 			runtime.Gosched() // until the line is read, as a terminal's would be at once
 		}
 		close(out.release)
-		// The next prompt shows; the person, reading it, denies.
+		// The next prompt shows; the person, reading it, denies. (The
+		// prompt counts as shown once written: a line read before that
+		// is not its answer, so the test waits for the count, as a person
+		// cannot type within the instant between the two.)
 		waitOutput(t, &out.lockedBuffer, "allow shell")
+		for in.shown.Load() < 2 {
+			runtime.Gosched()
+		}
 		io.WriteString(pw, "n\n")
 		if err := <-done; err != nil {
 			t.Fatal(err)
