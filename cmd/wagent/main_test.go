@@ -9,10 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/wagent/wagent/cmd/wagent/internal/term/termtest"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/fakeopenai"
 	"github.com/wagent/wagent/store"
@@ -288,52 +288,9 @@ func TestVersionAndInspect(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
-	mu    sync.Mutex
-	b     bytes.Buffer
-	wrote chan struct{} // a value after each write (never blocks the writer)
-}
+type lockedBuffer = termtest.LockedBuffer
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.wrote == nil {
-		l.wrote = make(chan struct{}, 1)
-	}
-	select {
-	case l.wrote <- struct{}{}:
-	default:
-	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedBuffer) writes() chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.wrote == nil {
-		l.wrote = make(chan struct{}, 1)
-	}
-	return l.wrote
-}
-
-// waitOutput waits, write by write, until out has shown s.
-func waitOutput(t *testing.T, out *lockedBuffer, s string) {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for !strings.Contains(out.String(), s) {
-		select {
-		case <-out.writes():
-		case <-timeout:
-			t.Fatalf("no %q in:\n%s", s, out.String())
-		}
-	}
-}
+func waitOutput(t *testing.T, out *lockedBuffer, s string) { termtest.WaitOutput(t, out, s) }
 
 // A second process (here: the same one) touching a store another holds
 // gets a clear one-line message, not a corrupted log or a hang.

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"sync"
 	"testing"
 
 	"github.com/ergochat/readline"
+	"github.com/wagent/wagent/cmd/wagent/internal/term/termtest"
 )
 
 // An interrupt the chat injects to end an approval prompt whose call was
@@ -135,36 +135,4 @@ func TestPromptInputInjectsCountedInterrupts(t *testing.T) {
 	in.interrupt() // after the end: nothing blocks, nothing is read
 }
 
-type lockedBuffer struct {
-	mu    sync.Mutex
-	b     bytes.Buffer
-	wrote chan struct{} // a value after each write (never blocks the writer)
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.wrote == nil {
-		l.wrote = make(chan struct{}, 1)
-	}
-	select {
-	case l.wrote <- struct{}{}:
-	default:
-	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedBuffer) writes() chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.wrote == nil {
-		l.wrote = make(chan struct{}, 1)
-	}
-	return l.wrote
-}
+type lockedBuffer = termtest.LockedBuffer

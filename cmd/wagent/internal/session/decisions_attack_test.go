@@ -1,19 +1,18 @@
 package session
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/wagent/wagent/cmd/wagent/internal/term"
+	"github.com/wagent/wagent/cmd/wagent/internal/term/termtest"
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/server"
 )
@@ -271,49 +270,6 @@ func TestAskDecisionsDecidedElsewhere(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
-	mu    sync.Mutex
-	b     bytes.Buffer
-	wrote chan struct{} // a value after each write (never blocks the writer)
-}
+type lockedBuffer = termtest.LockedBuffer
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.wrote == nil {
-		l.wrote = make(chan struct{}, 1)
-	}
-	select {
-	case l.wrote <- struct{}{}:
-	default:
-	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedBuffer) writes() chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.wrote == nil {
-		l.wrote = make(chan struct{}, 1)
-	}
-	return l.wrote
-}
-
-// waitOutput waits, write by write, until out has shown s.
-func waitOutput(t *testing.T, out *lockedBuffer, s string) {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for !strings.Contains(out.String(), s) {
-		select {
-		case <-out.writes():
-		case <-timeout:
-			t.Fatalf("no %q in:\n%s", s, out.String())
-		}
-	}
-}
+func waitOutput(t *testing.T, out *lockedBuffer, s string) { termtest.WaitOutput(t, out, s) }
