@@ -38,22 +38,24 @@ type Options struct {
 	Cost func(model string, in, out int) (usd float64, ok bool)
 }
 
-// palette holds the ANSI sequences of Options.Colour, or empty strings.
-type palette struct{ dim, red, green, yellow, bold, reset ANSI }
+// Palette holds the ANSI sequences of a terminal's colours, or empty
+// strings (the zero Palette has none). Log and the CLI's live printer
+// share it.
+type Palette struct{ Dim, Red, Green, Yellow, Bold, Reset ANSI }
 
-// colours returns the palette: ANSI sequences when on, empty strings
+// Colours returns the palette: ANSI sequences when on, empty strings
 // otherwise.
-func colours(on bool) palette {
+func Colours(on bool) Palette {
 	if !on {
-		return palette{}
+		return Palette{}
 	}
-	return palette{dim: "\x1b[2m", red: "\x1b[31m", green: "\x1b[32m", yellow: "\x1b[33m", bold: "\x1b[1m", reset: "\x1b[0m"}
+	return Palette{Dim: "\x1b[2m", Red: "\x1b[31m", Green: "\x1b[32m", Yellow: "\x1b[33m", Bold: "\x1b[1m", Reset: "\x1b[0m"}
 }
 
 // printer is one Log call: where it writes, how, and the first error.
 type printer struct {
 	w   io.Writer
-	c   palette
+	c   Palette
 	loc *time.Location
 	err error
 	// tools are the current step's offered tools (their servers and hints).
@@ -86,7 +88,7 @@ func (p *printer) printf(format string, args ...any) {
 // skipped; data it cannot decode shows as empty. It returns the first
 // error writing to w.
 func Log(w io.Writer, events []store.Event, o Options) error {
-	p := &printer{w: w, c: colours(o.Colour), loc: o.Location, cost: o.Cost}
+	p := &printer{w: w, c: Colours(o.Colour), loc: o.Location, cost: o.Cost}
 	if p.loc == nil {
 		p.loc = time.Local
 	}
@@ -106,7 +108,7 @@ func (p *printer) event(id string, e *store.Event) {
 	case event.EvSessionCreated:
 		var d event.SessionCreated
 		json.Unmarshal(e.Data, &d)
-		p.printf("%ssession %s%s  created %s", c.bold, id, c.reset, e.Time.In(p.loc).Format("2006-01-02 15:04:05"))
+		p.printf("%ssession %s%s  created %s", c.Bold, id, c.Reset, e.Time.In(p.loc).Format("2006-01-02 15:04:05"))
 		if d.Model != "" {
 			p.printf("  model %s", d.Model)
 		}
@@ -117,36 +119,36 @@ func (p *printer) event(id string, e *store.Event) {
 		p.model = d.Model
 	case event.EvTurnStart:
 		p.turn = turnTokens{priced: true}
-		p.printf("\n%sturn %d%s  %s\n", c.bold, e.Turn, c.reset, e.Time.In(p.loc).Format("15:04:05"))
+		p.printf("\n%sturn %d%s  %s\n", c.Bold, e.Turn, c.Reset, e.Time.In(p.loc).Format("15:04:05"))
 	case event.EvTurnEnd:
 		var d event.TurnEnd
 		json.Unmarshal(e.Data, &d)
-		col := c.dim
+		col := c.Dim
 		if d.Reason != event.ReasonCompleted {
-			col = c.yellow
+			col = c.Yellow
 		}
-		p.printf("%s  turn %d ended: %s%s%s%s\n", col, d.Turn, d.Reason, TurnDetail(d), p.turnUsage(), c.reset)
+		p.printf("%s  turn %d ended: %s%s%s%s\n", col, d.Turn, d.Reason, TurnDetail(d), p.turnUsage(), c.Reset)
 	case event.EvStepStart:
-		p.printf("%s  step %d%s\n", c.dim, e.Step, c.reset)
+		p.printf("%s  step %d%s\n", c.Dim, e.Step, c.Reset)
 	case event.EvUserMessage:
 		var d event.UserMessage
 		json.Unmarshal(e.Data, &d)
-		p.printf("%s%suser:%s %s\n", ind, c.bold, c.reset, indented(d.Content, ind))
+		p.printf("%s%suser:%s %s\n", ind, c.Bold, c.Reset, indented(d.Content, ind))
 	case event.EvAssistantMessage:
 		var d event.AssistantMessage
 		json.Unmarshal(e.Data, &d)
 		if d.Content != "" {
-			p.printf("%s%sassistant:%s %s\n", ind, c.bold, c.reset, indented(d.Content, ind))
+			p.printf("%s%sassistant:%s %s\n", ind, c.Bold, c.Reset, indented(d.Content, ind))
 		}
 		if d.Interrupted {
-			p.printf("%s%s(interrupted)%s\n", ind, c.dim, c.reset)
+			p.printf("%s%s(interrupted)%s\n", ind, c.Dim, c.Reset)
 		}
 		for _, tc := range d.ToolCalls {
 			t := p.tools[tc.Name]
 			p.printf("%scall %s %s %s\n", ind, tc.ID, ToolTitle(tc.Name, t.Server, t.Annotations), Compact(string(tc.Arguments), 120))
 		}
 		if u := d.Usage; u != nil && (u.InputTokens > 0 || u.OutputTokens > 0) {
-			p.printf("%s%s· %s%s\n", ind, c.dim, Tokens(u.InputTokens, u.OutputTokens), c.reset)
+			p.printf("%s%s· %s%s\n", ind, c.Dim, Tokens(u.InputTokens, u.OutputTokens), c.Reset)
 			p.turn.steps++
 			p.count(p.model, u)
 		}
@@ -166,15 +168,15 @@ func (p *printer) event(id string, e *store.Event) {
 	case event.EvAssistantAttempt:
 		var d event.AssistantAttempt
 		json.Unmarshal(e.Data, &d)
-		p.printf("%s%sattempt %d failed: %s%s\n", ind, c.red, d.Attempt, Failure(d.Failure), c.reset)
+		p.printf("%s%sattempt %d failed: %s%s\n", ind, c.Red, d.Attempt, Failure(d.Failure), c.Reset)
 	case event.EvRetryScheduled:
 		var d event.RetryScheduled
 		json.Unmarshal(e.Data, &d)
-		p.printf("%s%sretry %d in %s (%s)%s\n", ind, c.yellow, d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, d.Op, c.reset)
+		p.printf("%s%sretry %d in %s (%s)%s\n", ind, c.Yellow, d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, d.Op, c.Reset)
 	case event.EvApprovalRequest:
 		var d event.ApprovalRequest
 		json.Unmarshal(e.Data, &d)
-		p.printf("%s%sapproval asked for %s by %s%s\n", ind, c.yellow, strings.Join(d.CallIDs, ", "), d.Op, c.reset)
+		p.printf("%s%sapproval asked for %s by %s%s\n", ind, c.Yellow, strings.Join(d.CallIDs, ", "), d.Op, c.Reset)
 	case event.EvApprovalDecision:
 		var d event.ApprovalDecision
 		json.Unmarshal(e.Data, &d)
@@ -194,17 +196,17 @@ func (p *printer) event(id string, e *store.Event) {
 		mark := ""
 		if d.IsError {
 			// Marked in words too: colour is not always there.
-			col, mark = c.red, " (error)"
+			col, mark = c.Red, " (error)"
 		}
 		code := ""
 		if d.Code != "" {
 			code = " [" + d.Code + "]"
 		}
-		p.printf("%s%sresult %s%s%s: %s%s\n", ind, col, d.CallID, mark, code, Compact(d.Content, 200), c.reset)
+		p.printf("%s%sresult %s%s%s: %s%s\n", ind, col, d.CallID, mark, code, Compact(d.Content, 200), c.Reset)
 	case event.EvOpFault:
 		var d event.OpFault
 		json.Unmarshal(e.Data, &d)
-		p.printf("%s%sop %s faulted at %s (%s): %s%s\n", ind, c.red, d.Op, d.Hook, d.Kind, Compact(d.Message, 200), c.reset)
+		p.printf("%s%sop %s faulted at %s (%s): %s%s\n", ind, c.Red, d.Op, d.Hook, d.Kind, Compact(d.Message, 200), c.Reset)
 	case event.EvCommandReply:
 		var d event.CommandReply
 		json.Unmarshal(e.Data, &d)
@@ -212,10 +214,10 @@ func (p *printer) event(id string, e *store.Event) {
 	case event.EvContextCompacted:
 		var d event.ContextCompacted
 		json.Unmarshal(e.Data, &d)
-		p.printf("%s%s── compacted (%s, by %s): messages 1–%d are summarised in requests from here on (the log keeps them) ──%s\n", ind, c.yellow, d.Reason, d.Op, d.Through, c.reset)
+		p.printf("%s%s── compacted (%s, by %s): messages 1–%d are summarised in requests from here on (the log keeps them) ──%s\n", ind, c.Yellow, d.Reason, d.Op, d.Through, c.Reset)
 		// The summary request is a model request of the turn: it counts.
 		if u := d.Usage; u != nil && (u.InputTokens > 0 || u.OutputTokens > 0) {
-			p.printf("%s%s· summary %s%s\n", ind, c.dim, Tokens(u.InputTokens, u.OutputTokens), c.reset)
+			p.printf("%s%s· summary %s%s\n", ind, c.Dim, Tokens(u.InputTokens, u.OutputTokens), c.Reset)
 			model := d.Model
 			if model == "" {
 				model = p.model
@@ -226,25 +228,25 @@ func (p *printer) event(id string, e *store.Event) {
 	case event.EvPipelineChanged:
 		var d event.PipelineChanged
 		json.Unmarshal(e.Data, &d)
-		p.printf("%s%spipeline changed: %s, model %s (by %s)%s\n", ind, c.yellow, d.Pipeline, d.Model, d.By, c.reset)
+		p.printf("%s%spipeline changed: %s, model %s (by %s)%s\n", ind, c.Yellow, d.Pipeline, d.Model, d.By, c.Reset)
 		if d.Model != "" {
 			p.model = d.Model
 		}
 	case event.EvSessionWriter:
 		var d event.SessionWriter
 		json.Unmarshal(e.Data, &d)
-		p.printf("%s%s(from here on written by %s)%s\n", ind, c.dim, d.ID, c.reset)
+		p.printf("%s%s(from here on written by %s)%s\n", ind, c.Dim, d.ID, c.Reset)
 	case event.EvSessionForked:
 		var d event.SessionForked
 		json.Unmarshal(e.Data, &d)
-		p.printf("%s%s── forked from session %s at seq %d: from here on this session goes its own way ──%s\n", ind, c.yellow, d.Origin, d.Seq, c.reset)
+		p.printf("%s%s── forked from session %s at seq %d: from here on this session goes its own way ──%s\n", ind, c.Yellow, d.Origin, d.Seq, c.Reset)
 	case event.EvSessionRecovered:
-		p.printf("%s%srecovered: the process running this turn had stopped%s\n", ind, c.yellow, c.reset)
+		p.printf("%s%srecovered: the process running this turn had stopped%s\n", ind, c.Yellow, c.Reset)
 	case event.EvInboxSpliced:
 		var d event.InboxSpliced
 		json.Unmarshal(e.Data, &d)
 		if d.Outcome == event.OutcomeCanceled && d.Removed > 0 {
-			p.printf("%s%sdiscarded %d queued message(s)%s%s\n", ind, c.dim, d.Removed, CauseText(d.Cause), c.reset)
+			p.printf("%s%sdiscarded %d queued message(s)%s%s\n", ind, c.Dim, d.Removed, CauseText(d.Cause), c.Reset)
 		}
 	}
 }

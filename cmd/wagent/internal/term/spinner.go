@@ -7,17 +7,12 @@ import (
 	"github.com/wagent/wagent/render"
 )
 
-// Palette is the CLI's colours, used only when standard output is a
-// terminal (the zero Palette has none).
-type Palette struct{ Dim, Red, Green, Yellow, Bold, Reset render.ANSI }
+// Palette is the CLI's colours (render's: the log and the live view use
+// the same), used only when standard output is a terminal.
+type Palette = render.Palette
 
 // Colours is the palette when on, else none.
-func Colours(on bool) Palette {
-	if !on {
-		return Palette{}
-	}
-	return Palette{Dim: "\x1b[2m", Red: "\x1b[31m", Green: "\x1b[32m", Yellow: "\x1b[33m", Bold: "\x1b[1m", Reset: "\x1b[0m"}
-}
+func Colours(on bool) Palette { return render.Colours(on) }
 
 // Progress shows which module is loading while a pipeline builds, on a
 // terminal only, and clears the line afterwards (an app.Progress).
