@@ -228,15 +228,20 @@ func askers(c *event.CallState) []string {
 // span.
 func (m *Machine) appendWith(ctx context.Context, build func(*move) ([]string, error)) ([]string, error) {
 	for tries := 0; ; tries++ {
-		if _, err := m.catchUp(ctx); err != nil {
-			return nil, err
+		// After a conflict, input is shut out (the inbox's lock) from the
+		// catch-up to the append: a steady stream of input cannot make
+		// every try lose, and the append fail.
+		locked := tries > 0
+		if locked {
+			m.lg.mu.Lock()
 		}
-		mv := m.newMove()
-		ids, err := build(mv)
-		if err != nil || len(mv.events) == 0 {
+		ids, mv, err := m.buildAppend(ctx, locked, build)
+		if locked {
+			m.lg.mu.Unlock()
+		}
+		if mv == nil {
 			return ids, err
 		}
-		_, err = m.cfg.Log.Append(ctx, m.st.Session, m.st.Head, mv.events...)
 		if errors.Is(err, store.ErrConflict) && tries < 16 {
 			continue
 		}
@@ -259,6 +264,26 @@ func (m *Machine) appendWith(ctx context.Context, build func(*move) ([]string, e
 		}
 		return ids, nil
 	}
+}
+
+// buildAppend is one try of appendWith: it catches up, builds the move and
+// appends it (with the inbox's lock held when locked). mv is nil when
+// there is nothing to append or build failed.
+func (m *Machine) buildAppend(ctx context.Context, locked bool, build func(*move) ([]string, error)) ([]string, *move, error) {
+	if _, err := m.catchUp(ctx); err != nil {
+		return nil, nil, err
+	}
+	mv := m.newMove()
+	ids, err := build(mv)
+	if err != nil || len(mv.events) == 0 {
+		return ids, nil, err
+	}
+	if locked {
+		_, err = m.lg.appendLocked(ctx, m.st.Head, mv.events)
+	} else {
+		_, err = m.cfg.Log.Append(ctx, m.st.Session, m.st.Head, mv.events...)
+	}
+	return ids, mv, err
 }
 
 // ChangePipeline records new settings for the session (pipeline/changed):

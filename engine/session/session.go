@@ -316,6 +316,14 @@ func (s *Session) drain(ctx context.Context) {
 		}
 		s.statusMu.Lock()
 		s.mu.Lock()
+		if cause == nil && s.cause != nil {
+			// A cancellation arrived after Run returned, while the driver
+			// still ran: its caller was told it is recorded. Go round once
+			// more (ctx is cancelled: Run returns at once) to record it.
+			s.mu.Unlock()
+			s.statusMu.Unlock()
+			continue
+		}
 		if s.wake && !s.closed && err == nil {
 			// Input arrived meanwhile: the drain goes on (after a
 			// cancellation, with a fresh context), so the session is never
