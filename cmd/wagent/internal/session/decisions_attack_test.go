@@ -81,9 +81,7 @@ func TestAskDecisionsLineTypedBeforeThePromptIsNotItsAnswer(t *testing.T) {
 		// is not its answer, so the test waits for the count, as a person
 		// cannot type within the instant between the two.)
 		waitOutput(t, &out.lockedBuffer, "allow shell")
-		for in.shown.Load() < 2 {
-			runtime.Gosched()
-		}
+		waitPrompted(t, in, 2)
 		io.WriteString(pw, "n\n")
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -117,6 +115,7 @@ func TestAskDecisionsShowsEveryArgument(t *testing.T) {
 		done <- AskDecisions(context.Background(), env, in, calls, nil, func(d server.Decision) (*server.Decided, error) { return &server.Decided{}, nil })
 	}()
 	waitOutput(t, &out, "[y]es, [n]o, [a]lways: ")
+	waitPrompted(t, in, 1)
 	io.WriteString(pw, "n\n")
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -161,6 +160,7 @@ func TestAskDecisionsDoNotWaitForACallAnsweredWithoutADecision(t *testing.T) {
 		})
 	}()
 	waitOutput(t, &out, `allow calc_add {"value":1}`)
+	waitPrompted(t, in, 1)
 	io.WriteString(pw, "y\n")
 	if err := <-done; err != nil {
 		t.Fatalf("the prompt loop: %v (it waited for a decision that never comes)", err)
@@ -190,11 +190,12 @@ func TestAskDecisions(t *testing.T) {
 	record := func(d server.Decision) (*server.Decided, error) { ds = append(ds, d); return &server.Decided{}, nil }
 	done := make(chan error, 1)
 	go func() { done <- AskDecisions(ctx, env, in, calls, nil, record) }()
-	for _, a := range []struct{ prompt, line string }{
+	for i, a := range []struct{ prompt, line string }{
 		{"allow calc_add", "maybe"}, {"allow calc_add {\"value\":1}? [y]es, [n]o, [a]lways: \nallow calc_add", "y"},
 		{"allow calc_total", "A"}, {"allow calc_divide", "no"},
 	} {
 		waitOutput(t, &out, a.prompt)
+		waitPrompted(t, in, uint64(i+1))
 		io.WriteString(pw, a.line+"\n")
 	}
 	if err := <-done; err != nil {
@@ -252,6 +253,7 @@ func TestAskDecisionsDecidedElsewhere(t *testing.T) {
 	feed <- decided(event.ApprovalDecision{CallID: "2.1.2", Allow: false, Who: "cli", Note: "no"})
 	feed <- decided(event.ApprovalDecision{CallID: "2.1.1", Allow: true, Who: "console"})
 	waitOutput(t, &out, "allow calc_total")
+	waitPrompted(t, in, 2)
 	io.WriteString(pw, "y\n")
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -273,3 +275,18 @@ func TestAskDecisionsDecidedElsewhere(t *testing.T) {
 type lockedBuffer = termtest.LockedBuffer
 
 func waitOutput(t *testing.T, out *lockedBuffer, s string) { termtest.WaitOutput(t, out, s) }
+
+// waitPrompted waits until in has counted n prompts as shown: a prompt
+// takes only lines read after it counts (the instant between its text's
+// write and its count is no one's to type in), so a test types its answer
+// after that.
+func waitPrompted(t *testing.T, in *LineReader, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for in.shown.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("prompt %d never counted as shown (%d did)", n, in.shown.Load())
+		}
+		runtime.Gosched()
+	}
+}
