@@ -111,12 +111,21 @@ func (h *Host) Open(ctx context.Context, id string) (*Session, error) {
 	}
 	s.Watch(h.notify)
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	if h.closed {
+		// Closed while this opened: Close did not see it, so dispose of
+		// it here rather than leave a driver no one will close.
+		h.mu.Unlock()
+		s.Close(ctx)
+		return nil, ErrClosed
+	}
 	if other, ok := h.sessions[id]; ok {
-		// Opened concurrently: keep the first.
+		// Opened concurrently: keep the first, dispose of this one.
+		h.mu.Unlock()
+		s.Close(ctx)
 		return other, nil
 	}
 	h.sessions[id] = s
+	h.mu.Unlock()
 	return s, nil
 }
 
