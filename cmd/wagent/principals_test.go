@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -13,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/internal/fakeopenai"
+	"github.com/wagent/wagent/server"
 )
 
 // servedOverTCP starts wagent serve --listen for env's store and returns
@@ -150,10 +153,20 @@ func TestRemoteClientStartsASessionFromAProfile(t *testing.T) {
 	if code != http.StatusCreated {
 		t.Fatalf("create from profile local: %d %s", code, body)
 	}
-	waitFor(t, "the fake model's answer in the log", func() bool {
-		_, evs := api(t, addr, token, "GET", "/v1/sessions/from-console/events", nil)
-		return strings.Contains(evs, "hello from the fake")
+	// Follow the session on its stream until the model's answer is in it.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var answered bool
+	err := server.NewClient("http://"+addr, token, nil).Stream(ctx, "from-console", 1, func(ev server.StreamEvent) error {
+		if ev.Kind == "event" && ev.Event.Type == event.EvAssistantMessage && strings.Contains(string(ev.Event.Data), "hello from the fake") {
+			answered = true
+			return server.ErrStop
+		}
+		return nil
 	})
+	if err != nil || !answered {
+		t.Fatalf("following the session for the model's answer: %v", err)
+	}
 	reqs := fake.Requests()
 	if got := reqs[len(reqs)-1].Header.Get("Authorization"); got != "Bearer k-local" {
 		t.Errorf("Authorization %q, want the owner's key for its own profile's base URL", got)
