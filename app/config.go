@@ -360,12 +360,18 @@ func (r *Sources) All() map[string]Setting {
 		out[k] = r.Get(k)
 	}
 	script, _ := r.flag("script")
-	if out["provider"].Value == "" {
-		if script != "" {
-			out["provider"] = Setting{"script", "default (--script is given)"}
-		} else {
-			out["provider"] = Setting{"openai", "default"}
+	_, providerFlag := r.flag(settingFlag["provider"])
+	switch {
+	case script != "" && !providerFlag:
+		// A flag beats the config: --script means the script answers,
+		// whatever provider the environment or the file names.
+		src := "--script"
+		if p := out["provider"]; p.Value != "" && p.Value != "script" {
+			src += " (over " + p.Value + " from " + p.Source + ")"
 		}
+		out["provider"] = Setting{"script", src}
+	case out["provider"].Value == "":
+		out["provider"] = Setting{"openai", "default"}
 	}
 	prov := out["provider"].Value
 	if out["base_url"].Value == "" {
@@ -494,6 +500,9 @@ func (r *Sources) Override(recorded Settings) (Settings, error) {
 	}
 	if v, ok := r.flag("script"); ok && v != "" {
 		s.Script = AbsPath(v)
+		if _, named := r.flag(settingFlag["provider"]); !named {
+			s.Provider = "script" // the flag beats what the session recorded
+		}
 	}
 	return s, nil
 }
