@@ -23,8 +23,12 @@ WAGENT_BUILD := $(GO) run ./guests/cmd/wagent-build
 
 all: build
 
+# VERSION names the build in wagent version: the commit (and whether the
+# tree had changes); go install …@VERSION stamps the module's version
+# itself.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 build:
-	$(GO) build -o $(BIN)/wagent ./cmd/wagent
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/wagent ./cmd/wagent
 
 # test runs the suite, then the engine's and the store's concurrency tests
 # (hammers, conflicting appenders) again under the race detector; for the

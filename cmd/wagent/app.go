@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -30,6 +31,43 @@ const (
 
 // version is set by the linker for releases.
 var version = "dev"
+
+func init() {
+	if version == "dev" {
+		version = buildVersion()
+	}
+}
+
+// buildVersion is the version the Go toolchain stamped into the binary:
+// the module's version when installed with go install …@VERSION, else
+// dev and the commit it was built from (+dirty with local changes).
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	return "dev-" + rev + dirty
+}
 
 // cliEnv is what a run of the CLI talks to.
 type cliEnv = term.Env
