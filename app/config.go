@@ -412,9 +412,13 @@ func DefaultKeyEnv(provider string) string {
 // newSettings resolves the settings a new session records.
 func (r *Sources) NewSettings() (Settings, error) {
 	all := r.All()
-	switch p := all["provider"]; p.Value {
-	case "openai", "anthropic", "script":
-	default:
+	// A provider the environment or the file names is checked even where
+	// a flag overrides it (--script): a broken config is said, not hidden.
+	for _, p := range []Setting{r.Get("provider"), all["provider"]} {
+		switch p.Value {
+		case "", "openai", "anthropic", "script":
+			continue
+		}
 		// Named with where it came from: a typo in the file is not a flag
 		// (and, like the file's other mistakes, not a usage error).
 		code := Invalid
