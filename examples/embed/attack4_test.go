@@ -19,6 +19,14 @@ import (
 // quota of max sessions each, and returns a request helper.
 func tenantsAPI(t *testing.T, max int) func(token, method, path string, body []byte) (int, string) {
 	t.Helper()
+	_, do := tenantsServer(t, max)
+	return do
+}
+
+// tenantsServer is tenantsAPI with the server's address, for a client
+// that follows streams.
+func tenantsServer(t *testing.T, max int) (string, func(token, method, path string, body []byte) (int, string)) {
+	t.Helper()
 	old := maxSessions
 	maxSessions = max
 	t.Cleanup(func() { maxSessions = old })
@@ -28,7 +36,7 @@ func tenantsAPI(t *testing.T, max int) func(token, method, path string, body []b
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() { srv.Close(); closeFn() })
-	return func(token, method, path string, body []byte) (int, string) {
+	return srv.URL, func(token, method, path string, body []byte) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, srv.URL+path, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
