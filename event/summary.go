@@ -28,6 +28,14 @@ type Summary struct {
 	Usage        Usage         `json:"usage"`
 	LastActivity time.Time     `json:"last_activity"`
 	Head         uint64        `json:"head"`
+	// Mode is the permission mode the approval op holds (ask, edits, plan,
+	// auto), from its latest note; empty when the pipeline has none.
+	Mode string `json:"mode,omitempty"`
+	// Name is the name a person gave the session (wagent rename).
+	Name string `json:"name,omitempty"`
+	// Error is the last turn's error when it ended in one (Status says
+	// "error" then, not "idle").
+	Error string `json:"error,omitempty"`
 }
 
 // Summarize makes the summary of a folded state: status idle or waiting
@@ -61,6 +69,11 @@ type WaitingCall struct {
 	Annotations *hostabi.ToolAnnotations `json:"annotations,omitempty"`
 	AskedBy     string                   `json:"asked_by,omitempty"`
 	Reason      string                   `json:"reason,omitempty"`
+	// Preview is what the call would change, shown before a person
+	// decides: a unified diff of the file a write_file or edit_file of the
+	// files op would write (filled by the owner, which knows the op's
+	// mounts; empty when it cannot tell). Not part of Digest.
+	Preview string `json:"preview,omitempty"`
 }
 
 // WaitingCalls lists the calls of st waiting for a person's decision.
