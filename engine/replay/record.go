@@ -282,7 +282,7 @@ func (r *recording) classify() {
 		switch e.Type {
 		case event.EvSessionCreated, event.EvSessionWriter, event.EvSessionRecovered:
 			r.origin[i] = skipped
-		case event.EvPipelineChanged, event.EvSessionForked:
+		case event.EvPipelineChanged, event.EvSessionForked, event.EvSessionRenamed:
 			r.origin[i] = byInput
 		case event.EvToolCall:
 			var d event.ToolCallEvent

@@ -313,7 +313,7 @@ func (f *follower) follow(ctx context.Context, from uint64, start func() error) 
 			out.Finish()
 			return own.Outcome(id)
 		}
-		if status == string(session.DriverIdle) && own != nil {
+		if (status == string(session.DriverIdle) || status == event.StatusError) && own != nil {
 			// Idle with the input not answered: a cancellation's drive
 			// ended before the next took it, or the drive failed. Wake the
 			// session once for each time it stops.
