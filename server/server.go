@@ -533,8 +533,10 @@ func (s *Server) commands(id string) []Command {
 			owned[c] = true
 		}
 	}
-	if !owned["compact"] {
-		out = append(out, Command{Name: "compact", Op: event.HostOp})
+	for _, c := range []string{"compact", "clear"} {
+		if !owned[c] {
+			out = append(out, Command{Name: c, Op: event.HostOp})
+		}
 	}
 	return out
 }

@@ -125,6 +125,14 @@ func Drive(o DriveOptions) error {
 	out.Start(isNew)
 	f := &follower{env: env, cl: cl, id: id, out: out, by: fmt.Sprintf("wagent %s (pid %d)", o.Name, os.Getpid())}
 	start := startInput(ctx, cl, id, prompt)
+	if prompt == "" && o.Name == "resume" {
+		// wagent resume after a turn that ended in error makes it again
+		// (a new turn, turn/start with retry): going on is what was asked.
+		start = func() error {
+			_, err := cl.Retry(ctx, id)
+			return err
+		}
+	}
 	if prompt != "" {
 		// The run shows the turn its input opens, and on a signal cancels
 		// only that (OwnTurn, own.go).
