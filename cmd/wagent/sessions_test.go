@@ -78,6 +78,11 @@ func TestResumeRetriesAFailedTurn(t *testing.T) {
 	if _, err := event.Fold("f", evs); err != nil {
 		t.Fatal(err)
 	}
+	// A replay of the session, fed its recorded answers, makes the same
+	// retry: it does not diverge.
+	if r := wag(t, home, "replay", "f"); r.code != exitOK {
+		t.Errorf("replay of a retried session: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	if s := sessionsJSON(t, home)["f"]; s["status"] != "idle" || s["error"] != nil {
 		t.Errorf("after the retry sessions lists %v, want idle without an error", s)
 	}
@@ -125,6 +130,17 @@ func TestRenameAndSearch(t *testing.T) {
 	}
 	if r := wag(t, home, "replay", "second"); r.code != exitOK {
 		t.Errorf("replay of a renamed session: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// Export and import keep the name.
+	file := filepath.Join(t.TempDir(), "second.jsonl")
+	if r := wag(t, home, "export", "second", "-o", file); r.code != exitOK {
+		t.Fatalf("export: exit %d %s", r.code, r.stderr)
+	}
+	if r := wag(t, home, "import", file, "--as", "third"); r.code != exitOK {
+		t.Fatalf("import: exit %d %s", r.code, r.stderr)
+	}
+	if s := sessionsJSON(t, home)["third"]; s == nil || s["name"] != "Evening Verses" {
+		t.Errorf("the imported session lists as %v, want its name", s)
 	}
 	// Bad input says what to do and records nothing.
 	before := len(events(t, home, "second"))
