@@ -212,10 +212,17 @@ func TestRmRefusesARunningSession(t *testing.T) {
 		t.Fatalf("rm of a running session: exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	mustOneLine(t, r, "is running: cancel it first (wagent cancel busy)")
+	// A rename is recorded while the turn runs (beside it, as input is).
+	if r := exe(t, env, "rename", "busy", "Slow One"); r.code != exitOK {
+		t.Fatalf("rename while running: exit %d %s", r.code, r.stderr)
+	}
 	if r := exe(t, env, "cancel", "busy"); r.code != exitOK {
 		t.Fatal(r.stderr)
 	}
 	run.wait(t)
+	if r := exe(t, env, "sessions", "--search", "slow one"); !strings.Contains(r.stdout, "Slow One") {
+		t.Errorf("the name given while the turn ran is not listed:\n%s%s", r.stdout, r.stderr)
+	}
 	if r := exe(t, env, "rm", "busy", "--yes"); r.code != exitOK {
 		t.Fatalf("rm after the cancel: exit %d %s", r.code, r.stderr)
 	}
@@ -239,5 +246,34 @@ func TestLogFollowWithNoOwner(t *testing.T) {
 	follower.cmd.Process.Signal(syscall.SIGINT)
 	if code, stderr := follower.wait(t); code != exitOK {
 		t.Errorf("log -f after Ctrl-C: exit %d %s", code, stderr)
+	}
+}
+
+// At a terminal rm asks, and deletes only on yes.
+func TestRmAsksAtATerminal(t *testing.T) {
+	env := chatEnv(t)
+	script, _ := filepath.Abs(testdata("plain-replies.yaml"))
+	if r := exe(t, env, "run", "--session", "x", "--script", script, "hello"); r.code != exitOK {
+		t.Fatal(r.stderr)
+	}
+	s := startScreen(t, env, "rm", "x")
+	s.waitFor(0, "delete session x (hello, idle, 1 turn)? [y/N]")
+	s.typeKeys("n\r")
+	s.waitFor(0, "kept x")
+	if code := s.exit(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, s.text())
+	}
+	if got := sessions(t, env["WAGENT_HOME"]); len(got) != 1 {
+		t.Fatalf("sessions after no: %v", got)
+	}
+	s = startScreen(t, env, "rm", "x")
+	s.waitFor(0, "[y/N]")
+	s.typeKeys("y\r")
+	s.waitFor(0, "deleted x")
+	if code := s.exit(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, s.text())
+	}
+	if got := sessions(t, env["WAGENT_HOME"]); len(got) != 0 {
+		t.Fatalf("sessions after yes: %v", got)
 	}
 }
