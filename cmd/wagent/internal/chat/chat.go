@@ -138,8 +138,20 @@ func Run(o Options) error {
 	ch.out = session.NewPrinter(env, false, ch.id)
 	ch.out.UsageW = env.Stdout
 	ch.out.Cost = ch.cfg.Cost
+	var set app.Settings
+	json.Unmarshal(info.Settings, &set)
+	model := set.Model
+	if model == "" {
+		model = set.Provider
+	}
 	c0 := ch.out.C
-	ch.banner(info, isNew)
+	if isNew {
+		render.Fprintf(env.Stdout, "%ssession %s · %s · /help lists the commands, Ctrl-D leaves%s\n", c0.Dim, named(info), model, c0.Reset)
+		ch.from = 1
+	} else {
+		render.Fprintf(env.Stdout, "%ssession %s · %s · %s so far · /help lists the commands, Ctrl-D leaves%s\n", c0.Dim, named(info), model, session.Plural(info.Turns, "turn"), c0.Reset)
+		ch.from = info.Head + 1
+	}
 
 	ch.in = newPromptInput(env.Stdin)
 	rl, err := readline.NewFromConfig(&readline.Config{

@@ -18,29 +18,27 @@ import (
 // settings), /clear (later requests start afresh; the log keeps
 // everything) and /model (show or switch the model).
 
-// banner is the line that opens a session in the chat.
-func (ch *chatter) banner(info *server.Session, isNew bool) {
+// named is how the chat's banner names a session: its id, and its name
+// when it has one.
+func named(info *server.Session) string {
+	if info.Name != "" {
+		return fmt.Sprintf("%s (%s)", info.ID, info.Name)
+	}
+	return info.ID
+}
+
+// banner opens a session the chat switched to (/new), as Run's opens the
+// first: the model is the one the settings name.
+func (ch *chatter) banner(info *server.Session) {
 	var set app.Settings
 	json.Unmarshal(info.Settings, &set)
-	model := info.Model
-	if model == "" {
-		model = set.Model
-	}
+	model := set.Model
 	if model == "" {
 		model = set.Provider
 	}
 	c := ch.out.C
-	name := ch.id
-	if info.Name != "" {
-		name = fmt.Sprintf("%s (%s)", ch.id, info.Name)
-	}
-	if isNew {
-		render.Fprintf(ch.env.Stdout, "%ssession %s · %s · /help lists the commands, Ctrl-D leaves%s\n", c.Dim, name, model, c.Reset)
-		ch.from = 1
-		return
-	}
-	render.Fprintf(ch.env.Stdout, "%ssession %s · %s · %s so far · /help lists the commands, Ctrl-D leaves%s\n", c.Dim, name, model, session.Plural(info.Turns, "turn"), c.Reset)
-	ch.from = info.Head + 1
+	render.Fprintf(ch.env.Stdout, "%ssession %s · %s · /help lists the commands, Ctrl-D leaves%s\n", c.Dim, named(info), model, c.Reset)
+	ch.from = 1
 }
 
 // settingsNow are the settings the session runs with now: those it was
@@ -95,7 +93,7 @@ func (ch *chatter) newSession(ctx context.Context) error {
 	ch.out.UsageW = ch.env.Stdout
 	ch.out.Cost = ch.cfg.Cost
 	render.Fprintf(ch.env.Stdout, "%s(session %s stays as it is: wagent chat %s goes back to it)%s\n", ch.out.C.Dim, old, old, ch.out.C.Reset)
-	ch.banner(info, true)
+	ch.banner(info)
 	ch.loadCommands(ctx)
 	return nil
 }
