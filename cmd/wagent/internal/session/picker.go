@@ -73,7 +73,10 @@ func Pick(env *term.Env, list []event.Summary) (string, error) {
 		return "", fmt.Errorf("the terminal: %v", err)
 	}
 	defer xterm.Restore(int(in.Fd()), state)
-	p := &picker{out: env.Stdout, all: list, now: time.Now()}
+	p := &picker{out: env.Stdout, all: list, now: time.Now(), width: 100}
+	if w, _, err := xterm.GetSize(int(in.Fd())); err == nil && w > 10 {
+		p.width = w
+	}
 	p.filter()
 	p.draw()
 	defer p.clear()
@@ -119,6 +122,9 @@ type picker struct {
 	query string
 	at    int
 	now   time.Time
+	// width is the terminal's: a line never wraps, so that moving up as
+	// many lines as were drawn lands on the first.
+	width int
 }
 
 func (p *picker) filter() {
@@ -161,6 +167,11 @@ func (p *picker) draw() {
 		lines = append(lines, "  (no session matches)")
 	case len(p.shown) > pickRows:
 		lines = append(lines, fmt.Sprintf("  … %d in all", len(p.shown)))
+	}
+	for i, l := range lines {
+		if utf8.RuneCountInString(l) >= p.width {
+			lines[i] = string([]rune(l)[:p.width-2]) + "…"
+		}
 	}
 	var b strings.Builder
 	b.WriteString("\r\x1b[J")
