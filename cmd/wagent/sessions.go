@@ -28,17 +28,14 @@ func renameCommand(env *cliEnv) *cli.Command {
 		Usage: "give a session a name (recorded in its log; shown by sessions and chat)",
 		UsageText: `wagent rename SESSION NAME
 
-An empty NAME ("") takes the name away.
+An empty NAME ("") takes the name away. SESSION is an id, or a name only one
+session has (rename and rm take either).
 
 Example:
    wagent rename 20261130-a1b2c3 "refactor the parser"`,
 		Flags: []cli.Flag{storeFlag},
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 2, 2, "SESSION NAME"); err != nil {
-				return err
-			}
-			id, err := sessionArg0(c)
-			if err != nil {
 				return err
 			}
 			name := strings.TrimSpace(c.Args().Get(1))
@@ -51,6 +48,10 @@ Example:
 				return err
 			}
 			defer cn.Close()
+			id, err := sessionNamed(ctx, cn.Client, c.Args().First())
+			if err != nil {
+				return err
+			}
 			if _, err := cn.Client.Rename(ctx, id, server.RenameRequest{Name: name, By: fmt.Sprintf("wagent rename (pid %d)", os.Getpid())}); err != nil {
 				return session.APIFail(err)
 			}
@@ -81,12 +82,6 @@ Example:
 			if err := needArgs(c, 1, -1, "SESSION... [--yes]"); err != nil {
 				return err
 			}
-			ids := c.Args().Slice()
-			for _, id := range ids {
-				if err := validID(id); err != nil {
-					return err
-				}
-			}
 			if !c.Bool("yes") && !env.Interactive {
 				return fail(exitUsage, "wagent rm deletes for good: pass --yes to delete without a terminal to ask at")
 			}
@@ -96,6 +91,14 @@ Example:
 				return err
 			}
 			defer cn.Close()
+			var ids []string
+			for _, arg := range c.Args().Slice() {
+				id, err := sessionNamed(ctx, cn.Client, arg)
+				if err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
 			var in *bufio.Reader
 			failed := false
 			for _, id := range ids {
@@ -130,19 +133,6 @@ Example:
 			return nil
 		},
 	}
-}
-
-// sessionArg0 is the first argument, checked as a session id.
-func sessionArg0(c *cli.Context) (string, error) {
-	id := c.Args().First()
-	return id, validID(id)
-}
-
-func validID(id string) error {
-	if err := store.ValidSessionID(id); err != nil {
-		return fail(exitUsage, "%v", err)
-	}
-	return nil
 }
 
 // sessionLabel is how a list names a session: its name, else its title.
@@ -219,4 +209,37 @@ func lastSessionIn(ctx context.Context, cl *server.Client, dir string) (string, 
 		}
 	}
 	return "", nil
+}
+
+// sessionNamed finds the session arg names: the session of that id, else
+// the one session whose name (wagent rename) is arg, ignoring case. A
+// name that several sessions have is refused, naming them; arg is
+// returned as it is when nothing matches (the command then says there is
+// no such session).
+func sessionNamed(ctx context.Context, cl *server.Client, arg string) (string, error) {
+	if store.ValidSessionID(arg) == nil {
+		if _, err := cl.Session(ctx, arg); err == nil {
+			return arg, nil
+		}
+	}
+	list, err := cl.Sessions(ctx)
+	if err != nil {
+		return "", session.APIFail(err)
+	}
+	var ids []string
+	for _, s := range list.Sessions {
+		if s.Name != "" && strings.EqualFold(s.Name, arg) {
+			ids = append(ids, s.ID)
+		}
+	}
+	switch {
+	case len(ids) == 1:
+		return ids[0], nil
+	case len(ids) > 1:
+		return "", fail(exitUsage, "sessions %s are all named %q: name one by its id", strings.Join(ids, ", "), arg)
+	}
+	if err := store.ValidSessionID(arg); err != nil {
+		return "", fail(exitFailure, "no session is named %q (wagent sessions --search finds them)", arg)
+	}
+	return arg, nil
 }

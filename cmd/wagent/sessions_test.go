@@ -142,6 +142,21 @@ func TestRenameAndSearch(t *testing.T) {
 	if s := sessionsJSON(t, home)["third"]; s == nil || s["name"] != "Evening Verses" {
 		t.Errorf("the imported session lists as %v, want its name", s)
 	}
+	// A name stands for its session where only one has it.
+	r := wag(t, home, "rm", "evening verses", "--yes")
+	if r.code != exitUsage {
+		t.Errorf("rm of a name two sessions have: exit %d, want 2", r.code)
+	}
+	mustOneLine(t, r, "sessions second, third are all named")
+	if r := wag(t, home, "rename", "third", "Copy"); r.code != exitOK {
+		t.Fatal(r.stderr)
+	}
+	if r := wag(t, home, "rm", "COPY", "--yes"); r.code != exitOK || !strings.Contains(r.stdout, "deleted third") {
+		t.Errorf("rm by name: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := wag(t, home, "rm", "no such name", "--yes"); r.code != exitFailure || !strings.Contains(r.stderr, "no session is named") {
+		t.Errorf("rm of an unknown name: exit %d %s", r.code, r.stderr)
+	}
 	// Bad input says what to do and records nothing.
 	before := len(events(t, home, "second"))
 	mustOneLine(t, wag(t, home, "rename", "second", "two\nlines"), "one line")
