@@ -125,3 +125,47 @@ func TestRetryAFailedTurn(t *testing.T) {
 		t.Errorf("retry with input queued: %v, want refused", err)
 	}
 }
+
+// A rename recorded while a model request is in flight does not make the
+// machine throw the answer away and ask again: the name changes nothing a
+// transition decides on.
+func TestRenameDuringARequestKeepsTheAnswer(t *testing.T) {
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var mu sync.Mutex
+	calls := 0
+	p := &et.Scripted{Answer: func(*provider.Request) et.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		return et.Reply{Text: "the answer"}
+	},
+		Hold: func(ctx context.Context, req *provider.Request) {
+			once.Do(func() { close(held); <-release })
+		}}
+	env := &et.Env{Log: store.NewMemory(), Session: "s", Provider: p,
+		Ops: func() []engine.Operation { return []engine.Operation{et.Calculator()} }}
+	env.Create(t)
+	env.Send(t, "hello")
+	done := make(chan engine.Outcome)
+	go func() { done <- env.RunContinuous(t) }()
+	<-held
+	if err := env.Open(t).Rename(context.Background(), "named mid-request", "test"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	<-done
+	mu.Lock()
+	n := calls
+	mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d model requests, want 1: the answer was thrown away", n)
+	}
+	st, err := event.Fold("s", env.Events(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Name != "named mid-request" || st.LastEnd == nil || st.LastEnd.Reason != event.ReasonCompleted {
+		t.Fatalf("name %q, last turn %+v", st.Name, st.LastEnd)
+	}
+}
