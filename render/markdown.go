@@ -318,20 +318,25 @@ func (m *Markdown) codeLine(s string) {
 		m.out.WriteByte('\n')
 		return
 	}
+	cur := ""
 	for tok := it(); tok != chroma.EOF; tok = it() {
 		v := strings.TrimSuffix(tok.Value, "\n")
 		if v == "" {
 			continue
 		}
+		if c := tokenColour(tok.Type); c != cur {
+			if cur != "" {
+				m.out.WriteString(sgrReset)
+			}
+			m.out.WriteString(c)
+			cur = c
+		}
 		// The lexer only splits the (already safe) line; Safe again
 		// costs nothing on safe text and keeps that true.
-		if c := tokenColour(tok.Type); c != "" {
-			m.out.WriteString(c)
-			m.out.WriteString(Safe(v))
-			m.out.WriteString(sgrReset)
-		} else {
-			m.out.WriteString(Safe(v))
-		}
+		m.out.WriteString(Safe(v))
+	}
+	if cur != "" {
+		m.out.WriteString(sgrReset)
 	}
 	m.out.WriteByte('\n')
 }
