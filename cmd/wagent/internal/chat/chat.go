@@ -136,7 +136,7 @@ func Run(o Options) error {
 	}
 	ch.id = info.ID
 	ch.out = session.NewPrinter(env, false, ch.id)
-	ch.out.UsageW = env.Stdout
+	ch.out.UsageW, ch.out.NotesW = env.Stdout, env.Stdout // one terminal
 	ch.out.Cost = ch.cfg.Cost
 	var set app.Settings
 	json.Unmarshal(info.Settings, &set)
@@ -149,6 +149,7 @@ func Run(o Options) error {
 		render.Fprintf(env.Stdout, "%ssession %s · %s · /help lists the commands, Ctrl-D leaves%s\n", c0.Dim, named(info), model, c0.Reset)
 		ch.from = 1
 	} else {
+		session.ShowRecap(ctx, ch.cl, env, ch.id) // the last turns, then where we are
 		render.Fprintf(env.Stdout, "%ssession %s · %s · %s so far · /help lists the commands, Ctrl-D leaves%s\n", c0.Dim, named(info), model, session.Plural(info.Turns, "turn"), c0.Reset)
 		ch.from = info.Head + 1
 	}
