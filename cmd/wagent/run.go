@@ -35,6 +35,11 @@ func runCommand(env *cliEnv) *cli.Command {
 The prompt is the argument, or standard input (- or a pipe); at a terminal with
 no prompt, run is wagent chat. Defaults come from the config file (wagent config show).
 
+The answer alone goes to standard output (drawn from its Markdown at a
+terminal, as written elsewhere: wagent run … > answer.md keeps it); tool
+calls, retries, what the session waits for, errors and the token count go
+to standard error.
+
 With --detach the session is created (its settings recorded), the prompt
 queued and the session woken, and run prints the session id and returns at
 once: the store's owner runs it, or on a NATS store any worker (wagent
