@@ -5,6 +5,8 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/alecthomas/chroma/v2"
 	"github.com/alecthomas/chroma/v2/lexers"
@@ -29,6 +31,12 @@ import (
 // (emphasis, code spans, links) is parsed by goldmark and code inside
 // fences is coloured by chroma's lexers.
 //
+// A paragraph or list item is drawn word by word while its line is
+// still arriving, as far as its Markdown is settled: up to the last space
+// before which no emphasis, code span or link is left open (a person
+// reads a long paragraph as it comes, not when its line ends). What is
+// drawn is exactly what drawing the whole line at once draws.
+//
 // Everything the model wrote passes through Safe first: an escape
 // sequence in a heading, a code block, a link or a table cell is shown
 // escaped, never sent to the terminal. The only sequences written are the
@@ -49,6 +57,12 @@ type Markdown struct {
 	held   string
 	isHeld bool
 	blank  bool // the last line written was blank
+	// open is the line being drawn word by word; at is how many bytes of
+	// part are drawn.
+	open bool
+	at   int
+	// broken: Break ended the terminal's line after the last words drawn.
+	broken bool
 	err    error
 }
 
@@ -94,6 +108,7 @@ func (m *Markdown) Write(p []byte) (int, error) {
 		}
 		p = p[i+1:]
 	}
+	m.stream()
 	m.emit()
 	if m.err != nil {
 		return n, m.err
@@ -122,7 +137,91 @@ func (m *Markdown) Flush() error {
 
 // Pending reports whether text was received that is not drawn yet.
 func (m *Markdown) Pending() bool {
-	return len(m.part) > 0 || m.isHeld || m.table != nil
+	return len(m.part) > m.at || m.isHeld || m.table != nil
+}
+
+// Break ends the terminal's line when a paragraph is being drawn word by
+// word, so that a line of another kind can be written; the paragraph goes
+// on below it.
+func (m *Markdown) Break() {
+	if m.open && !m.broken {
+		m.out.WriteByte('\n')
+		m.broken = true
+		m.emit()
+	}
+}
+
+var reItemOpen = regexp.MustCompile(`^([ \t]*)([-*+]|\d{1,9}[.)])[ \t]+`)
+
+// stream draws what is settled of the line being received: a paragraph
+// (its first character a letter) or a list item (its text starting with
+// a letter) is opened, then drawn up to its last space when nothing
+// before it is left open.
+func (m *Markdown) stream() {
+	if m.fence != nil || len(m.part) == 0 {
+		return
+	}
+	if !m.open {
+		body := 0
+		if im := reItemOpen.FindSubmatchIndex(m.part); im != nil {
+			body = im[1]
+		}
+		r, n := utf8.DecodeRune(m.part[body:])
+		if r == utf8.RuneError && n <= 1 || !unicode.IsLetter(r) {
+			return
+		}
+		// As line() would: the table or the held line before it first.
+		m.endTable()
+		m.releaseHeld()
+		m.blank = false
+		if body > 0 {
+			g := reItemOpen.FindStringSubmatch(string(m.part))
+			m.itemMark(g[1], g[2])
+		}
+		m.open, m.at = true, body
+	}
+	s := m.part[m.at:]
+	p := bytes.LastIndexByte(s, ' ')
+	// Whole words only, one space between them, a word after the space.
+	if p <= 0 || s[p-1] == ' ' || p+1 >= len(s) || s[p+1] == ' ' {
+		return
+	}
+	a := Safe(string(s[:p]))
+	if !settled(a) {
+		return
+	}
+	m.inline(a, "")
+	m.out.WriteByte(' ')
+	m.at += p + 1
+	m.broken = false
+}
+
+// settled reports whether inline Markdown a, followed by a space and more
+// text, draws the same alone as it does with the text after it: no
+// delimiter in it is left without its partner.
+func settled(a string) bool {
+	if !strings.ContainsAny(a, "*_~`[]<") {
+		return true
+	}
+	src := []byte(a)
+	doc := inlineParser.Parse(text.NewReader(src))
+	ok := true
+	ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		switch n := n.(type) {
+		case *ast.CodeSpan, *ast.AutoLink, *ast.RawHTML:
+			return ast.WalkSkipChildren, nil
+		case *ast.Link:
+			// A link's text is settled; its address is in the node.
+			return ast.WalkContinue, nil
+		case *ast.Text:
+			if entering && bytes.ContainsAny(n.Segment.Value(src), "*_~`[]<") {
+				ok = false
+				return ast.WalkStop, nil
+			}
+		}
+		return ast.WalkContinue, nil
+	})
+	return ok
 }
 
 func (m *Markdown) emit() {
@@ -147,7 +246,16 @@ var (
 
 // line takes one whole line of the answer (without its newline).
 func (m *Markdown) line(raw string) {
-	s := Safe(strings.TrimSuffix(raw, "\r"))
+	raw = strings.TrimSuffix(raw, "\r")
+	if m.open {
+		// The line's rest: the words drawn were settled, so this draws
+		// what the whole line would.
+		m.inline(Safe(raw[m.at:]), "")
+		m.out.WriteByte('\n')
+		m.open, m.at, m.broken = false, 0, false
+		return
+	}
+	s := Safe(raw)
 	if m.fence != nil {
 		m.codeLine(s)
 		return
@@ -184,9 +292,13 @@ func (m *Markdown) releaseHeld() {
 	}
 }
 
+// isRow reports whether s may be a table's row: it starts with a pipe.
+// (GFM lets a table's rows leave the outer pipes out; a line starting
+// with a letter is drawn word by word as it arrives, before its end could
+// say it is a table's header, so here rows start with their pipe, as
+// models write them.)
 func isRow(s string) bool {
-	t := strings.TrimSpace(s)
-	return strings.Contains(t, "|") && !reFence.MatchString(s)
+	return strings.HasPrefix(strings.TrimSpace(s), "|")
 }
 
 // block draws a line outside fences and tables.
@@ -269,14 +381,7 @@ func (m *Markdown) heading(level int, body string) {
 // item draws a list item: its indent kept, its marker made a bullet (by
 // depth) or its number kept.
 func (m *Markdown) item(indent, marker, body string) {
-	width := runewidth.StringWidth(strings.ReplaceAll(indent, "\t", "    "))
-	m.out.WriteString(strings.Repeat(" ", width))
-	if marker[0] >= '0' && marker[0] <= '9' {
-		m.style(sgrCyan, marker)
-	} else {
-		m.style(sgrCyan, [...]string{"•", "◦", "▪"}[(width/2)%3])
-	}
-	m.out.WriteByte(' ')
+	m.itemMark(indent, marker)
 	if t := reTask.FindStringSubmatch(body); t != nil {
 		if t[1] == " " {
 			m.out.WriteString("☐ ")
@@ -288,6 +393,18 @@ func (m *Markdown) item(indent, marker, body string) {
 	}
 	m.inline(body, "")
 	m.out.WriteByte('\n')
+}
+
+// itemMark draws a list item's indent and bullet or number.
+func (m *Markdown) itemMark(indent, marker string) {
+	width := runewidth.StringWidth(strings.ReplaceAll(indent, "\t", "    "))
+	m.out.WriteString(strings.Repeat(" ", width))
+	if marker[0] >= '0' && marker[0] <= '9' {
+		m.style(sgrCyan, marker)
+	} else {
+		m.style(sgrCyan, [...]string{"•", "◦", "▪"}[(width/2)%3])
+	}
+	m.out.WriteByte(' ')
 }
 
 // codeLine draws a line inside a fence, or closes it.

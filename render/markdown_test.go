@@ -41,10 +41,11 @@ func TestMarkdownPlain(t *testing.T) {
 		{"code fence tilde", "~~~\n# not a heading\n~~~\n", "~~~\n# not a heading\n~~~\n"},
 		{"table", "| Name | Qty |\n|------|----:|\n| apple | 1 |\n| **pear** | 126 |\n",
 			"Name  │ Qty\n──────┼────\napple │   1\npear  │ 126\n"},
-		{"table wide chars", "a | b\n:-:|-\n日本語 | x\ny | z\n",
+		{"table wide chars", "|a | b\n|:-:|-\n|日本語 | x\n|y | z\n",
 			"  a    │ b\n───────┼──\n日本語 │ x\n  y    │ z\n"},
 		{"table escaped pipe", "| a | b |\n|---|---|\n| x \\| y | z |\n", "a     │ b\n──────┼──\nx | y │ z\n"},
-		{"pipe but no table", "a | b\nnot a delimiter\n", "a | b\nnot a delimiter\n"},
+		{"pipe but no table", "| a | b\nnot a delimiter\n", "| a | b\nnot a delimiter\n"},
+		{"rows start with a pipe", "a | b\n--|--\n", "a | b\n--|--\n"},
 		{"table ends at text", "|a|\n|-|\n|b|\nafter\n", "a\n─\nb\nafter\n"},
 		{"no final newline", "last **word**", "last word\n"},
 		{"crlf", "a **b**\r\n", "a b\n"},
@@ -96,6 +97,9 @@ const longAnswer = "# Plan\n\nThe answer is **126**, and `x` is *fine* — see [
 	"- first item with `code`\n  - nested **bold**\n1. one\n2. two\n\n> a quote\n\n---\n\n" +
 	"```go\nfunc main() {\n\tfmt.Println(\"日本\", 42) // note\n}\n```\n\n" +
 	"| Name | Qty | Note |\n|:-----|----:|:----:|\n| apple | 1 | 日本語 |\n| **pear** | 126 | x |\n\n" +
+	"Words *across several words* and `code with spaces` then [a link with words](https://x.test) and snake_case_words, **bold _nested_ words** end.\n" +
+	"- **bold words** tail and <https://auto.test> and <b class=\"x y\">html</b> done\n" +
+	"Unclosed *star and ` tick [bracket stay literal\n" +
 	"A table-like line | not a table\nand the end without newline é"
 
 // A stream split anywhere, even inside a character, draws what one write
@@ -136,19 +140,29 @@ func TestMarkdownDrawsBlocksAsTheyEnd(t *testing.T) {
 			t.Fatalf("after %q: mismatch (-want +got):\n%s", in, cmp.Diff(want, b.String()))
 		}
 	}
-	step("The answer is **12", "")
-	step("6**.\n", "The answer is 126.\n")
-	step("```go\nx := 1", "The answer is 126.\n```go\n")
-	step("\n", "The answer is 126.\n```go\nx := 1\n")
-	step("```\n| a | b |\n", "The answer is 126.\n```go\nx := 1\n```\n")
-	step("|---|---|\n| 1 | 2 |\n", "The answer is 126.\n```go\nx := 1\n```\n")
-	step("\n", "The answer is 126.\n```go\nx := 1\n```\na │ b\n──┼──\n1 │ 2\n\n")
-	if m.Pending() {
-		t.Fatal("pending after a drawn table")
+	step("The answer is **12", "The answer is ")
+	step("6**.", "The answer is ")
+	step(" And", "The answer is 126. ")
+	step(" *half", "The answer is 126. And ")
+	step(" open", "The answer is 126. And ") // the emphasis may close later
+	step("* end\n", "The answer is 126. And half open end\n")
+	const p1 = "The answer is 126. And half open end\n"
+	step("- item with words", p1+"• item with ")
+	step("\n```go\nx := 1", p1+"• item with words\n```go\n")
+	step("\n", p1+"• item with words\n```go\nx := 1\n")
+	step("```\n| a | b |\n", p1+"• item with words\n```go\nx := 1\n```\n")
+	step("|---|---|\n| 1 | 2 |\n", p1+"• item with words\n```go\nx := 1\n```\n")
+	const p2 = p1 + "• item with words\n```go\nx := 1\n```\na │ b\n──┼──\n1 │ 2\n"
+	step("Then", p2) // the table ends where a line does not start with a pipe
+	step(" more", p2+"Then ")
+	if !m.Pending() {
+		t.Fatal("a word not drawn is not pending")
 	}
-	step("tail", "The answer is 126.\n```go\nx := 1\n```\na │ b\n──┼──\n1 │ 2\n\n")
+	m.Break()
+	m.Break()
+	step(" and", p2+"Then \nmore ")
 	m.Flush()
-	if !strings.HasSuffix(b.String(), "\ntail\n") {
+	if !strings.HasSuffix(b.String(), "\nThen \nmore and\n") {
 		t.Fatalf("flush: %q", b.String())
 	}
 }

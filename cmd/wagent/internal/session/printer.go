@@ -78,6 +78,9 @@ func (p *Printer) Start(isNew bool) {
 }
 
 func (p *Printer) newline() {
+	if p.md != nil {
+		p.md.Break()
+	}
 	if p.midLine {
 		render.Fprintln(p.env.Stdout)
 		p.midLine = false
