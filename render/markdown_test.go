@@ -187,11 +187,23 @@ func TestMarkdownNeutralisesEscapes(t *testing.T) {
 		"entity":      "a &#27;[2J &#x9b;31m b [l](https://a.test/&#27;[2J)\n",
 		"raw html":    "<b onclick=\"" + esc + "\">x</b>\n",
 		"c1 and bidi": "a\u009b31m \u202eevil\n",
+		"paragraph":   "some words " + esc + " and more words\n",
+		"item words":  "- some words " + esc + " and more " + esc,
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
 			for _, colour := range []bool{false, true} {
 				got := markdown(in, colour)
+				// Drawn word by word as it streams, the same.
+				var b bytes.Buffer
+				m := render.NewMarkdown(&b, colour)
+				for i := range len(in) {
+					m.WriteString(in[i : i+1])
+				}
+				m.Flush()
+				if b.String() != got {
+					t.Errorf("colour=%v: streamed byte by byte: mismatch (-whole +streamed):\n%s", colour, cmp.Diff(got, b.String()))
+				}
 				rest := sgr.ReplaceAllStringFunc(got, func(s string) string {
 					switch s {
 					case "\x1b[0m", "\x1b[1m", "\x1b[2m", "\x1b[3m", "\x1b[4m", "\x1b[9m", "\x1b[34m", "\x1b[35m", "\x1b[36m", "\x1b[32m", "\x1b[31m":

@@ -339,6 +339,7 @@ Examples:
 					return nil
 				}
 				if ev.Kind == "event" {
+					out.Finish() // the streamed answer's last line first
 					return render.Log(env.Stdout, []store.Event{*ev.Event}, render.Options{Session: id, Colour: env.Colour})
 				}
 				if ev.Kind == "delta" && !c.Bool("json") {
