@@ -8,12 +8,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/alecthomas/chroma/v2"
-	"github.com/alecthomas/chroma/v2/lexers"
 	"github.com/mattn/go-runewidth"
 	"github.com/yuin/goldmark/ast"
-	"github.com/yuin/goldmark/extension"
-	east "github.com/yuin/goldmark/extension/ast"
 	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
@@ -29,7 +25,7 @@ import (
 // Blocks are found line by line here (a stream cannot wait for the whole
 // document, which is what Markdown parsers want); the text inside a line
 // (emphasis, code spans, links) is parsed by goldmark and code inside
-// fences is coloured by chroma's lexers.
+// fences is coloured by a small highlighter (highlight.go).
 //
 // A paragraph or list item is drawn word by word while its line is
 // still arriving, as far as its Markdown is settled: up to the last space
@@ -76,7 +72,7 @@ type fence struct {
 	char   byte
 	n      int
 	indent int
-	lexer  chroma.Lexer
+	hl     *highlighter
 }
 
 type table struct {
@@ -314,7 +310,7 @@ func (m *Markdown) block(s string) {
 	if f := reFence.FindStringSubmatch(s); f != nil {
 		m.fence = &fence{char: f[2][0], n: len(f[2]), indent: len(f[1])}
 		if f[3] != "" {
-			m.fence.lexer = lexers.Get(f[3])
+			m.fence.hl = newHighlighter(f[3])
 		}
 		m.style(sgrDim, s)
 		m.out.WriteByte('\n')
@@ -421,63 +417,15 @@ func (m *Markdown) codeLine(s string) {
 	for i := 0; i < f.indent && len(s) > 0 && s[0] == ' '; i++ {
 		s = s[1:]
 	}
-	if !m.colour || f.lexer == nil {
+	if !m.colour || f.hl == nil {
 		m.out.WriteString(s)
 		m.out.WriteByte('\n')
 		return
 	}
-	// Line by line: a lexer's state does not carry from one line to the
-	// next (a string over several lines is coloured as far as each line
-	// shows), the price of drawing each line as it arrives.
-	it, err := f.lexer.Tokenise(nil, s+"\n")
-	if err != nil {
-		m.out.WriteString(s)
-		m.out.WriteByte('\n')
-		return
-	}
-	cur := ""
-	for tok := it(); tok != chroma.EOF; tok = it() {
-		v := strings.TrimSuffix(tok.Value, "\n")
-		if v == "" {
-			continue
-		}
-		if c := tokenColour(tok.Type); c != cur {
-			if cur != "" {
-				m.out.WriteString(sgrReset)
-			}
-			m.out.WriteString(c)
-			cur = c
-		}
-		// The lexer only splits the (already safe) line; Safe again
-		// costs nothing on safe text and keeps that true.
-		m.out.WriteString(Safe(v))
-	}
-	if cur != "" {
-		m.out.WriteString(sgrReset)
-	}
+	var b strings.Builder
+	f.hl.line(&b, s)
+	m.out.WriteString(b.String())
 	m.out.WriteByte('\n')
-}
-
-// tokenColour maps a token to one of the terminal's own sixteen colours,
-// so code reads on dark and light themes alike.
-func tokenColour(t chroma.TokenType) string {
-	switch {
-	case t.InCategory(chroma.Comment):
-		return sgrDim
-	case t.InCategory(chroma.Keyword):
-		return sgrMagenta
-	case t.InSubCategory(chroma.LiteralString):
-		return sgrGreen
-	case t.InSubCategory(chroma.LiteralNumber):
-		return sgrCyan
-	case t == chroma.NameFunction || t == chroma.NameClass || t == chroma.NameBuiltin:
-		return sgrBlue
-	case t.InCategory(chroma.Generic) && t == chroma.GenericInserted:
-		return sgrGreen
-	case t == chroma.GenericDeleted:
-		return sgrRed
-	}
-	return ""
 }
 
 func alignments(delim string) []byte {
@@ -626,7 +574,7 @@ func (m *Markdown) style(sgr, s string) {
 var inlineParser = parser.NewParser(
 	parser.WithBlockParsers(util.Prioritized(parser.NewParagraphParser(), 100)),
 	parser.WithInlineParsers(append(parser.DefaultInlineParsers(),
-		util.Prioritized(extension.NewStrikethroughParser(), 500))...),
+		util.Prioritized(strikeParser{}, 500))...),
 )
 
 // inline writes a line's text with its emphasis, code spans and links, in
@@ -729,7 +677,7 @@ func (in *inliner) node(n ast.Node) {
 		in.push(sgr)
 		in.children(n)
 		in.pop()
-	case *east.Strikethrough:
+	case *strike:
 		if in.m.colour {
 			in.push(sgrStrike)
 			in.children(n)

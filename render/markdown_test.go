@@ -24,6 +24,7 @@ func markdown(src string, colour bool) string {
 func TestMarkdownPlain(t *testing.T) {
 	cases := []struct{ name, in, want string }{
 		{"emphasis", "The answer is **126**, *really* ~~maybe~~.\n", "The answer is 126, really ~maybe~.\n"},
+		{"strike needs two tildes", "~~gone~~ and ~one~ and ~~~three~~~\n", "~gone~ and ~one~ and ~~~three~~~\n"},
 		{"intraword", "snake_case_name and 2*3\n", "snake_case_name and 2*3\n"},
 		{"inline code", "run `go test` now\n", "run `go test` now\n"},
 		{"heading 1", "# Title *x*\n", "Title x\n=======\n"},
