@@ -59,7 +59,9 @@ type Markdown struct {
 	at   int
 	// broken: Break ended the terminal's line after the last words drawn.
 	broken bool
-	err    error
+	// tried is where the last word found unsettled ends.
+	tried int
+	err   error
 }
 
 // NewMarkdown returns a renderer writing to w, with ANSI colours when
@@ -182,11 +184,16 @@ func (m *Markdown) stream() {
 	if p <= 0 || s[p-1] == ' ' || p+1 >= len(s) || s[p+1] == ' ' {
 		return
 	}
-	a := Safe(string(s[:p]))
-	if !settled(a) {
+	if m.tried == m.at+p {
+		return // this word was found unsettled already
+	}
+	m.tried = m.at + p
+	src := []byte(Safe(string(s[:p])))
+	doc := inlineParser.Parse(text.NewReader(src))
+	if !settled(src, doc) {
 		return
 	}
-	m.inline(a, "")
+	m.inlineDoc(src, doc, "")
 	m.out.WriteByte(' ')
 	m.at += p + 1
 	m.broken = false
@@ -195,12 +202,10 @@ func (m *Markdown) stream() {
 // settled reports whether inline Markdown a, followed by a space and more
 // text, draws the same alone as it does with the text after it: no
 // delimiter in it is left without its partner.
-func settled(a string) bool {
-	if !strings.ContainsAny(a, "*_~`[]<") {
+func settled(src []byte, doc ast.Node) bool {
+	if !bytes.ContainsAny(src, "*_~`[]<") {
 		return true
 	}
-	src := []byte(a)
-	doc := inlineParser.Parse(text.NewReader(src))
 	ok := true
 	ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
 		switch n := n.(type) {
@@ -248,7 +253,7 @@ func (m *Markdown) line(raw string) {
 		// what the whole line would.
 		m.inline(Safe(raw[m.at:]), "")
 		m.out.WriteByte('\n')
-		m.open, m.at, m.broken = false, 0, false
+		m.open, m.at, m.broken, m.tried = false, 0, false, 0
 		return
 	}
 	s := Safe(raw)
@@ -584,7 +589,11 @@ func (m *Markdown) inline(s, base string) int {
 		base = ""
 	}
 	src := []byte(s)
-	doc := inlineParser.Parse(text.NewReader(src))
+	return m.inlineDoc(src, inlineParser.Parse(text.NewReader(src)), base)
+}
+
+// inlineDoc writes a parsed line (see inline).
+func (m *Markdown) inlineDoc(src []byte, doc ast.Node, base string) int {
 	in := inliner{m: m, src: src, base: base}
 	in.apply()
 	for n := doc.FirstChild(); n != nil; n = n.NextSibling() {
