@@ -130,8 +130,8 @@ func (p *Printer) answer(s string) {
 		return
 	}
 	if p.md != nil {
-		// The renderer writes whole lines: the terminal is never left
-		// mid-line by it.
+		// Drawn block by block (a paragraph word by word); newline asks
+		// it to end the terminal's line before a note.
 		p.md.WriteString(s)
 		return
 	}
@@ -156,7 +156,9 @@ func (p *Printer) event(w, n io.Writer, e *store.Event) {
 		return
 	}
 	if e.Type == event.EvRequestHeader || e.Type == event.EvRetryScheduled || e.Type == event.EvAssistantAttempt {
-		// A new request: its deltas are to be shown.
+		// A new request: its deltas are to be shown, after what an
+		// earlier attempt left unfinished.
+		p.endAnswer()
 		p.settled = false
 		p.shown.Reset()
 	}
