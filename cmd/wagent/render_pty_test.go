@@ -1,9 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/wagent/wagent/internal/fakeopenai"
 )
@@ -69,4 +77,66 @@ func (s *screen) raw() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.buf.String()
+}
+
+// wagent run at a terminal with its output sent to a file: the approval
+// question is asked on the terminal (standard error), and the file gets
+// the answer alone (issue 30: the question went into the file, where the
+// person could not see it).
+func TestRunAsksOnTheTerminalWhenOutputIsAFile(t *testing.T) {
+	srv := fakeopenai.New(t,
+		fakeopenai.Rule{Role: "user", Reply: fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{{ID: "c1", Name: "calc_add", Arguments: `{"value":2}`}}}},
+		fakeopenai.Rule{Role: "tool", Reply: fakeopenai.Reply{Text: "The total is **2**."}},
+	)
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatalf("a pseudo-terminal: %v", err)
+	}
+	defer ptmx.Close()
+	outPath := filepath.Join(t.TempDir(), "out.md")
+	out, err := os.Create(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd := exec.Command(wagentBin(t), "run", "--session", "q", "--pipeline", askPipeline(t), "--base-url", srv.URL, "--model", "m", "--api-key", "k", "add 2")
+	cmd.Env = procEnv(chatEnv(t))
+	cmd.Stdin, cmd.Stderr, cmd.Stdout = tty, tty, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	var mu sync.Mutex
+	var screen bytes.Buffer
+	go func() {
+		b := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(b)
+			mu.Lock()
+			screen.Write(b[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	shows := func(want string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(screen.String(), want)
+	}
+	for deadline := time.Now().Add(90 * time.Second); !shows(`allow calc_add {"value":2}?`); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no question on the terminal; it shows:\n%s", screen.String())
+		}
+	}
+	ptmx.Write([]byte("y\r"))
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v; the terminal:\n%s", err, screen.String())
+	}
+	b, _ := os.ReadFile(outPath)
+	if string(b) != "The total is **2**.\n" {
+		t.Errorf("the file holds %q, want the answer alone, as written; the terminal:\n%s", b, screen.String())
+	}
 }

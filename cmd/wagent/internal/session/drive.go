@@ -354,7 +354,11 @@ func (f *follower) follow(ctx context.Context, from uint64, start func() error) 
 			return &WaitingError{}
 		}
 		feed := WatchDecisions(ctx, cl, id, from)
-		err = AskDecisions(ctx, env, in, info.Waiting, feed.C, func(d server.Decision) (*server.Decided, error) {
+		// The questions go with the other notes: standard output is
+		// the answer alone (wagent run … > out.md at a terminal).
+		asks := *env
+		asks.Stdout = env.Stderr
+		err = AskDecisions(ctx, &asks, in, info.Waiting, feed.C, func(d server.Decision) (*server.Decided, error) {
 			return cl.Decide(ctx, id, server.DecideRequest{Who: "terminal", Decisions: []server.Decision{d}})
 		})
 		feed.Stop()
