@@ -179,9 +179,11 @@ func (m *Markdown) stream() {
 		m.open, m.at = true, body
 	}
 	s := m.part[m.at:]
-	p := bytes.LastIndexByte(s, ' ')
-	// Whole words only, one space between them, a word after the space.
-	if p <= 0 || s[p-1] == ' ' || p+1 >= len(s) || s[p+1] == ' ' {
+	// Whole words only, one space between them, a word after the space
+	// (the line's end may still make the words before it a hard break).
+	t := bytes.TrimRight(s, " ")
+	p := bytes.LastIndexByte(t, ' ')
+	if p <= 0 || t[p-1] == ' ' || p+1 >= len(t) || t[p+1] == ' ' {
 		return
 	}
 	if m.tried == m.at+p {
