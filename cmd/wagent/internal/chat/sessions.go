@@ -90,7 +90,7 @@ func (ch *chatter) newSession(ctx context.Context) error {
 	old := ch.id
 	ch.id, ch.own = info.ID, nil
 	ch.out = session.NewPrinter(ch.env, false, ch.id)
-	ch.out.UsageW = ch.env.Stdout
+	ch.out.UsageW, ch.out.NotesW = ch.env.Stdout, ch.env.Stdout // one terminal
 	ch.out.Cost = ch.cfg.Cost
 	render.Fprintf(ch.env.Stdout, "%s(session %s stays as it is: wagent chat %s goes back to it)%s\n", ch.out.C.Dim, old, old, ch.out.C.Reset)
 	ch.banner(info)
