@@ -2,6 +2,7 @@ package wagent_test
 
 import (
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -25,5 +26,28 @@ func TestReadmeNamesGoModsGo(t *testing.T) {
 	want := "Go " + string(m[1]) + " or later (go.mod says " + string(m[1]) + ")"
 	if !strings.Contains(string(readme), want) {
 		t.Errorf("README.md does not say %q", want)
+	}
+}
+
+// No committed text keeps a merge's conflict markers (a README once
+// carried both sides of a merge to main, and no test noticed).
+func TestNoConflictMarkers(t *testing.T) {
+	out, err := exec.Command("git", "ls-files", "*.md", "*.go", "*.yaml", "*.yml", "*.js", "*.html", "*.css", "Makefile").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v (the test reads the committed files through git)", err)
+	}
+	marker := regexp.MustCompile(`(?m)^(<<<<<<< |>>>>>>> )`)
+	files := strings.Fields(string(out))
+	if len(files) < 10 {
+		t.Fatalf("git ls-files listed %d files; expected the repository's", len(files))
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // listed but removed in the work tree
+		}
+		if loc := marker.FindIndex(b); loc != nil {
+			t.Errorf("%s:%d: a merge conflict marker", f, 1+strings.Count(string(b[:loc[0]]), "\n"))
+		}
 	}
 }
