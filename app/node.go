@@ -720,7 +720,11 @@ func (n *Node) pipeline(ctx context.Context, s Settings, pol Policy) (*pipeline.
 	n.mu.Lock()
 	src, registered := n.registered[s.Pipeline]
 	n.mu.Unlock()
-	key := s.Pipeline + "\x00" + s.Dir // agents-md mounts the folder
+	key := s.Pipeline + "\x00" + s.Dir // agents-md, files and shell mount the folder
+	if s.Pipeline == "" && s.Defaults != nil {
+		b, _ := json.Marshal(s.Defaults)
+		key += "\x00" + string(b)
+	}
 	switch {
 	case registered:
 		key = "mem:" + key
@@ -754,7 +758,7 @@ func (n *Node) pipeline(ctx context.Context, s Settings, pol Policy) (*pipeline.
 		}
 		grantProject(spec, s.Dir)
 	default:
-		spec = builtins.DefaultPipelineIn(SkillsDir(n.getenv), s.Dir)
+		spec = s.DefaultPipeline(n.getenv)
 	}
 	l, err := n.build(ctx, spec)
 	if err != nil {

@@ -527,12 +527,12 @@ func (s *Server) commands(id string) []Command {
 			continue
 		}
 		for _, c := range m.Commands {
-			out = append(out, Command{Name: c, Op: m.Name})
+			out = append(out, Command{Name: c, Op: m.Name, Args: m.CommandArgs[c]})
 			owned[c] = true
 		}
 	}
 	if !owned["compact"] {
-		out = append(out, Command{Name: "compact", Op: event.HostOp})
+		out = append(out, Command{Name: "compact", Op: event.HostOp, Args: "[TEXT]"})
 	}
 	return out
 }

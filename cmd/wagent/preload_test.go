@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/urfave/cli/v2"
@@ -12,9 +13,10 @@ import (
 )
 
 // The bundle loaded while the store opens is the one the session's
-// pipeline will load: the core bundle for the default pipeline and for a
-// file of core ops, the whole one for a file that names files, fetch or
-// shell.
+// pipeline will load: the core bundle for a file of core ops, the whole
+// one for a file that names files, fetch or shell and for the default
+// pipeline in a project (its files and shell). In a folder the default
+// does not open (the home directory), it is the core one.
 func TestPreloadIsThePipelinesBundle(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, yaml string) string {
@@ -36,12 +38,18 @@ func TestPreloadIsThePipelinesBundle(t *testing.T) {
 		name, pipeline string
 		want           []byte
 	}{
-		{"default pipeline", "", builtins.CoreModule()},
+		{"default pipeline, in a project", "", builtins.Module()},
 		{"core ops", coreFile, builtins.CoreModule()},
 		{"a capabilities op", allFile, builtins.Module()},
 		{"a file that does not read", filepath.Join(dir, "missing.yaml"), builtins.CoreModule()},
+		{"default pipeline, in the home directory", "", builtins.CoreModule()},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if strings.HasSuffix(c.name, "home directory") {
+				home := t.TempDir()
+				t.Setenv("HOME", home)
+				t.Chdir(home)
+			}
 			fs := flag.NewFlagSet("run", flag.ContinueOnError)
 			fs.String("pipeline", "", "")
 			fs.String("profile", "", "")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -110,11 +111,14 @@ func preloadFor(c *cli.Context, env *cliEnv) []byte {
 		return builtins.CoreModule()
 	}
 	p := r.All()["pipeline"].Value
+	var spec *pipeline.Spec
 	if p == "" {
-		return builtins.CoreModule()
-	}
-	spec, err := pipeline.ParseFile(p) // resolved as the session will: a file setting relative to its file
-	if err != nil {
+		// The built-in pipeline, as a new session here gets it (a session
+		// resumed elsewhere may load the other bundle: a preload is only
+		// a head start).
+		wd, _ := os.Getwd()
+		spec = builtins.DefaultPipelineWith(app.SkillsDir(env.Getenv), wd, r.Config().Defaults)
+	} else if spec, err = pipeline.ParseFile(p); err != nil { // resolved as the session will: a file setting relative to its file
 		return builtins.CoreModule()
 	}
 	names := []string{pipeline.Fallback}

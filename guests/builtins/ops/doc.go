@@ -1,6 +1,6 @@
 // Package ops holds the logic of wagent's built-in operations, each a
 // pdk.Op: approval, skills, retry, turn-stopping, max-turns, unknown-tool,
-// final-output, compaction and agents-md, and the ops that act on the
+// final-output, compaction, agents-md and prompt, and the ops that act on the
 // world through the capabilities they are granted (ABI 1.2): files, fetch
 // and shell. They are compiled into a guest module of all of them
 // (guests/builtins/module) and one of those without the capabilities ops
@@ -33,7 +33,7 @@ func All() []func() Op {
 func Core() []func() Op { return withFaults(core()) }
 
 func core() []func() Op {
-	return []func() Op{Approval, Skills, Retry, TurnStopping, MaxTurns, UnknownTool, FinalOutput, Compaction, AgentsMD}
+	return []func() Op{Approval, Skills, Retry, TurnStopping, MaxTurns, UnknownTool, FinalOutput, Compaction, AgentsMD, Prompt}
 }
 
 func withFaults(list []func() Op) []func() Op {
