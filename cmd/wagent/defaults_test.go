@@ -263,3 +263,17 @@ func TestSkillsCommandWithoutASkillsFolder(t *testing.T) {
 		t.Errorf("/skills is no command:\n%s", s.text())
 	}
 }
+
+// config show says which parts of the built-in pipeline a new session
+// gets, and from where.
+func TestConfigShowsTheDefaults(t *testing.T) {
+	cfg := writeFile(t, t.TempDir(), "config.yaml", "defaults: {shell: false, fetch: [go.dev]}\n")
+	got := configShow(t, map[string]string{"WAGENT_HOME": t.TempDir(), "WAGENT_CONFIG": cfg})["defaults"]
+	if got.Value != "files, agents_md, skills, system_prompt; fetch: go.dev" || !strings.Contains(got.Source, cfg) {
+		t.Errorf("defaults %+v", got)
+	}
+	got = configShow(t, map[string]string{"WAGENT_HOME": t.TempDir(), "XDG_CONFIG_HOME": t.TempDir()})["defaults"]
+	if got.Value != "files, shell, agents_md, skills, system_prompt; fetch: off" {
+		t.Errorf("defaults with no config %+v", got)
+	}
+}
