@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -114,6 +115,27 @@ func TestRestrictedPrincipalReadsOnlyProjectRoots(t *testing.T) {
 				t.Errorf("agents-md in the pipeline: %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// A restricted principal gets the default pipeline's parts, never fetch
+// hosts of its choosing: fetch's reads run unasked, from this machine.
+func TestRestrictedPrincipalGrantsNoFetchHosts(t *testing.T) {
+	vars := map[string]string{"WAGENT_HOME": t.TempDir()}
+	n := driveNode(t, Options{Getenv: func(k string) string { return vars[k] }})
+	s := Settings{Provider: "openai", Model: "m", Defaults: &builtins.Parts{Fetch: []string{"*"}}}
+	if err := n.sessionFiles(s, Policy{}); ReasonOf(err) != Forbidden || !strings.Contains(err.Error(), "defaults.fetch") {
+		t.Errorf("create: %v, want forbidden naming defaults.fetch", err)
+	}
+	if _, err := n.pipeline(context.Background(), s, Policy{}); ReasonOf(err) != Forbidden {
+		t.Errorf("load: %v, want forbidden", err)
+	}
+	l, err := n.pipeline(context.Background(), s, DefaultPolicy(Local))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(l.Ops, func(o *wasmhost.Op) bool { return o.Manifest().Name == "fetch" }) {
+		t.Error("the local user's fetch hosts gave no fetch op")
 	}
 }
 
