@@ -17,12 +17,12 @@ import (
 	"github.com/wagent/wagent/wasmhost"
 )
 
-// module is every built-in op; core is the same ops but files, fetch and
-// shell, built from the same code. A pipeline that names only core ops
-// loads core: the Go runtime is the same, but without the HTML parser
-// and the file tools there is less code for wazero to check on every
-// start (about 0.85x) and an instance starts in about 0.7x the time
-// (x/net/html builds its 2,231-entry entity table in every instance).
+// module is every built-in op; core is the same ops but fetch, built from
+// the same code. A pipeline that names only core ops (the default
+// pipeline does) loads core: the Go runtime is the same, but without the
+// HTML parser there is less code for wazero to check on every start, and
+// an instance starts faster (x/net/html builds its 2,231-entry entity
+// table in every instance).
 var (
 	//go:embed builtins.wasm
 	module []byte
@@ -42,9 +42,8 @@ func CoreModule() []byte { return core }
 // where it does.
 var Names = []string{"approval", "agents-md", "skills", "retry", "turn-stopping", "max-turns", "unknown-tool", "final-output", "compaction", "prompt", "files", "fetch", "shell"}
 
-// CoreNames lists the ops CoreModule carries: all but the ones that act
-// through capabilities (files, fetch, shell).
-var CoreNames = []string{"approval", "agents-md", "skills", "retry", "turn-stopping", "max-turns", "unknown-tool", "final-output", "compaction", "prompt"}
+// CoreNames lists the ops CoreModule carries: all but fetch.
+var CoreNames = []string{"approval", "agents-md", "skills", "retry", "turn-stopping", "max-turns", "unknown-tool", "final-output", "compaction", "prompt", "files", "shell"}
 
 // checks are the arguments of the capability built-ins' tools that the
 // host checks against the op's grants before a call is put to a guard or

@@ -13,10 +13,9 @@ import (
 )
 
 // The bundle loaded while the store opens is the one the session's
-// pipeline will load: the core bundle for a file of core ops, the whole
-// one for a file that names files, fetch or shell and for the default
-// pipeline in a project (its files and shell). In a folder the default
-// does not open (the home directory), it is the core one.
+// pipeline will load: the core bundle for the default pipeline (in a
+// project, with files and shell, or not) and for a file of core ops, the
+// whole one for a file that names fetch.
 func TestPreloadIsThePipelinesBundle(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, yaml string) string {
@@ -27,7 +26,7 @@ func TestPreloadIsThePipelinesBundle(t *testing.T) {
 		return p
 	}
 	coreFile := write("core.yaml", "ops:\n  - use: builtin:approval\n  - use: builtin:max-turns\n")
-	allFile := write("all.yaml", "ops:\n  - use: builtin:approval\n  - use: builtin:shell\n")
+	allFile := write("all.yaml", "ops:\n  - use: builtin:approval\n  - use: builtin:fetch\n")
 	env := &cliEnv{Getenv: func(k string) string {
 		if k == "WAGENT_HOME" || k == "HOME" || k == "XDG_CONFIG_HOME" {
 			return dir
@@ -38,7 +37,7 @@ func TestPreloadIsThePipelinesBundle(t *testing.T) {
 		name, pipeline string
 		want           []byte
 	}{
-		{"default pipeline, in a project", "", builtins.Module()},
+		{"default pipeline, in a project", "", builtins.CoreModule()},
 		{"core ops", coreFile, builtins.CoreModule()},
 		{"a capabilities op", allFile, builtins.Module()},
 		{"a file that does not read", filepath.Join(dir, "missing.yaml"), builtins.CoreModule()},
