@@ -84,6 +84,10 @@ func configCommand(env *cliEnv) *cli.Command {
 			Usage: "print the effective settings with their sources (flags, environment, profile, file), secrets masked",
 			UsageText: `wagent config show [--profile NAME] [--json] [flags of run]
 
+The defaults row says which parts of the built-in pipeline (files, shell,
+agents_md, skills, system_prompt; fetch hosts) a new session with no pipeline
+gets; the file's defaults: key sets them.
+
 Precedence: flags, then environment variables (WAGENT_PROVIDER, WAGENT_MODEL,
 WAGENT_BASE_URL, WAGENT_API_KEY_ENV, WAGENT_PIPELINE, WAGENT_SYSTEM, WAGENT_PROFILE),
 then the chosen profile, then the file's top level, then the defaults. The file is

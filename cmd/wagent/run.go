@@ -15,7 +15,7 @@ import (
 )
 
 var providerFlags = []cli.Flag{
-	&cli.StringFlag{Name: "pipeline", Usage: "pipeline `FILE` (YAML); default: $WAGENT_PIPELINE, the config file's pipeline:, or the built-in pipeline"},
+	&cli.StringFlag{Name: "pipeline", Usage: "pipeline `FILE` (YAML); default: $WAGENT_PIPELINE, the config file's pipeline:, or the built-in one: a coding agent on this folder (files, a few read-only git and ls commands, AGENTS.md, skills, a system prompt; the config's defaults: key turns each off)"},
 	&cli.StringFlag{Name: "provider", Usage: "model provider: openai, anthropic or script (default: script when --script is given, else openai)"},
 	&cli.StringFlag{Name: "base-url", Usage: "API `URL` (default: $OPENAI_BASE_URL or https://api.openai.com/v1; for anthropic $ANTHROPIC_BASE_URL or https://api.anthropic.com)"},
 	&cli.StringFlag{Name: "model", Usage: "model `NAME` (default: $WAGENT_MODEL, or the config file's model:)"},
