@@ -175,6 +175,8 @@ func newApp(env *cliEnv) *cli.App {
 			stepCommand(env),
 			logCommand(env),
 			sessionsCommand(env),
+			renameCommand(env),
+			rmCommand(env),
 			serveCommand(env),
 			workerCommand(env),
 			opsCommand(env),
