@@ -7,12 +7,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
 	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/wagent/wagent/builtins"
+	"github.com/wagent/wagent/hostabi"
 )
 
 // The config file holds what a person sets once: the provider, model,
@@ -29,6 +33,9 @@ import (
 //	prices:                             # USD per million tokens
 //	  gpt-4o-mini: {input: 0.15, output: 0.60}
 //	store: nats://nats.internal:4222    # a DIR, badger:DIR or nats:// URL
+//	defaults:                           # the built-in pipeline's parts (all on but fetch)
+//	  shell: false                      # files, shell, agents_md, skills, system_prompt: true|false
+//	  fetch: [pkg.go.dev, go.dev]       # hosts fetch may read (none: no fetch tool)
 //
 // Each setting is taken from, in order: its flag, its environment
 // variable, the chosen profile, the file's top level; then the built-in
@@ -84,6 +91,24 @@ type configFile struct {
 	Profiles       map[string]Profile   `yaml:"profiles"`
 	Prices         map[string]priceFile `yaml:"prices"`
 	Store          string               `yaml:"store"`
+	Defaults       defaultsFile         `yaml:"defaults"`
+}
+
+// defaultsFile is the defaults key: which parts of the built-in pipeline
+// a new session gets (builtins.Parts).
+type defaultsFile struct {
+	Files        *bool    `yaml:"files"`
+	Shell        *bool    `yaml:"shell"`
+	Fetch        []string `yaml:"fetch"`
+	AgentsMD     *bool    `yaml:"agents_md"`
+	Skills       *bool    `yaml:"skills"`
+	SystemPrompt *bool    `yaml:"system_prompt"`
+}
+
+func (d defaultsFile) parts() builtins.Parts {
+	off := func(b *bool) bool { return b != nil && !*b }
+	return builtins.Parts{NoFiles: off(d.Files), NoShell: off(d.Shell), NoAgentsMD: off(d.AgentsMD),
+		NoSkills: off(d.Skills), NoSystemPrompt: off(d.SystemPrompt), Fetch: d.Fetch}
 }
 
 type priceFile struct {
@@ -106,12 +131,16 @@ type Config struct {
 	// Store is the store every command uses when --store and
 	// $WAGENT_STORE name none (a relative directory is the file's).
 	Store string
+	// Defaults are the parts of the built-in pipeline a new session that
+	// names no pipeline runs with (the file's defaults key).
+	Defaults builtins.Parts
 }
 
 var knownConfigKeys = map[string]string{
-	"configFile": "provider, model, base_url, api_key_env, pipeline, system, profile, profiles, prices, store",
-	"Profile":    "provider, model, base_url, api_key_env, pipeline, system",
-	"priceFile":  "input, output (US dollars per million tokens)",
+	"configFile":   "provider, model, base_url, api_key_env, pipeline, system, profile, profiles, prices, store, defaults",
+	"defaultsFile": "files, shell, fetch, agents_md, skills, system_prompt",
+	"Profile":      "provider, model, base_url, api_key_env, pipeline, system",
+	"priceFile":    "input, output (US dollars per million tokens)",
 }
 
 var unknownConfigField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type app\.(\w+)$`)
@@ -165,6 +194,12 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	}
 	cfg.Top, cfg.DefaultProfile, cfg.Profiles = f.Profile, f.DefaultProfile, f.Profiles
 	cfg.Store = f.Store
+	cfg.Defaults = f.Defaults.parts()
+	for _, h := range cfg.Defaults.Fetch {
+		if _, err := hostabi.ParseHostPattern(h); err != nil {
+			return nil, Errorf(Failed, "config %s: defaults.fetch: %v", path, err)
+		}
+	}
 	if st := f.Store; st != "" && !strings.Contains(st, ":") {
 		// A directory: ~/ is the home, a relative one the file's.
 		cfg.Store = (&Sources{getenv: getenv, cfg: cfg}).filePath(st)
@@ -455,6 +490,9 @@ func (r *Sources) NewSettings() (Settings, error) {
 	}
 	if wd, err := os.Getwd(); err == nil {
 		s.Dir = wd
+	}
+	if d := r.cfg.Defaults; s.Pipeline == "" && !reflect.DeepEqual(d, builtins.Parts{}) {
+		s.Defaults = &d // resume, replay and fork build the same pipeline
 	}
 	return s, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,12 +80,16 @@ func TestRestrictedPrincipalReadsOnlyProjectRoots(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The default's files and shell mount the same folder read-write:
+		// where agents-md may not read, they may not write.
+		ops := map[string]bool{}
 		for _, op := range l.Ops {
-			if op.Manifest().Name == "agents-md" {
-				return true
-			}
+			ops[op.Manifest().Name] = true
 		}
-		return false
+		if ops["files"] != ops["agents-md"] || ops["shell"] && !ops["files"] {
+			t.Errorf("agents-md %v, files %v, shell %v: the folder is opened read-write where it may not be read", ops["agents-md"], ops["files"], ops["shell"])
+		}
+		return ops["agents-md"]
 	}
 	restricted := Policy{}
 	for _, c := range []struct {
@@ -110,6 +115,27 @@ func TestRestrictedPrincipalReadsOnlyProjectRoots(t *testing.T) {
 				t.Errorf("agents-md in the pipeline: %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// A restricted principal gets the default pipeline's parts, never fetch
+// hosts of its choosing: fetch's reads run unasked, from this machine.
+func TestRestrictedPrincipalGrantsNoFetchHosts(t *testing.T) {
+	vars := map[string]string{"WAGENT_HOME": t.TempDir()}
+	n := driveNode(t, Options{Getenv: func(k string) string { return vars[k] }})
+	s := Settings{Provider: "openai", Model: "m", Defaults: &builtins.Parts{Fetch: []string{"*"}}}
+	if err := n.sessionFiles(s, Policy{}); ReasonOf(err) != Forbidden || !strings.Contains(err.Error(), "defaults.fetch") {
+		t.Errorf("create: %v, want forbidden naming defaults.fetch", err)
+	}
+	if _, err := n.pipeline(context.Background(), s, Policy{}); ReasonOf(err) != Forbidden {
+		t.Errorf("load: %v, want forbidden", err)
+	}
+	l, err := n.pipeline(context.Background(), s, DefaultPolicy(Local))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(l.Ops, func(o *wasmhost.Op) bool { return o.Manifest().Name == "fetch" }) {
+		t.Error("the local user's fetch hosts gave no fetch op")
 	}
 }
 
@@ -165,8 +191,8 @@ func TestProjectDirWithAColon(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, op := range builtins.DefaultPipelineIn("", dir).Ops {
-		if op.Use == "builtin:agents-md" {
-			t.Fatalf("agents-md mounts %v", op.Mounts)
+		if len(op.Mounts) > 0 {
+			t.Errorf("%s mounts %v", op.Use, op.Mounts)
 		}
 	}
 }

@@ -664,6 +664,12 @@ func (n *Node) sessionFiles(s Settings, pol Policy) error {
 	if pol.Pipeline != nil && n.isRegistered(s.Pipeline) && !pol.Pipeline(s.Pipeline) {
 		return Errorf(Forbidden, "the pipeline %s is not one this principal may use", s.Pipeline)
 	}
+	if !pol.AnyFiles && s.Pipeline == "" && s.Defaults != nil && len(s.Defaults.Fetch) > 0 {
+		// Fetch reaches hosts from this machine, its reads unasked: a
+		// restricted principal gets the default pipeline's other parts,
+		// not hosts of its choosing.
+		return Errorf(Forbidden, "the session's settings grant fetch hosts (defaults.fetch), which only the local user may: leave them out, or name a pipeline this process offers")
+	}
 	if pol.AnyFiles || n.o.PipelinesDir != "" {
 		return nil
 	}
@@ -714,13 +720,20 @@ func (n *Node) pipeline(ctx context.Context, s Settings, pol Policy) (*pipeline.
 		// would mount and read: for a restricted principal, only a folder
 		// under the project roots.
 		s.Dir = underRoots(n.o.ProjectRoots, s.Dir)
+		if s.Pipeline == "" && s.Defaults != nil && len(s.Defaults.Fetch) > 0 {
+			return nil, Errorf(Forbidden, "the session's settings grant fetch hosts (defaults.fetch), which only the local user may")
+		}
 	}
 	var digest [32]byte
 	var spec *pipeline.Spec
 	n.mu.Lock()
 	src, registered := n.registered[s.Pipeline]
 	n.mu.Unlock()
-	key := s.Pipeline + "\x00" + s.Dir // agents-md mounts the folder
+	key := s.Pipeline + "\x00" + s.Dir // agents-md, files and shell mount the folder
+	if s.Pipeline == "" && s.Defaults != nil {
+		b, _ := json.Marshal(s.Defaults)
+		key += "\x00" + string(b)
+	}
 	switch {
 	case registered:
 		key = "mem:" + key
@@ -754,7 +767,7 @@ func (n *Node) pipeline(ctx context.Context, s Settings, pol Policy) (*pipeline.
 		}
 		grantProject(spec, s.Dir)
 	default:
-		spec = builtins.DefaultPipelineIn(SkillsDir(n.getenv), s.Dir)
+		spec = s.DefaultPipeline(n.getenv)
 	}
 	l, err := n.build(ctx, spec)
 	if err != nil {

@@ -9,9 +9,12 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/engine/provider/anthropic"
 	"github.com/wagent/wagent/engine/provider/openai"
 	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/pipeline"
 )
 
 // SettingsVersion is the version of the settings schema this build
@@ -45,6 +48,10 @@ type Settings struct {
 	// Dir is the working directory the session was created in: the
 	// built-in agents-md op reads AGENTS.md and CLAUDE.md there.
 	Dir string `json:"dir,omitempty"`
+	// Defaults are the parts of the built-in pipeline the session runs
+	// with when Pipeline is "" (the config's defaults key; nil for all of
+	// them).
+	Defaults *builtins.Parts `json:"defaults,omitempty"`
 
 	// By is the principal that chose these settings (Principal.String),
 	// written by the node from who asked, never taken from a request: it
@@ -52,6 +59,17 @@ type Settings struct {
 	// process's own API keys may go. "" (logs written before it was
 	// recorded) is trusted only by a node no remote client can reach.
 	By string `json:"by,omitempty"`
+}
+
+// DefaultPipeline is the built-in pipeline a session with these settings
+// runs when they name none: on its folder, with the parts it recorded,
+// and the skills folder getenv says (SkillsDir).
+func (s Settings) DefaultPipeline(getenv func(string) string) *pipeline.Spec {
+	var p builtins.Parts
+	if s.Defaults != nil {
+		p = *s.Defaults
+	}
+	return builtins.DefaultPipelineWith(SkillsDir(getenv), s.Dir, p)
 }
 
 var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -81,6 +99,13 @@ func readSettings(raw json.RawMessage, known func(string) bool) (Settings, error
 	}
 	if s.Version > SettingsVersion || s.Version < 0 {
 		return Settings{}, fmt.Errorf("the settings are version %d; this wagent reads versions up to %d: upgrade wagent", s.Version, SettingsVersion)
+	}
+	if s.Defaults != nil {
+		for _, h := range s.Defaults.Fetch {
+			if _, err := hostabi.ParseHostPattern(h); err != nil {
+				return Settings{}, fmt.Errorf("the settings' defaults.fetch: %v", err)
+			}
+		}
 	}
 	if s.APIKeyEnv != "" && !envNameRe.MatchString(s.APIKeyEnv) {
 		return Settings{}, fmt.Errorf("api_key_env %q is not an environment variable name (letters, digits and _, not starting with a digit)", s.APIKeyEnv)

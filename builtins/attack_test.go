@@ -84,7 +84,7 @@ func TestAttackReservedNameAcrossBundles(t *testing.T) {
 // Options.Loaded answers only for its own slice: a pipeline narrowed to
 // the whole bundle, handed the core module as loaded (as the CLI does
 // when it preloaded the wrong bundle), still runs the whole bundle's
-// ops (files is there).
+// ops (fetch is there).
 func TestAttackLoadedWrongBundle(t *testing.T) {
 	ctx := context.Background()
 	rt := attackRuntime(t)
@@ -93,20 +93,20 @@ func TestAttackLoadedWrongBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &pipeline.Spec{Ops: []pipeline.OpSpec{{Use: "builtin:approval"}, {Use: "builtin:files", Mounts: []string{t.TempDir() + ":/work:rw"}}}}
+	s := &pipeline.Spec{Ops: []pipeline.OpSpec{{Use: "builtin:approval"}, {Use: "builtin:fetch", HTTP: []string{"example.com"}}}}
 	l, err := s.Build(ctx, pipeline.Options{Runtime: rt, Builtins: builtins.Bundle(), Loaded: map[*byte]*wasmhost.Module{&core[0]: mod}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// files is only in the whole bundle: NewOp on core would have failed.
-	if len(l.Ops) < 2 || l.Ops[1].Manifest().Name != "files" {
+	// fetch is only in the whole bundle: NewOp on core would have failed.
+	if len(l.Ops) < 2 || l.Ops[1].Manifest().Name != "fetch" {
 		t.Fatalf("ops %v", l.Uses)
 	}
 }
 
 // A sha256 pin on a built-in: its bytes depend on the other built-ins the
 // pipeline names (the bundle narrows), so a pin taken from a core-only
-// pipeline fails once the pipeline names files. Fails closed, and says
+// pipeline fails once the pipeline names fetch. Fails closed, and says
 // which bundle the pin names and what to pin instead.
 func TestAttackPinOnBuiltinDependsOnOthers(t *testing.T) {
 	ctx := context.Background()
@@ -116,10 +116,10 @@ func TestAttackPinOnBuiltinDependsOnOthers(t *testing.T) {
 	if _, err := s.Build(ctx, pipeline.Options{Runtime: rt, Builtins: builtins.Bundle()}); err != nil {
 		t.Fatalf("core-only: %v", err)
 	}
-	s.Ops = append(s.Ops, pipeline.OpSpec{Use: "builtin:files"})
+	s.Ops = append(s.Ops, pipeline.OpSpec{Use: "builtin:fetch", HTTP: []string{"example.com"}})
 	_, err := s.Build(ctx, pipeline.Options{Runtime: rt, Builtins: builtins.Bundle()})
 	if err == nil || !strings.Contains(err.Error(), "the pipeline names only built-ins of the smaller bundle; with the built-ins this pipeline names it comes from the other bundle: pin "+hexSum(builtins.Module())) {
 		t.Fatalf("err %v, want it to say which bundle the pin names and what to pin", err)
 	}
-	t.Logf("pin taken with core-only pipeline refused once files is named: %v", err)
+	t.Logf("pin taken with core-only pipeline refused once fetch is named: %v", err)
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // The two bundles carry what their name lists say, and the core one is
-// the whole one without files, fetch and shell.
+// the whole one without fetch.
 func TestBundlesCarryTheirOps(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -39,8 +39,8 @@ func TestBundlesCarryTheirOps(t *testing.T) {
 			rest = append(rest, n)
 		}
 	}
-	if !slices.Equal(rest, []string{"files", "fetch", "shell"}) {
-		t.Errorf("the whole bundle has %v beyond the core one, want files, fetch and shell", rest)
+	if !slices.Equal(rest, []string{"fetch"}) {
+		t.Errorf("the whole bundle has %v beyond the core one, want fetch", rest)
 	}
 }
 
@@ -70,7 +70,8 @@ func TestPipelinesLoadTheSmallerBundle(t *testing.T) {
 		}
 	}
 	check("default", builtins.DefaultPipeline(t.TempDir()), core)
-	check("with files", spec(t, builtin("approval", ""), builtin("files", "", root+":/work:ro")), all)
+	check("in a project", builtins.DefaultPipelineIn(t.TempDir(), t.TempDir()), core)
+	check("with fetch", builtins.DefaultPipelineWith("", t.TempDir(), builtins.Parts{Fetch: []string{"go.dev"}}), all)
 	fetch := builtin("fetch", "")
 	fetch.HTTP = []string{"example.com"}
 	if _, err := spec(t, builtin("approval", ""), fetch, builtin("max-turns", `{"max_steps":3}`)).Build(context.Background(), pipeline.Options{Runtime: pooled, Builtins: builtins.Bundle()}); err != nil {

@@ -28,6 +28,7 @@ func TestConformance(t *testing.T) {
 					"retry":         {Config: json.RawMessage(`{"attempts":3}`)},
 					"turn-stopping": {Config: json.RawMessage(`{"require_phrase":"DONE"}`)},
 					"max-turns":     {Config: json.RawMessage(`{"max_steps":20}`)},
+					"prompt":        {Config: json.RawMessage(`{"text":"Be brief."}`)},
 				},
 				Runtime: []wasmhost.Option{wasmhost.WithCacheDir(filepath.Join(os.TempDir(), "wagent-builtins-test-cache"))},
 			})

@@ -82,6 +82,10 @@ type Manifest struct {
 	Tools []string `json:"tools,omitempty"`
 	// Commands the op answers, without the leading slash.
 	Commands []string `json:"commands,omitempty"`
+	// CommandArgs (ABI 1.2, later) says, for a command that takes
+	// arguments, what they are, as a person would type them after the
+	// command's name ("[check]"): /help shows them.
+	CommandArgs map[string]string `json:"command_args,omitempty"`
 	// Guard marks a policy op (approval): if it faults, the calls it was
 	// deciding are denied rather than let through.
 	Guard bool `json:"guard,omitempty"`

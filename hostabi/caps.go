@@ -22,11 +22,15 @@ import (
 type GuestMount struct {
 	Path  string `json:"path"`
 	Write bool   `json:"write,omitempty"`
+	// Optional (in a manifest, ABI 1.2 later) says the op loads without
+	// the mount when the pipeline grants none there, and finds nothing at
+	// the path: the skills op answers /skills with no skills folder.
+	Optional bool `json:"optional,omitempty"`
 }
 
 // MarshalJSON writes a read-only mount as its path, as ABI 1.0 did.
 func (m GuestMount) MarshalJSON() ([]byte, error) {
-	if !m.Write {
+	if !m.Write && !m.Optional {
 		return json.Marshal(m.Path)
 	}
 	type plain GuestMount
@@ -44,7 +48,7 @@ func (m *GuestMount) UnmarshalJSON(b []byte) error {
 	d := &reader{b: b}
 	ok, err := d.object()
 	if err != nil || !ok {
-		return errors.New("a mount is a guest path or {\"path\": PATH, \"write\": true}")
+		return errors.New("a mount is a guest path or {\"path\": PATH, \"write\": true, \"optional\": true}")
 	}
 	*m = GuestMount{}
 	first := true
@@ -61,8 +65,10 @@ func (m *GuestMount) UnmarshalJSON(b []byte) error {
 			m.Path, err = d.str()
 		case "write":
 			m.Write, err = d.bool()
+		case "optional":
+			m.Optional, err = d.bool()
 		default:
-			return fmt.Errorf("unknown mount key %q (the keys are path, write)", key)
+			return fmt.Errorf("unknown mount key %q (the keys are path, write, optional)", key)
 		}
 		if err != nil {
 			return err

@@ -302,6 +302,14 @@ func (m *Manifest) Validate() error {
 		}
 		seen["c:"+c] = true
 	}
+	for c, args := range m.CommandArgs {
+		if !seen["c:"+c] {
+			return bad("command_args names %q, which is not among the op's commands", c)
+		}
+		if len(args) > 200 || strings.ContainsAny(args, "\n\r") {
+			return bad("command_args of %q must be one line of at most 200 bytes", c)
+		}
+	}
 	if err := m.Capabilities.check(m.ABI); err != nil {
 		return bad("%v", err)
 	}

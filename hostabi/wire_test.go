@@ -16,6 +16,10 @@ func TestDecodeManifest(t *testing.T) {
 	if m.Name != "policy" || !m.Guard || !m.Handles(HookTurnStopping) || !m.IsIdempotent("calc") {
 		t.Fatalf("got %+v", m)
 	}
+	opt := `{"name":"s","abi":"1.2","hooks":["command"],"commands":["skills"],"command_args":{"skills":"[check]"},"capabilities":{"mounts":[{"path":"/skills","optional":true}]}}`
+	if m, err := DecodeManifest([]byte(opt)); err != nil || m.CommandArgs["skills"] != "[check]" || len(m.Capabilities.Mounts) != 1 || !m.Capabilities.Mounts[0].Optional {
+		t.Errorf("command_args and an optional mount: %+v, %v", m, err)
+	}
 	for _, tc := range []struct{ in, want string }{
 		{`{"name":"x","hooks":["tool"]}`, `no abi version (want "1.2")`},
 		{`{"name":"x","abi":"2.0","hooks":["tool"]}`, "built for ABI 2.0, this host speaks ABI 1.2: rebuild the op for v1"},
@@ -28,6 +32,9 @@ func TestDecodeManifest(t *testing.T) {
 		{`{"name":"a b","abi":"1.0","hooks":["tool"]}`, `name "a b" must be`},
 		{`{"name":"x","abi":"1.0","hooks":["tool"],"idempotent":["calc"]}`, `idempotent tool "calc" is not among the op's tools`},
 		{`{"name":"x","abi":"1.0","hooks":["command"],"commands":["/ping"]}`, `command "/ping" must be`},
+		{`{"name":"x","abi":"1.2","hooks":["command"],"commands":["ping"],"command_args":{"pong":"[N]"}}`, `command_args names "pong", which is not among the op's commands`},
+		{`{"name":"x","abi":"1.2","hooks":["command"],"commands":["ping"],"command_args":{"ping":"a\nb"}}`, `command_args of "ping" must be one line`},
+		{`{"name":"x","abi":"1.2","hooks":["tool"],"capabilities":{"mounts":[{"path":"/s","later":true}]}}`, `unknown mount key "later" (the keys are path, write, optional)`},
 		{`{"name":"x","abi":"1.0","hooks":["tool"],"capabilities":{"mounts":["skills"]}}`, `mount path "skills" must be an absolute, clean path`},
 		{`{"name":"x","abi":"1.0","hooks":["tool"]} {}`, "after top-level value"},
 		{`[1]`, "not a JSON object"},

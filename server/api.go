@@ -103,6 +103,9 @@ type Session struct {
 type Command struct {
 	Name string `json:"name"`
 	Op   string `json:"op"`
+	// Args are the command's arguments as the op describes them
+	// ("[check]"; "" for none said).
+	Args string `json:"args,omitempty"`
 }
 
 // Sessions is the answer of GET /v1/sessions, newest activity first.

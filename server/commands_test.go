@@ -14,13 +14,15 @@ import (
 )
 
 // A session's info lists the slash commands its ops own (from their
-// manifests) and the host's compact and clear, once the owner has it open; a
+// manifests, with their arguments) and the host's compact and clear, once
+// the owner has it open; a
 // session id that reads as a flag is refused at creation.
 func TestSessionCommands(t *testing.T) {
 	f := newFixture(t, func(o *fixtureOptions) {
 		o.Resolve = func(ctx context.Context, id string, c *event.SessionCreated) (engine.Config, error) {
 			skills := et.Static("skills", []hostabi.Hook{hostabi.HookCommand}, nil)
 			skills.Manifest().Commands = []string{"skills"}
+			skills.Manifest().CommandArgs = map[string]string{"skills": "[check]"}
 			p, err := engine.NewPipeline(et.Approver(nil, nil), skills)
 			return engine.Config{Pipeline: p, Provider: &et.Scripted{Answer: answer}, Model: "m"}, err
 		}
@@ -30,7 +32,7 @@ func TestSessionCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []server.Command{{Name: "skills", Op: "skills"}, {Name: "compact", Op: "host"}, {Name: "clear", Op: "host"}}
+	want := []server.Command{{Name: "skills", Op: "skills", Args: "[check]"}, {Name: "compact", Op: "host", Args: "[TEXT]"}, {Name: "clear", Op: "host"}}
 	if d := cmp.Diff(want, s.Commands); d != "" {
 		t.Errorf("create: commands mismatch (-want +got):\n%s", d)
 	}

@@ -529,13 +529,13 @@ func (s *Server) commands(id string) []Command {
 			continue
 		}
 		for _, c := range m.Commands {
-			out = append(out, Command{Name: c, Op: m.Name})
+			out = append(out, Command{Name: c, Op: m.Name, Args: m.CommandArgs[c]})
 			owned[c] = true
 		}
 	}
-	for _, c := range []string{"compact", "clear"} {
-		if !owned[c] {
-			out = append(out, Command{Name: c, Op: event.HostOp})
+	for _, c := range []struct{ name, args string }{{"compact", "[TEXT]"}, {"clear", ""}} {
+		if !owned[c.name] {
+			out = append(out, Command{Name: c.name, Op: event.HostOp, Args: c.args})
 		}
 	}
 	return out

@@ -152,6 +152,15 @@ func TestGrantsAtLoad(t *testing.T) {
 	if m := skills.Mounts(); len(m) != 1 || m[0].Write || len(skills.HTTP()) != 0 || len(skills.Exec()) != 0 {
 		t.Errorf("skills got mounts %+v, http %v, exec %+v; want /skills read-only and nothing else", m, skills.HTTP(), skills.Exec())
 	}
+	// An optional mount (the skills op's) may be left out: the op loads,
+	// gets no mount, and finds nothing at the path.
+	bare := builtin(t, "skills", Config{Config: []byte(`{"host_dir":"/srv/skills"}`)})
+	if m := bare.Mounts(); len(m) != 0 {
+		t.Errorf("skills without a grant got mounts %+v", m)
+	}
+	if got := command(t, bare, "skills", ""); !strings.HasPrefix(got, "No skills: there is no skills folder. Create /srv/skills") {
+		t.Errorf("/skills without its mount: %q", got)
+	}
 	// Defaults: a command's timeout and output, the op's deadline.
 	sh := builtin(t, "shell", Config{Grants: Grants{Mounts: rw, Exec: []ExecGrant{{Cmd: "go test **", Env: []string{"HOME", "GOFLAGS=-mod=mod"}, Unconfined: true}}}})
 	x := sh.Exec()

@@ -153,10 +153,14 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // op whose request is not granted.
 func grant(man *hostabi.Manifest, g Grants) (*capabilities, error) {
 	c := &capabilities{}
-	// Mounts: each requested one must be granted, read-write if asked so.
+	// Mounts: each requested one must be granted, read-write if asked so,
+	// but an optional one may be left out.
 	for _, want := range man.Capabilities.Mounts {
 		i := slices.IndexFunc(g.Mounts, func(m Mount) bool { return m.GuestPath == want.Path })
 		if i < 0 {
+			if want.Optional {
+				continue // the op works without it (its path does not exist)
+			}
 			if want.Write {
 				return nil, fmt.Errorf("op %s requests the read-write mount %s, which is not granted: grant it (grants: {mounts: [\"DIR:%s:rw\"]}) or leave the op out", man.Name, want.Path, want.Path)
 			}

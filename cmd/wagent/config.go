@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"net/url"
+	"reflect"
 	"sort"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/render"
 )
@@ -81,6 +83,10 @@ func configCommand(env *cliEnv) *cli.Command {
 			Name:  "show",
 			Usage: "print the effective settings with their sources (flags, environment, profile, file), secrets masked",
 			UsageText: `wagent config show [--profile NAME] [--json] [flags of run]
+
+The defaults row says which parts of the built-in pipeline (files, shell,
+agents_md, skills, system_prompt; fetch hosts) a new session with no pipeline
+gets; the file's defaults: key sets them.
 
 Precedence: flags, then environment variables (WAGENT_PROVIDER, WAGENT_MODEL,
 WAGENT_BASE_URL, WAGENT_API_KEY_ENV, WAGENT_PIPELINE, WAGENT_SYSTEM, WAGENT_PROFILE),
@@ -167,6 +173,7 @@ func showConfig(c *cli.Context, env *cliEnv) error {
 			rows = append(rows, row{"price " + m, fmt.Sprintf("$%g in, $%g out per million tokens", p.Input, p.Output), "config " + r.Config().Path})
 		}
 	}
+	rows = append(rows, row{"defaults", defaultsLine(r.Config().Defaults), defaultsSource(r.Config())})
 	if c.Bool("json") {
 		out := map[string]any{}
 		for _, rw := range rows {
@@ -191,4 +198,33 @@ func clipRunes(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// defaultsLine says which parts of the built-in pipeline a new session
+// gets: "files, shell, agents_md, skills, system_prompt; fetch: off".
+func defaultsLine(p builtins.Parts) string {
+	var on []string
+	for _, part := range []struct {
+		name string
+		off  bool
+	}{{"files", p.NoFiles}, {"shell", p.NoShell}, {"agents_md", p.NoAgentsMD}, {"skills", p.NoSkills}, {"system_prompt", p.NoSystemPrompt}} {
+		if !part.off {
+			on = append(on, part.name)
+		}
+	}
+	fetch := "off"
+	if len(p.Fetch) > 0 {
+		fetch = strings.Join(p.Fetch, " ")
+	}
+	if len(on) == 0 {
+		return "none; fetch: " + fetch
+	}
+	return strings.Join(on, ", ") + "; fetch: " + fetch
+}
+
+func defaultsSource(cfg *app.Config) string {
+	if reflect.DeepEqual(cfg.Defaults, builtins.Parts{}) {
+		return "default (with no pipeline)"
+	}
+	return "config " + cfg.Path + " (with no pipeline)"
 }

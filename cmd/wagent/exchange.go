@@ -94,7 +94,7 @@ func moduleDigests(env *cliEnv, set event.SessionCreated) ([]jsonl.Module, error
 	if len(set.Settings) > 0 {
 		json.Unmarshal(set.Settings, &s)
 	}
-	spec := builtins.DefaultPipelineIn(app.SkillsDir(env.Getenv), s.Dir)
+	spec := s.DefaultPipeline(env.Getenv)
 	if s.Pipeline != "" {
 		var err error
 		if spec, err = pipeline.ParseFile(s.Pipeline); err != nil {

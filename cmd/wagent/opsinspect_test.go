@@ -46,7 +46,7 @@ func TestOpsInspect(t *testing.T) {
 		{"another build of the op", []string{repoFile("examples/wasm-ops/policy-as/policy.wasm"), "--pipeline", pl, "--op", "policy"}, []string{
 			"another build of policy; this module would run in its place", "built with: not recorded"}},
 		{"a built-in in a pipeline", []string{"builtin:skills", "--pipeline", pl}, []string{
-			"op skills", "load_skill: ", "mount:    /skills <- " + skills, "requests:   read-only mount /skills"}},
+			"op skills", "load_skill: ", "mount:    /skills <- " + skills, "requests:   read-only mount /skills (optional)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := wag(t, home, append([]string{"ops", "inspect"}, tc.args...)...)

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/urfave/cli/v2"
@@ -12,9 +13,9 @@ import (
 )
 
 // The bundle loaded while the store opens is the one the session's
-// pipeline will load: the core bundle for the default pipeline and for a
-// file of core ops, the whole one for a file that names files, fetch or
-// shell.
+// pipeline will load: the core bundle for the default pipeline (in a
+// project, with files and shell, or not) and for a file of core ops, the
+// whole one for a file that names fetch.
 func TestPreloadIsThePipelinesBundle(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, yaml string) string {
@@ -25,7 +26,7 @@ func TestPreloadIsThePipelinesBundle(t *testing.T) {
 		return p
 	}
 	coreFile := write("core.yaml", "ops:\n  - use: builtin:approval\n  - use: builtin:max-turns\n")
-	allFile := write("all.yaml", "ops:\n  - use: builtin:approval\n  - use: builtin:shell\n")
+	allFile := write("all.yaml", "ops:\n  - use: builtin:approval\n  - use: builtin:fetch\n")
 	env := &cliEnv{Getenv: func(k string) string {
 		if k == "WAGENT_HOME" || k == "HOME" || k == "XDG_CONFIG_HOME" {
 			return dir
@@ -36,12 +37,18 @@ func TestPreloadIsThePipelinesBundle(t *testing.T) {
 		name, pipeline string
 		want           []byte
 	}{
-		{"default pipeline", "", builtins.CoreModule()},
+		{"default pipeline, in a project", "", builtins.CoreModule()},
 		{"core ops", coreFile, builtins.CoreModule()},
 		{"a capabilities op", allFile, builtins.Module()},
 		{"a file that does not read", filepath.Join(dir, "missing.yaml"), builtins.CoreModule()},
+		{"default pipeline, in the home directory", "", builtins.CoreModule()},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if strings.HasSuffix(c.name, "home directory") {
+				home := t.TempDir()
+				t.Setenv("HOME", home)
+				t.Chdir(home)
+			}
 			fs := flag.NewFlagSet("run", flag.ContinueOnError)
 			fs.String("pipeline", "", "")
 			fs.String("profile", "", "")

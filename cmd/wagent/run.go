@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -14,7 +15,7 @@ import (
 )
 
 var providerFlags = []cli.Flag{
-	&cli.StringFlag{Name: "pipeline", Usage: "pipeline `FILE` (YAML); default: $WAGENT_PIPELINE, the config file's pipeline:, or the built-in pipeline"},
+	&cli.StringFlag{Name: "pipeline", Usage: "pipeline `FILE` (YAML); default: $WAGENT_PIPELINE, the config file's pipeline:, or the built-in one: a coding agent on this folder (files, a few read-only git and ls commands, AGENTS.md, skills, a system prompt; the config's defaults: key turns each off)"},
 	&cli.StringFlag{Name: "provider", Usage: "model provider: openai, anthropic or script (default: script when --script is given, else openai)"},
 	&cli.StringFlag{Name: "base-url", Usage: "API `URL` (default: $OPENAI_BASE_URL or https://api.openai.com/v1; for anthropic $ANTHROPIC_BASE_URL or https://api.anthropic.com)"},
 	&cli.StringFlag{Name: "model", Usage: "model `NAME` (default: $WAGENT_MODEL, or the config file's model:)"},
@@ -120,11 +121,14 @@ func preloadFor(c *cli.Context, env *cliEnv) []byte {
 		return builtins.CoreModule()
 	}
 	p := r.All()["pipeline"].Value
+	var spec *pipeline.Spec
 	if p == "" {
-		return builtins.CoreModule()
-	}
-	spec, err := pipeline.ParseFile(p) // resolved as the session will: a file setting relative to its file
-	if err != nil {
+		// The built-in pipeline, as a new session here gets it (a session
+		// resumed elsewhere may load the other bundle: a preload is only
+		// a head start).
+		wd, _ := os.Getwd()
+		spec = builtins.DefaultPipelineWith(app.SkillsDir(env.Getenv), wd, r.Config().Defaults)
+	} else if spec, err = pipeline.ParseFile(p); err != nil { // resolved as the session will: a file setting relative to its file
 		return builtins.CoreModule()
 	}
 	names := []string{pipeline.Fallback}

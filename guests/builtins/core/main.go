@@ -1,10 +1,10 @@
-// Command core is the built-in operations that need no capability beyond
-// a read-only mount, as one guest module: approval, skills, retry,
-// turn-stopping, max-turns, unknown-tool, final-output, compaction and
-// agents-md. It is guests/builtins/module without files, fetch and shell,
-// and so without their HTML parser (whose tables every instance would
-// build as it starts) and file tools: a pipeline that names only these
-// ops (the default pipeline does) loads it instead of the whole bundle.
+// Command core is the built-in operations but fetch, as one guest module:
+// approval, skills, retry, turn-stopping, max-turns, unknown-tool,
+// final-output, compaction, agents-md, prompt, files and shell. It is
+// guests/builtins/module without fetch, and so without its HTML parser
+// (whose tables every instance would build as it starts): a pipeline that
+// names only these ops (the default pipeline does) loads it instead of
+// the whole bundle.
 //
 // Build (from the repository root; make guests does it):
 //

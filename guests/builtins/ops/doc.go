@@ -1,12 +1,11 @@
 // Package ops holds the logic of wagent's built-in operations, each a
 // pdk.Op: approval, skills, retry, turn-stopping, max-turns, unknown-tool,
-// final-output, compaction and agents-md, and the ops that act on the
+// final-output, compaction, agents-md and prompt, and the ops that act on the
 // world through the capabilities they are granted (ABI 1.2): files, fetch
 // and shell. They are compiled into a guest module of all of them
-// (guests/builtins/module) and one of those without the capabilities ops
-// (guests/builtins/core: no HTML parser and no file tools, so it loads and
-// starts faster), both embedded by the host package builtins, and
-// loaded by the host exactly as a third-party module would be: through the
+// (guests/builtins/module) and one of all but fetch
+// (guests/builtins/core: no HTML parser, so it loads and starts faster),
+// both embedded by the host package builtins, and loaded by the host exactly as a third-party module would be: through the
 // ABI, sandboxed, with the pipeline's limits and grants. They keep no
 // state between calls: what they must remember is in
 // notes.
@@ -25,15 +24,16 @@ import (
 // All returns every built-in op, each with the test fault switch (see
 // faulty).
 func All() []func() Op {
-	return withFaults(append(core(), Files, Fetch, Shell))
+	return withFaults(append(core(), Fetch))
 }
 
-// Core returns the built-ins that act on the world through no capability
-// but a read-only mount: all but files, fetch and shell.
+// Core returns the built-ins but fetch, which alone needs the HTML parser
+// (whose tables every instance builds as it starts): the default
+// pipeline's ops, files and shell included.
 func Core() []func() Op { return withFaults(core()) }
 
 func core() []func() Op {
-	return []func() Op{Approval, Skills, Retry, TurnStopping, MaxTurns, UnknownTool, FinalOutput, Compaction, AgentsMD}
+	return []func() Op{Approval, Skills, Retry, TurnStopping, MaxTurns, UnknownTool, FinalOutput, Compaction, AgentsMD, Prompt, Files, Shell}
 }
 
 func withFaults(list []func() Op) []func() Op {

@@ -32,7 +32,7 @@ func TestManifestIsABundle(t *testing.T) {
 	for _, m := range ms {
 		names = append(names, m.Name)
 	}
-	if got := strings.Join(names, " "); got != "approval skills retry turn-stopping max-turns unknown-tool final-output compaction agents-md files fetch shell" {
+	if got := strings.Join(names, " "); got != "approval skills retry turn-stopping max-turns unknown-tool final-output compaction agents-md prompt files shell fetch" {
 		t.Errorf("bundle ops %q", got)
 	}
 	if _, err := pdk.Test(&hostabi.View{Hook: hostabi.HookTool, Op: "nope", Tool: &hostabi.ToolView{}}, nil); err == nil || !strings.Contains(err.Error(), "no op named nope") {

@@ -46,22 +46,26 @@ import (
 // of them shorter when the list would pass max_prompt_bytes, so every
 // skill is named), and owns two tools: load_skill returns a skill's
 // instructions with its folder's path and files, and read_skill_file
-// reads a file inside a skill's folder. The pipeline must grant the mount,
-// e.g. grants: {mounts: ["./skills:/skills:ro"]}; without it the op offers
-// nothing.
+// reads a file inside a skill's folder. The pipeline grants the mount,
+// e.g. grants: {mounts: ["./skills:/skills:ro"]}; without it (the mount is
+// optional) the op offers nothing, and /skills says where to make the
+// folder: host_dir names it (the default pipeline sets it to the skills
+// folder, $WAGENT_SKILLS or ~/.config/wagent/skills).
 //
-// Config: dir [/skills], max_prompt_bytes [8192], max_description_bytes
-// [1024], max_body_bytes [65536], max_file_bytes [262144].
+// Config: dir [/skills], host_dir [none], max_prompt_bytes [8192],
+// max_description_bytes [1024], max_body_bytes [65536], max_file_bytes
+// [262144].
 func Skills() Op {
 	return Op{
 		Manifest: hostabi.Manifest{
 			Name:         "skills",
-			Version:      "1.1.0",
+			Version:      "1.2.0",
 			Tools:        []string{"load_skill", "read_skill_file"},
 			Commands:     []string{"skills"},
+			CommandArgs:  map[string]string{"skills": "[check]"},
 			Idempotent:   []string{"load_skill", "read_skill_file"},
-			Capabilities: hostabi.Capabilities{Mounts: []hostabi.GuestMount{{Path: "/skills"}}},
-			ConfigSchema: strictSchema(`"dir":{"type":"string","pattern":"^/"},` +
+			Capabilities: hostabi.Capabilities{Mounts: []hostabi.GuestMount{{Path: "/skills", Optional: true}}},
+			ConfigSchema: strictSchema(`"dir":{"type":"string","pattern":"^/"},"host_dir":{"type":"string"},` +
 				`"max_prompt_bytes":{"type":"integer","minimum":1,"maximum":1048576},` +
 				`"max_description_bytes":{"type":"integer","minimum":16,"maximum":1048576},` +
 				`"max_body_bytes":{"type":"integer","minimum":1,"maximum":1048576},` +
@@ -75,6 +79,7 @@ func Skills() Op {
 
 type skillsConfig struct {
 	Dir                 string `json:"dir"`
+	HostDir             string `json:"host_dir"`
 	MaxPromptBytes      int    `json:"max_prompt_bytes"`
 	MaxDescriptionBytes int    `json:"max_description_bytes"`
 	MaxBodyBytes        int    `json:"max_body_bytes"`
@@ -616,6 +621,21 @@ func readSkillFile(c *pdk.Call, cfg *skillsConfig, call *hostabi.PendingCall) {
 	c.Result(call.ID, strings.ToValidUTF8(string(b), "")+more, false)
 }
 
+// noSkills is /skills's answer when there are none: where to put them.
+func noSkills(cfg *skillsConfig) string {
+	how := " with a folder per skill holding a SKILL.md (YAML front matter with name and description, then the instructions)."
+	_, err := os.Stat(cfg.Dir)
+	switch {
+	case err != nil && cfg.HostDir != "":
+		return "No skills: there is no skills folder. Create " + cfg.HostDir + how
+	case err != nil:
+		return "No skills: nothing is mounted at " + cfg.Dir + "; grant a folder there (grants: {mounts: [\"./skills:" + cfg.Dir + ":ro\"]})" + how
+	case cfg.HostDir != "":
+		return "No skills in " + cfg.HostDir + ": add a folder there" + how
+	}
+	return "No skills: " + cfg.Dir + " holds no folder with a SKILL.md; add one" + how
+}
+
 func firstFile(dir string) string {
 	if f := skillFiles(dir); len(f) > 0 {
 		return strconv.Quote(f[0])
@@ -633,7 +653,7 @@ func listSkills(c *pdk.Call) error {
 	ok := offered(list)
 	switch {
 	case len(list) == 0:
-		c.Reply("No skills: nothing is mounted at " + cfg.Dir + ", or it holds no folder with a SKILL.md.")
+		c.Reply(noSkills(cfg))
 		return nil
 	case !checkOnly && len(ok) > 0:
 		b.WriteString("Skills:\n" + skillList(ok, 1<<20, cfg.MaxDescriptionBytes))

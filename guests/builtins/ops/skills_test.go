@@ -257,3 +257,42 @@ func TestSkillsCommand(t *testing.T) {
 		t.Errorf("/skills check:\n%s", check)
 	}
 }
+
+// With no skills, /skills says where to put them: the host folder the
+// default pipeline names (host_dir) when nothing is mounted, or the
+// mounted folder when it holds none.
+func TestSkillsCommandWithNoSkills(t *testing.T) {
+	empty := t.TempDir()
+	for _, c := range []struct {
+		name string
+		cfg  map[string]any
+		want string
+	}{
+		{"no folder, host_dir named", map[string]any{"dir": filepath.Join(empty, "missing"), "host_dir": "/home/u/.local/share/wagent/skills"},
+			"No skills: there is no skills folder. Create /home/u/.local/share/wagent/skills with a folder per skill holding a SKILL.md"},
+		{"no folder, no host_dir", map[string]any{"dir": filepath.Join(empty, "missing")},
+			"No skills: nothing is mounted at " + filepath.Join(empty, "missing") + "; grant a folder there"},
+		{"an empty folder", map[string]any{"dir": empty, "host_dir": "/srv/skills"}, "No skills in /srv/skills: add a folder there"},
+	} {
+		v := skillsView(hostabi.HookCommand, c.cfg)
+		v.Command = &hostabi.CommandView{Name: "skills"}
+		eff, err := pdk.Test(v, nil)
+		if err != nil || len(eff) != 1 || !strings.HasPrefix(eff[0].Text, c.want) {
+			t.Errorf("%s: %v %+v, want a reply starting %q", c.name, err, eff, c.want)
+		}
+	}
+}
+
+// The prompt op contributes its text on every step, and refuses a config
+// without it.
+func TestPromptOp(t *testing.T) {
+	v := &hostabi.View{Hook: hostabi.HookContribute, Op: "prompt", Config: json.RawMessage(`{"text":"Be brief."}`), Session: "s", Turn: 1, Step: 3}
+	eff, err := pdk.Test(v, nil)
+	if err != nil || len(eff) != 1 || eff[0].Text != "Be brief." {
+		t.Errorf("prompt: %v %+v", err, eff)
+	}
+	v.Config = json.RawMessage(`{}`)
+	if _, err := pdk.Test(v, nil); err == nil || !strings.Contains(err.Error(), "text is required") {
+		t.Errorf("prompt without text: %v", err)
+	}
+}

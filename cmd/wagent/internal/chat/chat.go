@@ -69,8 +69,9 @@ type chatter struct {
 	cfg *app.Config
 	// from is the next seq to show.
 	from uint64
-	// commands are the session's op commands (name -> op).
-	commands map[string]string
+	// commands are the session's op commands (name -> op), commandArgs
+	// their arguments as the ops describe them.
+	commands, commandArgs map[string]string
 	// cmd is the command the chat runs as (for /new: its settings).
 	cmd session.Command
 
@@ -556,10 +557,10 @@ func (ch *chatter) explain(w event.WaitingCall) {
 
 // loadCommands reads the session's op commands from the owner.
 func (ch *chatter) loadCommands(ctx context.Context) {
-	ch.commands = map[string]string{}
+	ch.commands, ch.commandArgs = map[string]string{}, map[string]string{}
 	if info, err := ch.cl.Session(ctx, ch.id); err == nil {
 		for _, c := range info.Commands {
-			ch.commands[c.Name] = c.Op
+			ch.commands[c.Name], ch.commandArgs[c.Name] = c.Op, c.Args
 		}
 	}
 }
@@ -637,7 +638,7 @@ func (ch *chatter) help() {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		render.Fprintf(out, "  %-18s %sof the op %s%s\n", "/"+n, c.Dim, ch.commands[n], c.Reset)
+		render.Fprintf(out, "  %-18s %sof the op %s%s\n", "/"+strings.TrimSpace(n+" "+ch.commandArgs[n]), c.Dim, ch.commands[n], c.Reset)
 	}
 	render.Fprintf(out, "%sCtrl-C cancels a running turn, twice within a second leaves; Ctrl-D leaves; // sends a line that starts with /.%s\n", c.Dim, c.Reset)
 }

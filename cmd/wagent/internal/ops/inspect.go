@@ -527,11 +527,14 @@ func thousands(n int) string {
 func requestedText(man *hostabi.Manifest) []string {
 	var req []string
 	for _, mt := range man.Capabilities.Mounts {
+		m := "read-only mount " + mt.Path
 		if mt.Write {
-			req = append(req, "read-write mount "+mt.Path)
-		} else {
-			req = append(req, "read-only mount "+mt.Path)
+			m = "read-write mount " + mt.Path
 		}
+		if mt.Optional {
+			m += " (optional)"
+		}
+		req = append(req, m)
 	}
 	if c := man.Capabilities.HTTP; len(c) > 0 {
 		req = append(req, "outbound HTTP to "+anyOr(c, hostabi.AnyHost, "whichever hosts the pipeline grants"))

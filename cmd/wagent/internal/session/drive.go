@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/builtins"
 	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/engine"
 	"github.com/wagent/wagent/engine/session"
@@ -223,6 +224,17 @@ func openSessionOnce(ctx context.Context, cmd Command, cl *server.Client, id str
 		}
 		if err != nil {
 			return nil, false, APIFail(err)
+		}
+		if s.Pipeline == "" {
+			// Said once, as the session is made: what the built-in
+			// pipeline leaves out here that the person did not turn off.
+			var parts builtins.Parts
+			if s.Defaults != nil {
+				parts = *s.Defaults
+			}
+			for _, n := range builtins.DefaultNotes(s.Dir, parts) {
+				render.Fprintf(env.Stderr, "wagent: %s\n", n)
+			}
 		}
 		return info, true, nil
 	default:

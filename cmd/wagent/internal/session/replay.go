@@ -124,7 +124,7 @@ func (p *replayPipelines) build(set event.SessionCreated) (*engine.Pipeline, err
 	}
 	// The built-in pipeline reads the session's working directory and the
 	// skills folder, as the session did.
-	spec := builtins.DefaultPipelineIn(app.SkillsDir(p.env.Getenv), s.Dir)
+	spec := s.DefaultPipeline(p.env.Getenv)
 	p.used = "the built-in pipeline"
 	file := p.file
 	if file == "" {
