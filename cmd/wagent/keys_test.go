@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -95,5 +96,40 @@ func TestLocalServerNeedsNoKey(t *testing.T) {
 		if v, ok := r.Header["Authorization"]; ok {
 			t.Errorf("Authorization header %q sent without a key", v)
 		}
+	}
+}
+
+// An HTTP error names the method and URL in what the CLI prints and in the
+// recorded attempt, and 404, 401 and 403 are not retried (another attempt
+// would fail the same way).
+func TestHTTPErrorNamesTheURL(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		body   string
+		words  string
+	}{
+		{404, `{"error":"not found"}`, "not found"},
+		{401, `{"error":{"message":"bad key"}}`, "bad key"},
+		{403, `{"error":{"message":"forbidden here"}}`, "forbidden here"},
+	} {
+		t.Run(http.StatusText(tc.status), func(t *testing.T) {
+			srv := fakeopenai.New(t, fakeopenai.Rule{Reply: fakeopenai.Reply{Status: tc.status, Body: tc.body}})
+			home := t.TempDir()
+			r := wag(t, home, "run", "--session", "e", "--provider", "openai", "--base-url", srv.URL, "--model", "m", "--api-key", "k", "hi")
+			want := "POST " + srv.URL + "/chat/completions: " + tc.words
+			if r.code == exitOK || !strings.Contains(r.stderr, want) {
+				t.Errorf("exit %d, stderr %q; want it to contain %q", r.code, r.stderr, want)
+			}
+			if n := len(srv.Requests()); n != 1 {
+				t.Errorf("%d requests, want 1 (HTTP %d is not retried)", n, tc.status)
+			}
+			evs := events(t, home, "e")
+			if n := count(evs, "assistant/attempt", func(d json.RawMessage) bool { return strings.Contains(string(d), want) }); n != 1 {
+				t.Errorf("%d recorded attempts name the URL, want 1", n)
+			}
+			if n := count(evs, "turn/end", func(d json.RawMessage) bool { return strings.Contains(string(d), want) }); n != 1 {
+				t.Errorf("%d turn/end events name the URL, want 1", n)
+			}
+		})
 	}
 }
