@@ -119,9 +119,7 @@ func Drive(o DriveOptions) error {
 		render.Fprintf(env.Stderr, "wagent: workers run session %s; following it (Ctrl-C cancels its turn)\n", id)
 	}
 	out := NewPrinter(env, o.JSON, id)
-	if cfg, err := env.LoadConfig(); err == nil {
-		out.Cost = cfg.Cost
-	}
+	out.Cost = PriceList(env) // the config's prices over the built-in table
 	out.Start(isNew)
 	f := &follower{env: env, cl: cl, id: id, out: out, by: fmt.Sprintf("wagent %s (pid %d)", o.Name, os.Getpid())}
 	start := startInput(ctx, cl, id, prompt)
