@@ -188,6 +188,8 @@ func newApp(env *cliEnv) *cli.App {
 			exportCommand(env),
 			importCommand(env),
 			forkCommand(env),
+			completionCommand(env),
+			completeCommand(env),
 			{
 				Name:      "version",
 				Usage:     "print wagent's version",

@@ -28,7 +28,7 @@ func interspersed(app *cli.App, args []string) []string {
 		cmds = c.Subcommands
 		i++
 	}
-	if cmd == nil {
+	if cmd == nil || cmd.SkipFlagParsing {
 		return args
 	}
 	takesValue := map[string]bool{}
