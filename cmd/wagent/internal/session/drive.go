@@ -476,9 +476,9 @@ func StreamOwn(ctx context.Context, cl *server.Client, id string, from uint64, o
 			} else {
 				status, head = ev.Status, ev.Head
 			}
-		case "delta", "log", "error":
+		case "delta", "log", "error", "progress":
 			if own == nil || own.Running() {
-				out.Live(engine.Live{Kind: ev.Kind, Session: id, Op: ev.Op, Text: ev.Text})
+				out.Live(engine.Live{Kind: ev.Kind, Session: id, Op: ev.Op, Text: ev.Text, Call: ev.Call, Tool: ev.Tool})
 			}
 		}
 		if status != "" && last >= head {
