@@ -97,7 +97,7 @@ func completeCommand(env *cliEnv) *cli.Command {
 			if len(words) == 0 {
 				words = []string{""}
 			}
-			for _, s := range complete(c.App, words, func() []string { return sessionIDs(c, env) }) {
+			for _, s := range complete(c.App, words, func(store string) []string { return sessionIDs(c, env, store) }) {
 				render.Fprintln(env.Stdout, s)
 			}
 			return nil
@@ -105,21 +105,30 @@ func completeCommand(env *cliEnv) *cli.Command {
 	}
 }
 
-// complete returns the candidates for the last of words.
-func complete(app *cli.App, words []string, sessions func() []string) []string {
+// complete returns the candidates for the last of words; sessions lists
+// the sessions of the store the line names with --store ("": the default).
+func complete(app *cli.App, words []string, sessions func(store string) []string) []string {
 	cur, done := words[len(words)-1], words[:len(words)-1]
 	cmds, flags := app.Commands, app.Flags
 	var cmd *cli.Command
 	positional := 0
 	valueOf := "" // the flag whose value cur is
+	store := ""
 	for i := 0; i < len(done); i++ {
 		w := done[i]
 		if name, ok := flagName(w); ok {
-			if f := flagNamed(flags, name); f != nil && takesValue(f) && !strings.Contains(w, "=") {
-				if i+1 < len(done) {
+			if f := flagNamed(flags, name); f != nil && takesValue(f) {
+				v, inline := strings.CutPrefix(w, "--"+name+"=")
+				switch {
+				case inline:
+				case i+1 < len(done):
 					i++
-				} else {
+					v = done[i]
+				default:
 					valueOf = name
+				}
+				if name == "store" {
+					store = v
 				}
 			}
 			continue
@@ -140,7 +149,7 @@ func complete(app *cli.App, words []string, sessions func() []string) []string {
 	}
 	switch {
 	case valueOf == "session":
-		add(sessions()...)
+		add(sessions(store)...)
 	case valueOf != "":
 		// a file or a value: left to the shell
 	case strings.HasPrefix(cur, "-"):
@@ -163,7 +172,7 @@ func complete(app *cli.App, words []string, sessions func() []string) []string {
 			add("help")
 		}
 	case cmd != nil && positional == 0 && takesSession(cmd):
-		add(sessions()...)
+		add(sessions(store)...)
 	}
 	sort.Strings(out)
 	return slices.Compact(out)
@@ -198,12 +207,21 @@ func takesValue(f cli.Flag) bool {
 	return !isBool
 }
 
-// sessionIDs lists the store's sessions, newest first; none when the
-// store cannot be read (completion says nothing rather than an error).
-func sessionIDs(c *cli.Context, env *cliEnv) []string {
+// sessionIDs lists the sessions of store (the default store when ""),
+// none when it cannot be read: completion says nothing rather than an
+// error.
+func sessionIDs(c *cli.Context, env *cliEnv, store string) []string {
 	ctx := context.Background()
 	quiet := *env
 	quiet.Stderr = discard{}
+	if store != "" { // the --store on the line, as the command would take it
+		quiet.Getenv = func(k string) string {
+			if k == "WAGENT_STORE" {
+				return store
+			}
+			return env.Getenv(k)
+		}
+	}
 	cn, err := connect(ctx, c, &quiet, session.ModeRead)
 	if err != nil {
 		return nil

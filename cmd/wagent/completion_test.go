@@ -57,6 +57,10 @@ func TestCompleteCandidates(t *testing.T) {
 			t.Fatalf("run: %d %s", r.code, r.stderr)
 		}
 	}
+	other := filepath.Join(t.TempDir(), "store")
+	if r := wag(t, home, "run", "--store", other, "--session", "other-3", "--script", testdata("plain-replies.yaml"), "hi"); r.code != exitOK {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
 	for _, tc := range []struct {
 		words []string
 		want  []string
@@ -73,6 +77,8 @@ func TestCompleteCandidates(t *testing.T) {
 		{[]string{"log", "alpha-1", ""}, nil},    // one session is all it takes
 		{[]string{"run", "--pipeline", ""}, nil}, // a file: the shell's
 		{[]string{"__comp"}, nil},                // hidden
+		{[]string{"--store", other, "log", ""}, []string{"other-3"}},
+		{[]string{"log", "--store=" + other, ""}, []string{"other-3"}},
 	} {
 		r := wag(t, home, append([]string{"__complete"}, tc.words...)...)
 		var got []string
