@@ -63,3 +63,13 @@ func TestBuiltinPrice(t *testing.T) {
 		}
 	}
 }
+
+// wagent config show says what the model costs and that the price is the
+// built-in table's.
+func TestConfigShowsTheBuiltinPrice(t *testing.T) {
+	r := wagIn(t, map[string]string{"WAGENT_HOME": t.TempDir()}, "", "config", "show", "--model", "gpt-4.1-mini")
+	if r.code != exitOK || !strings.Contains(r.stdout, "price gpt-4.1-mini") || !strings.Contains(r.stdout, "$0.4 in, $1.6 out per million tokens") ||
+		!strings.Contains(r.stdout, "built in (taken 2026-12") {
+		t.Errorf("config show: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
