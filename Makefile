@@ -54,7 +54,10 @@ test: deps-test
 #    nats-server processes (built from the module), with workers and
 #    servers SIGKILLed and workers SIGSTOPped past their lease at random
 #    moments (build tag e2e; -workers.sessions=N for more, -workers.seed=S
-#    to repeat a schedule the log printed).
+#    to repeat a schedule the log printed);
+#  - go install github.com/wagent/wagent/cmd/wagent@latest from the
+#    committed files served by a file proxy (build tag e2e), then wagent
+#    version.
 E2E_OUT ?= e2e-out
 e2e: deps-e2e
 	mkdir -p $(E2E_OUT)
@@ -64,6 +67,7 @@ e2e: deps-e2e
 	$(GO) test -run '^$$' -bench 'MCPCall' -benchtime 200x ./tools/mcp/
 	$(GO) test -run '^$$' -bench 'MCPStart' -benchtime 5x ./tools/mcp/
 	$(GO) test -tags e2e $(TESTFLAGS) -v -run '^TestE2EWorkers' ./cmd/wagent/
+	$(GO) test -tags e2e $(TESTFLAGS) -run '^TestGoInstallFromTheModule' ./cmd/wagent/
 
 # deps-* install what a target's tests need when it is missing (a second
 # run installs nothing), or say in one line what to install by hand.

@@ -30,7 +30,7 @@ import (
 //	profiles:
 //	  local: {base_url: "http://localhost:11434/v1", model: "qwen3:8b"}
 //	  prod:  {model: gpt-4.1, api_key_env: PROD_OPENAI_KEY, pipeline: ~/agents/prod.yaml}
-//	prices:                             # USD per million tokens
+//	prices:                             # USD per million tokens; overrides the built-in table
 //	  gpt-4o-mini: {input: 0.15, output: 0.60}
 //	store: nats://nats.internal:4222    # a DIR, badger:DIR or nats:// URL
 //	defaults:                           # the built-in pipeline's parts (all on but fetch)
@@ -253,22 +253,29 @@ func (cfg *Config) ProfileNames() string {
 	return " the profiles are " + strings.Join(names, ", ")
 }
 
-// priceOf returns the price of a model: an exact entry, else the longest
-// prefix entry ("gpt-4o*").
+// PriceOf returns the price of a model: the config file's exact entry,
+// else its longest prefix entry ("gpt-4o*"), else the built-in table's
+// (BuiltinPrice, which knows the common OpenAI and Anthropic models). A
+// nil config has the built-in prices only.
 func (cfg *Config) PriceOf(model string) (Price, bool) {
-	if cfg == nil || model == "" {
+	if model == "" {
 		return Price{}, false
 	}
-	if p, ok := cfg.Prices[model]; ok {
-		return p, true
-	}
-	best, found := -1, Price{}
-	for k, p := range cfg.Prices {
-		if pre, ok := strings.CutSuffix(k, "*"); ok && strings.HasPrefix(model, pre) && len(pre) > best {
-			best, found = len(pre), p
+	if cfg != nil {
+		if p, ok := cfg.Prices[model]; ok {
+			return p, true
+		}
+		best, found := -1, Price{}
+		for k, p := range cfg.Prices {
+			if pre, ok := strings.CutSuffix(k, "*"); ok && strings.HasPrefix(model, pre) && len(pre) > best {
+				best, found = len(pre), p
+			}
+		}
+		if best >= 0 {
+			return found, true
 		}
 	}
-	return found, best >= 0
+	return BuiltinPrice(model)
 }
 
 // cost is the estimated cost of a model's usage in US dollars.

@@ -70,12 +70,43 @@ func (n *Node) buildProvider(s Settings, key string, pol Policy) (provider.Provi
 	}
 	if key == "" && name != "script" {
 		key = n.getenv(s.KeyEnv())
+		if key == "" && n.o.Drive && n.defaultBaseURL(s) {
+			return nil, n.missingKey(s)
+		}
 	}
 	f, ok := n.providers[name]
 	if !ok {
 		return nil, Errorf(Invalid, "unknown provider %q: this process knows %s", name, strings.Join(n.providerNames(), ", "))
 	}
 	return f(s, key, n.getenv)
+}
+
+// defaultBaseURL says whether the settings' provider talks to its
+// vendor's own API (no base URL, or the vendor's), which refuses every
+// request without a key. A local server (Ollama, llama.cpp) needs none.
+func (n *Node) defaultBaseURL(s Settings) bool {
+	u, def := s.BaseURL, openai.DefaultBaseURL
+	if s.ProviderName() == "anthropic" {
+		def = anthropic.DefaultBaseURL
+		if u == "" {
+			u = n.getenv("ANTHROPIC_BASE_URL")
+		}
+	} else if u == "" {
+		u = n.getenv("OPENAI_BASE_URL")
+	}
+	u = strings.TrimRight(strings.TrimSpace(u), "/")
+	return u == "" || u == strings.TrimRight(def, "/")
+}
+
+// missingKey says, before any request is sent, which variable to set
+// and where it was looked for.
+func (n *Node) missingKey(s Settings) error {
+	why := "the provider's default variable"
+	if s.APIKeyEnv != "" {
+		why = "named by api_key_env"
+	}
+	return Errorf(Invalid, "no API key for provider %s: set %s (%s; looked for in this process's environment), or set base_url to a server that needs no key",
+		s.ProviderName(), s.KeyEnv(), why)
 }
 
 // trustedBaseURL says whether u is a base URL this node sends its own

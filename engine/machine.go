@@ -104,14 +104,19 @@ func NewWriterID() string {
 
 // Live is something streamed to watchers as it happens. Kind "event"
 // carries a log event after it was appended; "delta" a piece of streamed
-// text; "log" a line an op logged; "error" a fault or refused effect.
-// Everything but deltas is published only after the append it belongs to.
+// text; "log" a line an op logged; "error" a fault or refused effect;
+// "progress" how far a running call has got (Call, Tool, and Text such as
+// "3/10 processing"), which is transient and never logged (see Progress).
+// Everything but deltas and progress is published only after the append
+// it belongs to.
 type Live struct {
 	Kind    string       `json:"kind"`
 	Session string       `json:"session"`
 	Event   *store.Event `json:"event,omitempty"`
 	Op      string       `json:"op,omitempty"`
 	Text    string       `json:"text,omitempty"`
+	Call    string       `json:"call,omitempty"`
+	Tool    string       `json:"tool,omitempty"`
 }
 
 // Outcome says what Advance or Run left the session in.

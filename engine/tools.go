@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/hostabi"
@@ -356,7 +357,15 @@ func (m *Machine) runStarted(ctx context.Context, id string) error {
 	_, man, _ := m.cfg.Pipeline.Lookup(c.Owner)
 	v := m.view(hostabi.HookTool, man)
 	v.Tool = m.toolView([]*event.CallState{c}, c.ID)
+	var running atomic.Bool
+	running.Store(true)
+	ctx = context.WithValue(ctx, progressKey{}, func(text string) {
+		if running.Load() { // not after the result: a late note would outlive the call
+			m.publish(Live{Kind: "progress", Op: man.Name, Call: c.ID, Tool: c.Name, Text: text})
+		}
+	})
 	a, faulted := m.ask(ctx, mv, m.cfg.Pipeline.byName[man.Name], v)
+	running.Store(false)
 	// The result is stamped when it came, not when the run started.
 	mv.now = m.cfg.Clock()
 	switch {
@@ -378,6 +387,20 @@ func (m *Machine) runStarted(ctx context.Context, id string) error {
 }
 
 type turnDoneKey struct{}
+
+type progressKey struct{}
+
+// Progress returns, for the context an owner is given to run a started
+// call, a function that shows watchers how far the call has got (a
+// transient Live of kind "progress": never logged, since it changes
+// nothing a replay needs). It may be called from any goroutine until the
+// owner answers; after that, and outside such a run, it does nothing.
+func Progress(ctx context.Context) func(text string) {
+	if f, ok := ctx.Value(progressKey{}).(func(string)); ok {
+		return f
+	}
+	return func(string) {}
+}
 
 // TurnDone returns, for the context an owner is given to run a started
 // call, a channel closed when the turn that started the call is cancelled

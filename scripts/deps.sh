@@ -4,7 +4,8 @@
 # Makefile runs it before the targets that need it; .ci/run has no install
 # step of its own for these.
 #
-#   scripts/deps.sh test     the real MCP servers from npm (make test), into
+#   scripts/deps.sh test     zsh and fish (from Debian, as root), and the
+#                            real MCP servers from npm (make test), into
 #                            $WAGENT_TEST_NPM (default ~/.cache/wagent/npm);
 #                            the versions are internal/npmtest/packages.txt
 #   scripts/deps.sh e2e      the same, and a check for Chromium (make e2e);
@@ -90,10 +91,34 @@ need_chromium() {
 		fail "make e2e needs Chromium for the web console's browser tests: install it (Debian: apt-get install chromium fonts-dejavu-core) or name one with WAGENT_CHROMIUM"
 }
 
+# need_shells: zsh and fish, whose completion scripts make test parses and
+# runs (bash is there already). Installed from Debian when this runs as
+# root with apt-get; otherwise it says what to install.
+need_shells() {
+	missing=
+	for sh in zsh fish; do
+		command -v "$sh" >/dev/null 2>&1 || missing="$missing $sh"
+	done
+	[ -n "$missing" ] || return 0
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "deps: make test (the completion scripts): installing$missing from Debian"
+		# shellcheck disable=SC2086 # a list of package names
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null ||
+			{ apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null; } ||
+			fail "apt-get could not install$missing: install them by hand and run it again"
+		return 0
+	fi
+	fail "make test needs$missing for the shell completion tests: install them (Debian: apt-get install$missing) and run it again"
+}
+
 case "${1:-}" in
-test) npm_test ;;
+test)
+	need_shells
+	npm_test
+	;;
 e2e)
 	need_chromium
+	need_shells
 	npm_test
 	;;
 guests) npm_install "the AssemblyScript example op" "${WAGENT_GUEST_NPM:-$cache/asc}" assemblyscript@0.28.20 ;;

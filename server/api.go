@@ -230,11 +230,14 @@ type Woken struct {
 // waiting); "dropped" tells a client that fell too far behind to
 // reconnect from its last seq.
 type StreamEvent struct {
-	Kind   string       `json:"kind"`
-	Event  *store.Event `json:"event,omitempty"`
-	Op     string       `json:"op,omitempty"`
-	Text   string       `json:"text,omitempty"`
-	Status string       `json:"status,omitempty"`
+	Kind  string       `json:"kind"`
+	Event *store.Event `json:"event,omitempty"`
+	Op    string       `json:"op,omitempty"`
+	Text  string       `json:"text,omitempty"`
+	// Call and Tool, with kind progress, name the running call.
+	Call   string `json:"call,omitempty"`
+	Tool   string `json:"tool,omitempty"`
+	Status string `json:"status,omitempty"`
 	// Head, with a status, is the session's head when the status was
 	// taken: a client that stops at "idle" or "waiting" stops once it has
 	// read up to it.

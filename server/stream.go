@@ -38,7 +38,7 @@ func (s *Server) dispatch(n session.Notification) {
 		e := *n.Live.Event
 		ev = StreamEvent{Kind: "event", Event: &e}
 	case n.Kind == session.NoteLive:
-		ev = StreamEvent{Kind: n.Live.Kind, Op: n.Live.Op, Text: n.Live.Text}
+		ev = StreamEvent{Kind: n.Live.Kind, Op: n.Live.Op, Text: n.Live.Text, Call: n.Live.Call, Tool: n.Live.Tool}
 	case n.Kind == session.NoteStatus:
 		ev = StreamEvent{Kind: "status", Status: n.Status}
 		if sess, ok := s.host.Get(n.Session); ok && n.Status == string(session.DriverIdle) {

@@ -156,7 +156,11 @@ func newApp(env *cliEnv) *cli.App {
 		HideVersion:            true,
 		UseShortOptionHandling: true,
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
-			return fail(exitUsage, "%s (see %s --help)", term.OneLine(err.Error()), strings.TrimSpace("wagent "+commandPath(c)))
+			flags := c.App.Flags
+			if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
+				flags = c.Command.Flags
+			}
+			return fail(exitUsage, "%s%s (see %s --help)", term.OneLine(err.Error()), didYouMeanFlag(err, flags), strings.TrimSpace("wagent "+commandPath(c)))
 		},
 		// --store before the command (wagent --store DIR sessions) means
 		// what it does after it.
@@ -187,6 +191,8 @@ func newApp(env *cliEnv) *cli.App {
 			exportCommand(env),
 			importCommand(env),
 			forkCommand(env),
+			completionCommand(env),
+			completeCommand(env),
 			{
 				Name:      "version",
 				Usage:     "print wagent's version",
@@ -209,7 +215,7 @@ func newApp(env *cliEnv) *cli.App {
 	unknownSubcommands(app.Commands)
 	app.Action = func(c *cli.Context) error {
 		if c.Args().Len() > 0 {
-			return fail(exitUsage, "no command %q (see wagent --help)", c.Args().First())
+			return fail(exitUsage, "no command %q%s (see wagent --help)", c.Args().First(), didYouMeanCommand(c.Args().First(), c.App.Commands))
 		}
 		cli.ShowAppHelp(c)
 		return nil

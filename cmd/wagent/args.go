@@ -28,7 +28,7 @@ func interspersed(app *cli.App, args []string) []string {
 		cmds = c.Subcommands
 		i++
 	}
-	if cmd == nil {
+	if cmd == nil || cmd.SkipFlagParsing {
 		return args
 	}
 	takesValue := map[string]bool{}
@@ -130,7 +130,7 @@ func unknownSubcommands(cmds []*cli.Command) {
 		}
 		cmd.Action = func(c *cli.Context) error {
 			if c.Args().Len() > 0 {
-				return fail(exitUsage, "no command %q (see wagent %s --help)", commandPath(c)+" "+c.Args().First(), commandPath(c))
+				return fail(exitUsage, "no command %q%s (see wagent %s --help)", commandPath(c)+" "+c.Args().First(), didYouMeanCommand(c.Args().First(), c.Command.Subcommands), commandPath(c))
 			}
 			return cli.ShowSubcommandHelp(c)
 		}

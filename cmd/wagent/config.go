@@ -174,6 +174,14 @@ func showConfig(c *cli.Context, env *cliEnv) error {
 		}
 	}
 	rows = append(rows, row{"defaults", defaultsLine(r.Config().Defaults), defaultsSource(r.Config())})
+	// The model's price when the config has none for it: the built-in one.
+	if m := all["model"].Value; m != "" {
+		if _, own := r.Config().Prices[m]; !own {
+			if p, ok := app.BuiltinPrice(m); ok {
+				rows = append(rows, row{"price " + m, fmt.Sprintf("$%g in, $%g out per million tokens", p.Input, p.Output), "built in (taken " + app.PricesTaken + "; prices: in the config overrides it)"})
+			}
+		}
+	}
 	if c.Bool("json") {
 		out := map[string]any{}
 		for _, rw := range rows {

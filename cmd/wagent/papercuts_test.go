@@ -146,7 +146,7 @@ func TestMultiLineProviderErrorIsOneLine(t *testing.T) {
 	if out := r.stdout + r.stderr; strings.Contains(out, "gateway.js") || !strings.Contains(out, "upstream exploded …") {
 		t.Errorf("the trace is shown:\n%s%s", r.stdout, r.stderr)
 	}
-	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); !strings.HasPrefix(lines[len(lines)-1], "wagent: turn 1 ended in error: bad_request (HTTP 400): upstream exploded …") {
+	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); !strings.HasPrefix(lines[len(lines)-1], "wagent: turn 1 ended in error: bad_request (HTTP 400): POST "+srv.URL+"/chat/completions: upstream exploded …") {
 		t.Errorf("stderr %q", r.stderr)
 	}
 	if lg := wag(t, home, "log", "m"); strings.Contains(lg.stdout, "gateway.js") {

@@ -138,6 +138,24 @@ func runFake(kind string) int {
 				})
 			return text("grown"), nil
 		})
+	srv.AddTool(&sdk.Tool{Name: "progress", Description: "Reports its progress three times, when asked to.", InputSchema: obj},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			tok := req.Params.GetProgressToken()
+			if tok == nil {
+				return text("no progress token"), nil
+			}
+			for i := 1; i <= 3; i++ {
+				req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3, Message: fmt.Sprintf("step %d", i)})
+			}
+			// Answer once the test has seen the progress (or give up):
+			// progress is shown while a call runs, not after.
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if _, ok := marked(os.Getenv("FAKE_DIR"), "progress-seen"); ok {
+					break
+				}
+			}
+			return text("done"), nil
+		})
 	srv.AddTool(&sdk.Tool{Name: "chatty", Description: "Writes 1 MiB to stderr.", InputSchema: obj},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			for i := 0; i < 1<<14; i++ {

@@ -223,7 +223,8 @@ func (o *Op) run(ctx context.Context, c hostabi.PendingCall) hostabi.Effect {
 		}()
 	}
 	rerun := c.Annotations.Rerunnable()
-	res, err := o.srv.Call(tctx, tool, c.Arguments, rerun)
+	show := engine.Progress(ctx) // the server's progress, live to watchers
+	res, err := o.srv.CallWithProgress(tctx, tool, c.Arguments, rerun, func(p Progress) { show(p.String()) })
 	if err != nil {
 		var ce *CallError
 		errors.As(err, &ce)

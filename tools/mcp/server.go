@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,6 +39,63 @@ type Server struct {
 	tools       []*sdk.Tool
 	listed      *conn // the connection tools were listed on
 	stale       bool  // the server said its tool list changed
+
+	// progress are the calls in flight that asked for progress, by the
+	// token their request carried.
+	progressMu sync.Mutex
+	progress   map[string]func(Progress)
+	nextToken  uint64
+}
+
+// Progress is a notifications/progress a server sent about a call.
+type Progress struct {
+	Progress, Total float64 // Total 0: unknown
+	Message         string
+}
+
+// String is the progress as a person reads it: "3/10 processing", "3
+// processing" without a total, "3/10" without a message.
+func (p Progress) String() string {
+	s := strconv.FormatFloat(p.Progress, 'f', -1, 64)
+	if p.Total > 0 {
+		s += "/" + strconv.FormatFloat(p.Total, 'f', -1, 64)
+	}
+	if m := oneLine(p.Message); m != "" {
+		s += " " + m
+	}
+	return s
+}
+
+// onProgress hands a notification to the call whose token it carries;
+// one for a call that has ended, or was never made, is dropped.
+func (s *Server) onProgress(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
+	if r == nil || r.Params == nil {
+		return
+	}
+	s.progressMu.Lock()
+	f := s.progress[fmt.Sprint(r.Params.ProgressToken)]
+	s.progressMu.Unlock()
+	if f != nil {
+		f(Progress{Progress: r.Params.Progress, Total: r.Params.Total, Message: r.Params.Message})
+	}
+}
+
+// watchProgress registers f for one call and returns its token and the
+// function that unregisters it.
+func (s *Server) watchProgress(f func(Progress)) (string, func()) {
+	s.progressMu.Lock()
+	defer s.progressMu.Unlock()
+	s.nextToken++
+	tok := "wagent-" + strconv.FormatUint(s.nextToken, 10)
+	if s.progress == nil {
+		s.progress = map[string]func(Progress){}
+	}
+	s.progress[tok] = f
+	return tok, func() {
+		s.progressMu.Lock()
+		delete(s.progress, tok)
+		s.progressMu.Unlock()
+	}
 }
 
 // conn is one running server and its session.
@@ -243,7 +301,8 @@ func (s *Server) start(ctx context.Context) (*conn, error) {
 	defer cancel()
 	c := &conn{started: time.Now(), done: make(chan struct{})}
 	client := sdk.NewClient(&sdk.Implementation{Name: "wagent", Version: "1"}, &sdk.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.toolsChanged(c) },
+		ToolListChangedHandler:      func(context.Context, *sdk.ToolListChangedRequest) { s.toolsChanged(c) },
+		ProgressNotificationHandler: s.onProgress,
 	})
 	var t sdk.Transport
 	if s.cfg.URL != "" {
@@ -398,6 +457,19 @@ func (e *CallError) Unwrap() error { return e.Err }
 // with the call in flight, the call is sent once more to the restarted
 // server.
 func (s *Server) Call(ctx context.Context, tool string, args json.RawMessage, rerun bool) (*sdk.CallToolResult, error) {
+	return s.CallWithProgress(ctx, tool, args, rerun, nil)
+}
+
+// CallWithProgress is Call that, with progress set, sends the request a
+// progress token and hands progress the server's notifications/progress
+// about the call while it runs.
+func (s *Server) CallWithProgress(ctx context.Context, tool string, args json.RawMessage, rerun bool, progress func(Progress)) (*sdk.CallToolResult, error) {
+	var token string
+	if progress != nil {
+		var stop func()
+		token, stop = s.watchProgress(progress)
+		defer stop()
+	}
 	var died error // why the first attempt got no result
 	for attempt := 0; ; attempt++ {
 		c, err := s.connect(ctx)
@@ -411,7 +483,11 @@ func (s *Server) Call(ctx context.Context, tool string, args json.RawMessage, re
 		if len(args) > 0 && string(args) != "null" {
 			a = args
 		}
-		res, err := c.cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: a})
+		params := &sdk.CallToolParams{Name: tool, Arguments: a}
+		if token != "" {
+			params.SetProgressToken(token)
+		}
+		res, err := c.cs.CallTool(ctx, params)
 		if err == nil {
 			return res, nil
 		}

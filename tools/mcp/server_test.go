@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -592,5 +593,73 @@ func TestHTTPServerWithHeaders(t *testing.T) {
 	dead := hub.Server(Config{Name: "gone", URL: ts.URL, StartTimeout: 2 * time.Second})
 	if _, err := dead.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "mcp server gone does not answer at "+ts.URL) {
 		t.Errorf("dead url: %v", err)
+	}
+}
+
+// A server's notifications/progress about a running call reach the
+// session's watchers live, while the call runs, as Live "progress" naming
+// the call and its tool; they are transient: nothing of them is logged.
+func TestProgressIsShownLive(t *testing.T) {
+	srv, dir := startFake(t, "ok")
+	var mu sync.Mutex
+	var got []engine.Live
+	resultSeen := false
+	env := &et.Env{Log: store.NewMemory(), Session: "s",
+		Provider: &et.Replay{Replies: []et.Reply{{Calls: []hostabi.ToolCall{et.Call("c1", "fake__progress", `{}`)}}, {Text: "over"}}},
+		Ops:      func() []engine.Operation { return []engine.Operation{NewOp(srv)} },
+		Observer: func(l engine.Live) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case l.Kind == "progress":
+				if resultSeen {
+					t.Errorf("progress %q after the call's result", l.Text)
+				}
+				got = append(got, engine.Live{Kind: l.Kind, Op: l.Op, Call: l.Call, Tool: l.Tool, Text: l.Text})
+				if len(got) == 3 {
+					os.WriteFile(filepath.Join(dir, "progress-seen"), nil, 0o644)
+				}
+			case l.Kind == "event" && l.Event.Type == event.EvToolResult:
+				resultSeen = true
+			}
+		}}
+	env.Create(t)
+	env.Send(t, "go")
+	if _, err := env.Open(t).Run(context.Background()); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	want := []engine.Live{
+		{Kind: "progress", Op: "mcp.fake", Call: "1.1.1", Tool: "fake__progress", Text: "1/3 step 1"},
+		{Kind: "progress", Op: "mcp.fake", Call: "1.1.1", Tool: "fake__progress", Text: "2/3 step 2"},
+		{Kind: "progress", Op: "mcp.fake", Call: "1.1.1", Tool: "fake__progress", Text: "3/3 step 3"},
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("progress mismatch (-want +got):\n%s", diff)
+	}
+	for _, e := range env.Events(t) {
+		if e.Type == event.EvToolResult && !strings.Contains(string(e.Data), `"done"`) {
+			t.Errorf("result %s", e.Data)
+		}
+		if strings.Contains(string(e.Data), "step 1") {
+			t.Errorf("progress was logged: %s %s", e.Type, e.Data)
+		}
+	}
+}
+
+func TestProgressString(t *testing.T) {
+	for _, tc := range []struct {
+		p    Progress
+		want string
+	}{
+		{Progress{Progress: 3, Total: 10, Message: "processing"}, "3/10 processing"},
+		{Progress{Progress: 3}, "3"},
+		{Progress{Progress: 0.5, Total: 1}, "0.5/1"},
+		{Progress{Progress: 7, Message: "rows\nmore"}, "7 rows"},
+	} {
+		if got := tc.p.String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.p, got, tc.want)
+		}
 	}
 }

@@ -158,7 +158,7 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request, onDelta fu
 	out, err := wire.Do(ctx, wire.Post{
 		URL: c.url, Body: body, Header: h, Client: c.http, Idle: c.idle, Now: c.now,
 		HTTPFailure: httpFailure,
-		NotFound:    " (POST " + c.url + "; check the base URL)",
+		NotFound:    "; check the base URL",
 		NoEvents:    "; check the base URL",
 		Read: func(_ *http.Response, r io.Reader) (*provider.Response, error) {
 			return Parse(r, onDelta)

@@ -95,6 +95,8 @@ func TestHTTPFailures(t *testing.T) {
 			if !errors.As(err, &pe) {
 				t.Fatalf("Complete = %v, want a *provider.Error", err)
 			}
+			// Every HTTP failure names the method and URL first.
+			tc.want.Message = "POST " + srv.URL + "/v1/messages" + ": " + tc.want.Message
 			if diff := cmp.Diff(tc.want, pe.Failure); diff != "" {
 				t.Errorf("failure mismatch (-want +got):\n%s", diff)
 			}

@@ -210,12 +210,12 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request, onDelta fu
 	return out, nil
 }
 
-// notFoundHint says, after a 404, which URL was tried and, when its path
-// has no /v1 (a base URL given without it), what is most likely wrong.
+// notFoundHint says, after a 404 from a web server rather than the API,
+// what is most likely wrong when the URL's path has no /v1 (a base URL
+// given without it). The message already names the URL.
 func notFoundHint(u string) string {
-	h := " (POST " + u
-	if !strings.Contains(u, "/v1/") {
-		h += "; check the base URL: OpenAI-compatible servers serve the API under /v1, e.g. http://localhost:11434/v1"
+	if strings.Contains(u, "/v1/") {
+		return "; check the base URL"
 	}
-	return h + ")"
+	return "; check the base URL: OpenAI-compatible servers serve the API under /v1, e.g. http://localhost:11434/v1"
 }

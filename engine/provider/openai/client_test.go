@@ -327,7 +327,7 @@ func TestConnectionRefused(t *testing.T) {
 	}
 	resp, err := c.Complete(context.Background(), userReq("x"), nil)
 	f := provider.AsFailure(err)
-	if f.Code != hostabi.FailTransport || !strings.Contains(f.Message, "cannot reach http://"+addr) || resp != nil {
+	if f.Code != hostabi.FailTransport || !strings.HasPrefix(f.Message, "POST http://"+addr+"/v1/chat/completions: cannot reach the server: ") || resp != nil {
 		t.Fatalf("Complete = %v, %v; want a transport failure naming the URL", resp, err)
 	}
 }

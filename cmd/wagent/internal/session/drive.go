@@ -120,9 +120,7 @@ func Drive(o DriveOptions) error {
 		render.Fprintf(env.Stderr, "wagent: workers run session %s; following it (Ctrl-C cancels its turn)\n", id)
 	}
 	out := NewPrinter(env, o.JSON, id)
-	if cfg, err := env.LoadConfig(); err == nil {
-		out.Cost = cfg.Cost
-	}
+	out.Cost = PriceList(env) // the config's prices over the built-in table
 	out.Start(isNew)
 	f := &follower{env: env, cl: cl, id: id, out: out, by: fmt.Sprintf("wagent %s (pid %d)", o.Name, os.Getpid())}
 	start := startInput(ctx, cl, id, prompt)
@@ -502,9 +500,9 @@ func StreamOwn(ctx context.Context, cl *server.Client, id string, from uint64, o
 			} else {
 				status, head = ev.Status, ev.Head
 			}
-		case "delta", "log", "error":
+		case "delta", "log", "error", "progress":
 			if own == nil || own.Running() {
-				out.Live(engine.Live{Kind: ev.Kind, Session: id, Op: ev.Op, Text: ev.Text})
+				out.Live(engine.Live{Kind: ev.Kind, Session: id, Op: ev.Op, Text: ev.Text, Call: ev.Call, Tool: ev.Tool})
 			}
 		}
 		if status != "" && last >= head {

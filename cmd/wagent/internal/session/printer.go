@@ -118,6 +118,9 @@ func (p *Printer) Live(l engine.Live) {
 	case "error":
 		p.newline()
 		render.Fprintf(n, "%s  ! %s%s\n", p.C.Red, render.OneLine(l.Text, 200), p.C.Reset)
+	case "progress":
+		// Transient: on the spinner's line at a terminal, nowhere else.
+		defer p.spin.Start(l.Tool + ": " + render.OneLine(l.Text, 100))
 	case "event":
 		p.event(w, n, l.Event)
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wagent/wagent/app"
 	"github.com/wagent/wagent/cmd/wagent/internal/term"
@@ -146,5 +147,36 @@ func TestPrinterDrawsTheAnswerAlone(t *testing.T) {
 	}
 	if got := notes.String(); !strings.Contains(got, "retry 1") || !strings.Contains(got, "(turn 1 ended: error: boom)") || strings.Contains(got, "answer") {
 		t.Errorf("standard error %q", got)
+	}
+}
+
+// A running call's progress shows on the spinner's line at a terminal
+// (tool and progress), is cleared by what comes next, and is never part
+// of the output without one.
+func TestPrinterShowsProgressOnTheSpinnerLine(t *testing.T) {
+	progress := engine.Live{Kind: "progress", Call: "1.1.1", Tool: "everything__long", Text: "3/10 processing"}
+	b, _ := json.Marshal(event.ToolResult{CallID: "1.1.1", Name: "everything__long", Content: "done"})
+	result := engine.Live{Kind: "event", Event: &store.Event{Type: event.EvToolResult, Data: b}}
+
+	var out, spin bytes.Buffer
+	p := NewPrinter(&term.Env{Stdout: &out, Stderr: &out}, false, "s")
+	p.spin = term.NewSpinner(&spin, time.Hour) // a terminal's stderr: one frame per Start
+	p.Live(progress)
+	p.Live(result)
+	p.Finish()
+	if !strings.Contains(spin.String(), " everything__long: 3/10 processing") || !strings.HasSuffix(spin.String(), string(render.ClearLine)) {
+		t.Errorf("spinner line %q: want the progress, then cleared", spin.String())
+	}
+	if strings.Contains(out.String(), "3/10") {
+		t.Errorf("progress in the output: %q", out.String())
+	}
+
+	out.Reset()
+	p = NewPrinter(&term.Env{Stdout: &out, Stderr: &out}, false, "s") // no terminal: no spinner
+	p.Live(progress)
+	p.Live(result)
+	p.Finish()
+	if strings.Contains(out.String(), "3/10") {
+		t.Errorf("progress without a terminal: %q", out.String())
 	}
 }

@@ -19,8 +19,9 @@ import (
 
 // Token usage and its cost: per step and per turn at the end of a turn
 // (the live printer), per turn and in all (/usage in chat), and in wagent
-// log (render.Log with Options.Cost). Prices are the config file's, in US
-// dollars per million tokens; a model without one has no estimate.
+// log (render.Log with Options.Cost). Prices are the config file's over
+// the built-in table (app.BuiltinPrice), in US dollars per million tokens;
+// a model without one has no estimate.
 
 // tokens is a count of input and output tokens; event.Usage.Add tallies it.
 type tokens event.Usage
@@ -153,12 +154,13 @@ func usageLine(t turnUsage, cost func(model string, in, out int) (float64, bool)
 	return s
 }
 
-// PriceList is the config file's prices for render.Options.Cost (nil
-// when the config cannot be read: the log is shown without costs).
+// PriceList is the prices for render.Options.Cost: the config file's
+// over the built-in table (only the built-in one when the config cannot
+// be read).
 func PriceList(env *term.Env) func(model string, in, out int) (float64, bool) {
 	cfg, err := env.LoadConfig()
-	if err != nil || len(cfg.Prices) == 0 {
-		return nil
+	if err != nil {
+		cfg = nil
 	}
 	return cfg.Cost
 }
@@ -267,7 +269,7 @@ func PrintUsage(out io.Writer, evs []store.Event, cfg *app.Config) {
 	} else if cost > 0 {
 		line += ", at least " + Dollars(cost) + " (some models have no price in the config)"
 	} else {
-		line += " (prices: put the model under prices: in the config file for a cost estimate)"
+		line += " (no price for this model: put it under prices: in the config file for a cost estimate)"
 	}
 	render.Fprintln(out, line)
 }

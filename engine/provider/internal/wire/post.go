@@ -9,6 +9,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/wagent/wagent/engine/provider"
@@ -35,7 +37,8 @@ type Post struct {
 	// HTTPFailure normalises a response with a status other than 2xx.
 	HTTPFailure func(resp *http.Response, body []byte, now time.Time) *provider.Error
 	// NotFound is added to the message of a 404 whose body is not JSON:
-	// a web server's page, not the API's error, so the URL is wrong.
+	// a web server's page, not the API's error, so the URL is wrong. (The
+	// message already names the URL.)
 	NotFound string
 	// NoEvents is added to the message of a 2xx answer without a single
 	// event and not labelled text/event-stream.
@@ -45,10 +48,20 @@ type Post struct {
 	Read func(resp *http.Response, body io.Reader) (*provider.Response, error)
 }
 
-// Do sends p and reads the answer. A failure is a *provider.Error; the
-// caller's cancellation returns the text read so far with it, as
-// provider.Provider asks.
+// Do sends p and reads the answer. A failure is a *provider.Error whose
+// message starts with the method and URL ("POST https://…: "), so a wrong
+// base URL shows in what the user reads; the caller's cancellation returns
+// the text read so far with it, as provider.Provider asks.
 func Do(ctx context.Context, p Post) (*provider.Response, error) {
+	out, err := do(ctx, p)
+	var pe *provider.Error
+	if errors.As(err, &pe) && pe.Code != hostabi.FailCanceled && !strings.HasPrefix(pe.Message, "POST ") {
+		pe.Message = "POST " + p.URL + ": " + pe.Message
+	}
+	return out, err
+}
+
+func do(ctx context.Context, p Post) (*provider.Response, error) {
 	if ctx.Err() != nil {
 		return CtxFailure(ctx, &provider.Response{})
 	}
@@ -73,8 +86,12 @@ func Do(ctx context.Context, p Post) (*provider.Response, error) {
 
 	resp, err := p.Client.Do(hreq)
 	if err != nil {
+		// Named once, by Do, not again as Go's `Post "URL": …`.
+		if ue, ok := err.(*url.Error); ok {
+			err = ue.Err
+		}
 		return Settle(ctx, reqCtx, p.Idle, &provider.Response{},
-			TransportFailure(err, hostabi.FailTransport, "cannot reach "+p.URL))
+			TransportFailure(err, hostabi.FailTransport, "cannot reach the server"))
 	}
 	defer resp.Body.Close()
 	// Stop reading at once on cancellation, whatever the transport does.
@@ -102,7 +119,7 @@ func Do(ctx context.Context, p Post) (*provider.Response, error) {
 	if err != nil {
 		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); errors.Is(err, ErrNoEvents) && mt != "text/event-stream" {
 			err = &provider.Error{Failure: hostabi.Failure{Code: hostabi.FailStream, Status: resp.StatusCode, Message: fmt.Sprintf(
-				"%s answered %d with Content-Type %q and no events%s", p.URL, resp.StatusCode, mt, p.NoEvents)}, Err: err}
+				"the server answered %d with Content-Type %q and no events%s", resp.StatusCode, mt, p.NoEvents)}, Err: err}
 		}
 		if out == nil {
 			out = &provider.Response{}
