@@ -31,9 +31,18 @@ func Resolve(dir, p string) (string, error) {
 	}
 	full = path.Clean(full)
 	if full != dir && !strings.HasPrefix(full, dir+"/") {
-		return "", fmt.Errorf("%s is outside the project (%s): give a path inside it, relative to it", strconv.Quote(p), dir)
+		return "", fmt.Errorf("%s is outside the project (%s): give a path inside it, relative to it", clip(p), dir)
 	}
 	return full, nil
+}
+
+// clip shortens a path the model gave to 256 bytes for a message (as
+// hostabi.Clip does; this package imports nothing of the module).
+func clip(s string) string {
+	if len(s) <= 256 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:256], "") + "… (" + strconv.Itoa(len(s)) + " bytes in all)"
 }
 
 // Edit is an edit_file call: replace Old with New, exactly once unless
@@ -57,12 +66,15 @@ type AmbiguousError struct {
 	Lines []int
 }
 
-func (e *AmbiguousError) Error() string {
+func (e *AmbiguousError) Error() string { return e.In("the file") }
+
+// In is the error's text naming the file.
+func (e *AmbiguousError) In(name string) string {
 	lines := make([]string, len(e.Lines))
 	for i, l := range e.Lines {
 		lines[i] = strconv.Itoa(l)
 	}
-	return fmt.Sprintf("old_string occurs %d times (at lines %s): include more of the surrounding text so that it occurs once, or set replace_all", e.Count, strings.Join(lines, ", "))
+	return fmt.Sprintf("old_string occurs %d times in %s (at lines %s): include more of the surrounding text so that it occurs once, or set replace_all", e.Count, name, strings.Join(lines, ", "))
 }
 
 // Applied is the outcome of an edit: the new text, how many occurrences
