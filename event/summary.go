@@ -46,6 +46,9 @@ func Summarize(st *State) Summary {
 	if len(sum.Waiting) > 0 {
 		sum.Status = "waiting"
 	}
+	// The built-in approval op's mode set at run time; the engine, which
+	// knows the pipeline, says the configured one too.
+	sum.Mode = st.Notes["approval"]["mode"]
 	return sum
 }
 
