@@ -15,7 +15,7 @@ func chatCommand(env *cliEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "chat",
 		Usage: "talk with an agent at the terminal: a new session, or SESSION again",
-		UsageText: `wagent chat [SESSION] [--profile NAME] [--model M] [--system TEXT|@FILE] [flags of run]
+		UsageText: `wagent chat [SESSION] [--mode ask|edits|plan|auto] [--profile NAME] [--model M] [--system TEXT|@FILE] [flags of run]
 
 Type a prompt and press Enter; the answer streams as it arrives. Calls that wait
 for a decision are asked inline (y/n/always/explain). /help lists the commands.
@@ -25,7 +25,7 @@ Examples:
    wagent chat
    wagent chat --profile local
    wagent chat 20261130-a1b2c3`,
-		Flags: append([]cli.Flag{storeFlag, &cli.StringFlag{Name: "session", Usage: "session `ID` to continue or create (as the argument)"}}, providerFlags...),
+		Flags: append([]cli.Flag{storeFlag, &cli.StringFlag{Name: "session", Usage: "session `ID` to continue or create (as the argument)"}, modeFlag}, providerFlags...),
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 0, 1, "[SESSION]"); err != nil {
 				return err
