@@ -200,3 +200,45 @@ func TestModeEditsStillAsksForShellAndModeSwitches(t *testing.T) {
 		t.Errorf("--mode yolo: exit %d\n%s", x.code, x.stderr)
 	}
 }
+
+// The calls waiting for a decision carry what they would change: wagent
+// approve SESSION with no calls lists them with their diffs (write_file of
+// a new file and of an existing one, edit_file, one that would fail), and
+// decides nothing.
+func TestApproveListsWaitingCallsWithDiffs(t *testing.T) {
+	dir, pipeline, script := editsProject(t, `  - tool_calls:
+      - {id: w1, name: write_file, arguments: {path: new.txt, content: "fresh\n"}}
+      - {id: w2, name: write_file, arguments: {path: main.go, content: "package main\n"}}
+      - {id: e1, name: edit_file, arguments: {path: main.go, old_string: hello, new_string: bye}}
+      - {id: e2, name: edit_file, arguments: {path: main.go, old_string: absent, new_string: x}}
+  - content: "Done."
+`)
+	home := t.TempDir()
+	r := wag(t, home, "run", "--session", "d1", "--provider", "script", "--script", script, "--pipeline", pipeline, "change things")
+	if r.code != exitWaiting {
+		t.Fatalf("run: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	l := wag(t, home, "approve", "d1")
+	for _, want := range []string{
+		"1.1.1 write_file",
+		"    --- /dev/null\n    +++ b/new.txt\n    @@ -0,0 +1 @@\n    +fresh\n",
+		"    --- a/main.go\n    +++ b/main.go\n    @@ -1,5 +1 @@\n     package main\n    -\n    -func main() {\n    -\tprintln(\"hello\")\n    -}\n",
+		"    --- a/main.go\n    +++ b/main.go\n    @@ -1,5 +1,5 @@\n     package main\n     \n     func main() {\n    -\tprintln(\"hello\")\n    +\tprintln(\"bye\")\n     }\n",
+		"    edit_file would fail: old_string was not found in main.go\n",
+		"Approve them with: wagent approve d1 CALL... (or --all)",
+	} {
+		if !strings.Contains(l.stdout, want) {
+			t.Errorf("approve d1 lists no %q\nstdout:\n%s\nstderr: %s", want, l.stdout, l.stderr)
+		}
+	}
+	if l.code != exitOK {
+		t.Errorf("approve d1: exit %d", l.code)
+	}
+	// Nothing was decided or written.
+	if n := count(events(t, home, "d1"), event.EvApprovalDecision, nil); n != 0 {
+		t.Errorf("listing decided %d calls", n)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new.txt")); !os.IsNotExist(err) {
+		t.Errorf("the preview wrote new.txt: %v", err)
+	}
+}
