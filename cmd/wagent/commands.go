@@ -123,11 +123,7 @@ func listWaiting(env *cliEnv, id, verb string, waiting []event.WaitingCall) erro
 	}
 	for _, w := range waiting {
 		render.Fprintf(env.Stdout, "%s %s %s\n", w.ID, session.CallTitle(w), render.Arguments(w.Arguments, 120))
-		if w.Preview != "" {
-			for _, l := range strings.SplitAfter(strings.TrimRight(w.Preview, "\n"), "\n") {
-				render.Fprintf(env.Stdout, "    %s", strings.TrimRight(l, "\n")+"\n")
-			}
-		}
+		session.PrintPreview(env.Stdout, w.Preview, "    ")
 	}
 	render.Fprintf(env.Stdout, "%s them with: wagent %s %s CALL... (or --all)\n", strings.ToUpper(verb[:1])+verb[1:], verb, id)
 	return nil
