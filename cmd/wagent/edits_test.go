@@ -192,9 +192,13 @@ func TestModeEditsStillAsksForShellAndModeSwitches(t *testing.T) {
 	_, _, script2 := editsProject(t, "  - content: hi\n")
 	bare := filepath.Join(t.TempDir(), "bare.yaml")
 	os.WriteFile(bare, []byte("ops:\n  - use: builtin:max-turns\n"), 0o644)
+	before := len(sessions(t, home))
 	b := wag(t, home, "run", "--mode", "plan", "--provider", "script", "--script", script2, "--pipeline", bare, "hi")
 	if b.code != exitUsage || !strings.Contains(b.stderr, "has no approval op in its pipeline") || strings.Count(strings.TrimSpace(b.stderr), "\n") != 0 {
 		t.Errorf("--mode without approval: exit %d\nstdout: %s\nstderr: %s", b.code, b.stdout, b.stderr)
+	}
+	if n := len(sessions(t, home)); n != before {
+		t.Errorf("a refused --mode left %d sessions, %d before", n, before)
 	}
 	if x := wag(t, home, "run", "--mode", "yolo", "--provider", "script", "--script", script2, "--pipeline", pipeline, "hi"); x.code != exitUsage || !strings.Contains(x.stderr, `--mode "yolo" is not a mode`) {
 		t.Errorf("--mode yolo: exit %d\n%s", x.code, x.stderr)

@@ -213,6 +213,9 @@ func openSessionOnce(ctx context.Context, cmd Command, cl *server.Client, id str
 		if err := s.Check(); err != nil {
 			return nil, false, err
 		}
+		if err := modeFits(cmd.Mode, s.Pipeline, id); err != nil {
+			return nil, false, err
+		}
 		raw, _ := json.Marshal(s)
 		req := &server.CreateRequest{ID: id, Settings: raw, CreatedBy: "wagent " + cmd.Version}
 		if k, _ := r.APIKey(s); k != "" {
