@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -32,6 +33,9 @@ const (
 	CompactUsage         = "usage"
 	CompactContextLength = "context_length"
 	CompactCommand       = "command"
+	// CompactClear: /clear, a summary of nothing that stands for every
+	// message so far, so that requests start afresh.
+	CompactClear = "clear"
 )
 
 // SummaryPrefix starts the message that stands, in requests, for the
@@ -261,7 +265,8 @@ func (m *Machine) compactable() bool {
 // user's, so roles still alternate) and the messages after its range.
 func conversation(s *event.State) []hostabi.Message {
 	c := s.Compaction
-	if c == nil {
+	if c == nil || c.Summary == "" && c.Reason == CompactClear {
+		// Cleared: the earlier messages are not sent, nor a summary.
 		return s.Messages
 	}
 	head := hostabi.Message{Role: "user", Content: SummaryPrefix + c.Summary}
@@ -306,4 +311,31 @@ func (m *Machine) compactCommand(ctx context.Context, mv *move, in hostabi.Input
 	mv.add(event.EvCommandReply, event.CommandReply{Op: "host", Command: "compact", Text: text})
 	m.endTurn(mv, "", event.ReasonCompleted, nil)
 	return nil
+}
+
+// clearCommand answers a lone /clear (when no op owns the command): a
+// context/compacted with an empty summary through every message so far,
+// so that later requests carry none of them (the log keeps them all, and
+// a summary of nothing costs no model request), then the turn ends. A
+// compaction rather than an event of its own: requests, the fold's
+// stubs, snapshots, replay and every reader of the log already know what
+// it means, and it is what it is, a summary that keeps nothing.
+func (m *Machine) clearCommand(mv *move, in hostabi.InputMessage) {
+	s := m.st
+	mv.push(mv.event(event.EvUserMessage, event.UserMessage{ID: in.ID, Content: in.Content, Command: CompactClear}))
+	prev := 0
+	if s.Compaction != nil {
+		prev = s.Compaction.Through
+	}
+	through := s.MessageCount()
+	text := "nothing to clear: no message was sent since the last /clear"
+	if through > prev && slices.Contains(event.CutPoints(s.Messages), through-s.Stubbed) {
+		mv.add(event.EvContextCompacted, event.ContextCompacted{Op: event.HostOp, Reason: CompactClear, Through: through,
+			ThroughSeq: s.MessageSeqs[len(s.MessageSeqs)-1]})
+		text = fmt.Sprintf("cleared: requests from now on start afresh (messages %d to %d are kept in the log, not sent)", prev+1, through)
+	} else if through > prev {
+		text = "nothing cleared: a tool call still waits for its result"
+	}
+	mv.add(event.EvCommandReply, event.CommandReply{Op: event.HostOp, Command: CompactClear, Text: text})
+	m.endTurn(mv, "", event.ReasonCompleted, nil)
 }

@@ -27,8 +27,12 @@ func (m *Machine) admit(ctx context.Context, mv *move) error {
 		return ctx.Err()
 	}
 	if len(batch) == 1 {
-		if name, args, ok := parseCommand(batch[0].Content); ok && name == "compact" {
+		if name, args, ok := parseCommand(batch[0].Content); ok && (name == "compact" || name == CompactClear) {
 			if _, owned := m.cfg.Pipeline.commandOwner(name); !owned {
+				if name == CompactClear {
+					m.clearCommand(mv, batch[0])
+					return nil
+				}
 				return m.compactCommand(ctx, mv, batch[0], args)
 			}
 		}

@@ -364,3 +364,37 @@ func (l *Inbox) Lists() (nextTurn, nextStep []hostabi.InputMessage) {
 	defer l.mu.Unlock()
 	return append([]hostabi.InputMessage(nil), l.idx.nextTurn...), append([]hostabi.InputMessage(nil), l.idx.nextStep...)
 }
+
+// Rename records the session's name (session/renamed) beside a running
+// machine, as input is recorded: placed outside any turn, serialised with
+// the machine's appends, folded by the machine when it next reads the log.
+func (l *Inbox) Rename(ctx context.Context, name, by string) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	data, _ := encode(event.SessionRenamed{Name: name, By: by})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for tries := 0; ; tries++ {
+		evs := []store.Event{{Type: event.EvSessionRenamed, Time: l.clock(), Data: data}}
+		_, err := l.appendLocked(ctx, l.idx.head, evs)
+		if errors.Is(err, store.ErrConflict) && tries < 8 {
+			if err := l.catchUpLocked(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("engine: rename session %s: %w", l.session, err)
+		}
+		if l.sync {
+			if err := l.Log.Sync(context.WithoutCancel(ctx)); err != nil {
+				return fmt.Errorf("engine: sync session %s: %w", l.session, err)
+			}
+		}
+		if l.live != nil {
+			l.live(Live{Kind: "event", Event: &evs[0]})
+		}
+		return nil
+	}
+}

@@ -440,3 +440,60 @@ func (m *Machine) closeTurn(mv *move, reason string, cause *event.Cause, requeue
 		te.Message = message
 	})
 }
+
+// Rename records the session's name (session/renamed): for people, in
+// lists and banners; ids stay the key. A name is one line of at most
+// event.MaxNameLen bytes ("" takes the name away).
+func (m *Machine) Rename(ctx context.Context, name, by string) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
+		// Placed outside any turn (turn and step zero), as input is: a
+		// rename may come while a turn runs.
+		mv.turn, mv.step = 0, 0
+		mv.add(event.EvSessionRenamed, event.SessionRenamed{Name: name, By: by})
+		mv.sync = true
+		return nil, nil
+	})
+	return err
+}
+
+// CheckName says why name cannot name a session, or nil if it can.
+func CheckName(name string) error {
+	switch {
+	case len(name) > event.MaxNameLen:
+		return refused("a session name is at most %d bytes, this one %d", event.MaxNameLen, len(name))
+	case strings.ContainsAny(name, "\n\r"):
+		return refused("a session name is one line")
+	}
+	return nil
+}
+
+// Retry opens a turn that makes again the turn that ended in error
+// (turn/start with Retry): a person asked to go on (wagent resume). The
+// turn claims no input, so its first request is the conversation as it
+// stands, which a failed request left ending on the user's message or on
+// tool results; the ops see it at every hook as they see any turn. It is
+// refused unless the session is between turns, its last turn ended in
+// error, and no input is queued (queued input opens the next turn by
+// itself).
+func (m *Machine) Retry(ctx context.Context) (int, error) {
+	turn := 0
+	_, err := m.appendWith(ctx, func(mv *move) ([]string, error) {
+		s := m.st
+		switch {
+		case s.TurnOpen:
+			return nil, refused("turn %d of session %s is open; it goes on by itself", s.Turn, s.Session)
+		case s.LastEnd == nil || s.LastEnd.Reason != event.ReasonError:
+			return nil, refused("the last turn of session %s did not end in error; there is nothing to retry", s.Session)
+		case len(s.NextTurn) > 0 || len(s.NextStep) > 0:
+			return nil, refused("session %s has queued input, which opens the next turn", s.Session)
+		}
+		turn = s.Turn + 1
+		mv.add(event.EvTurnStart, event.TurnStart{Turn: turn, Retry: s.Turn})
+		mv.sync = true
+		return nil, nil
+	})
+	return turn, err
+}

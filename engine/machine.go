@@ -360,9 +360,11 @@ func (m *Machine) catchUp(ctx context.Context) (onlyInput bool, err error) {
 	}
 }
 
-// isInsertion reports whether e only adds input to an inbox list.
+// isInsertion reports whether e only adds input to an inbox list, or
+// changes nothing a transition decides on (a session's name): a move
+// decided before it still stands after it.
 func isInsertion(e store.Event) bool {
-	return e.Type == event.EvInboxSpliced && !bytes.Contains(e.Data, []byte(`"removed"`))
+	return e.Type == event.EvInboxSpliced && !bytes.Contains(e.Data, []byte(`"removed"`)) || e.Type == event.EvSessionRenamed
 }
 
 // Run advances until the session waits for a person or nothing applies.

@@ -35,6 +35,7 @@ const (
 	EvContextCompacted = "context/compacted"
 	EvPipelineChanged  = "pipeline/changed"
 	EvSessionForked    = "session/forked"
+	EvSessionRenamed   = "session/renamed"
 )
 
 // Inbox list names.
@@ -100,6 +101,10 @@ type InboxSpliced struct {
 // TurnStart is the data of turn/start.
 type TurnStart struct {
 	Turn int `json:"turn"`
+	// Retry, when set, is the turn that ended in error and that this one
+	// makes again at a person's request (wagent resume): it claims no
+	// input and goes on with the conversation as it stands.
+	Retry int `json:"retry,omitempty"`
 }
 
 // Cause says who or what ended a turn early.
@@ -362,6 +367,18 @@ type SessionRecovered struct {
 	// Requeued counts claimed input put back in the inbox.
 	Requeued int `json:"requeued,omitempty"`
 }
+
+// SessionRenamed is the data of session/renamed: a person named the
+// session (wagent rename). Names are for people; ids stay the key.
+type SessionRenamed struct {
+	// Name is the session's name from here on ("" takes it away).
+	Name string `json:"name"`
+	// By says who renamed it.
+	By string `json:"by,omitempty"`
+}
+
+// MaxNameLen is the longest name a session may be given, in bytes.
+const MaxNameLen = 200
 
 // SessionForked is the data of session/forked: the events before it were
 // copied from the origin session's log, up to and including its event Seq

@@ -52,6 +52,8 @@ type State struct {
 	LastEnd *TurnEnd
 	// Title is the session's first prompt, cut to a line (for lists).
 	Title string
+	// Name is the name a person gave the session (session/renamed).
+	Name string
 	// LastActivity is the time of the latest event.
 	LastActivity time.Time
 	// Usage adds up the token usage of every answer.
@@ -752,6 +754,16 @@ func (s *State) apply(e store.Event) error {
 			return s.corrupt(e.Seq, "session/forked must follow the events it copied (seq %d of %q), at a turn boundary", d.Seq, d.Origin)
 		}
 		s.Forked = &d
+
+	case EvSessionRenamed:
+		var d SessionRenamed
+		if err := s.decode(e, &d); err != nil {
+			return err
+		}
+		if len(d.Name) > MaxNameLen || strings.ContainsAny(d.Name, "\n\r") {
+			return s.corrupt(e.Seq, "a session name must be one line of at most %d bytes", MaxNameLen)
+		}
+		s.Name = d.Name
 
 	case EvCommandReply, EvSessionRecovered:
 		// Records only.

@@ -18,7 +18,8 @@ const (
 // Summary is what a list of sessions shows of one.
 type Summary struct {
 	ID string `json:"id"`
-	// Status is "running", "waiting" (for a person's decision) or "idle".
+	// Status is "running", "waiting" (for a person's decision), "idle",
+	// or "error" (idle after a turn that ended in error; see Error).
 	Status       string        `json:"status"`
 	Waiting      []WaitingCall `json:"waiting,omitempty"`
 	Turns        int           `json:"turns"`
@@ -43,14 +44,24 @@ type Summary struct {
 func Summarize(st *State) Summary {
 	sum := Summary{ID: st.Session, Status: "idle", Waiting: WaitingCalls(st), Turns: st.Turn, TurnOpen: st.TurnOpen,
 		Queued: len(st.NextTurn) + len(st.NextStep), Title: st.Title, Usage: st.Usage, LastActivity: st.LastActivity, Head: st.Head}
-	if len(sum.Waiting) > 0 {
+	switch {
+	case len(sum.Waiting) > 0:
 		sum.Status = "waiting"
+	case !st.TurnOpen && st.LastEnd != nil && st.LastEnd.Reason == ReasonError:
+		// The last turn failed and nothing has run since: say so, and
+		// why (wagent resume retries it).
+		sum.Status, sum.Error = StatusError, st.LastEnd.Error
 	}
+	sum.Name = st.Name
 	// The built-in approval op's mode set at run time; the engine, which
 	// knows the pipeline, says the configured one too.
 	sum.Mode = st.Notes["approval"]["mode"]
 	return sum
 }
+
+// StatusError is the Status of a session whose last turn ended in error
+// and that is idle: nothing runs, and wagent resume retries the turn.
+const StatusError = "error"
 
 // WaitingCall is a tool call parked for a person's decision.
 type WaitingCall struct {

@@ -240,6 +240,15 @@ func (p *printer) event(id string, e *store.Event) {
 		var d event.SessionForked
 		json.Unmarshal(e.Data, &d)
 		p.printf("%s%s── forked from session %s at seq %d: from here on this session goes its own way ──%s\n", ind, c.Yellow, d.Origin, d.Seq, c.Reset)
+	case event.EvSessionRenamed:
+		var d event.SessionRenamed
+		json.Unmarshal(e.Data, &d)
+		switch {
+		case d.Name == "":
+			p.printf("%s%s(the session's name was taken away by %s)%s\n", ind, c.Dim, Safe(d.By), c.Reset)
+		default:
+			p.printf("%s%srenamed %q (by %s)%s\n", ind, c.Dim, Safe(d.Name), Safe(d.By), c.Reset)
+		}
 	case event.EvSessionRecovered:
 		p.printf("%s%srecovered: the process running this turn had stopped%s\n", ind, c.Yellow, c.Reset)
 	case event.EvInboxSpliced:

@@ -181,6 +181,35 @@ func (c *Client) Resume(ctx context.Context, id string) (*Woken, error) {
 	return &out, nil
 }
 
+// Retry wakes the session's driver, first opening a turn that makes the
+// last turn's request again when that turn ended in error (and nothing is
+// queued); otherwise it is Resume.
+func (c *Client) Retry(ctx context.Context, id string) (*Woken, error) {
+	var out Woken
+	if err := c.do(ctx, http.MethodPost, sessionPath(id, "resume"), ResumeRequest{Retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Rename names the session ("" takes its name away), recorded in its log.
+func (c *Client) Rename(ctx context.Context, id string, req RenameRequest) (*Session, error) {
+	var out Session
+	if err := c.do(ctx, http.MethodPost, sessionPath(id, "rename"), req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Delete deletes a session nothing runs (see DELETE /v1/sessions/{id}).
+func (c *Client) Delete(ctx context.Context, id string) (*Deleted, error) {
+	var out Deleted
+	if err := c.do(ctx, http.MethodDelete, sessionPath(id, ""), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Step makes one transition of an idle session.
 func (c *Client) Step(ctx context.Context, id string) (*Stepped, error) {
 	var out Stepped

@@ -14,7 +14,7 @@ import (
 )
 
 // A session's info lists the slash commands its ops own (from their
-// manifests) and the host's compact, once the owner has it open; a
+// manifests) and the host's compact and clear, once the owner has it open; a
 // session id that reads as a flag is refused at creation.
 func TestSessionCommands(t *testing.T) {
 	f := newFixture(t, func(o *fixtureOptions) {
@@ -30,7 +30,7 @@ func TestSessionCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []server.Command{{Name: "skills", Op: "skills"}, {Name: "compact", Op: "host"}}
+	want := []server.Command{{Name: "skills", Op: "skills"}, {Name: "compact", Op: "host"}, {Name: "clear", Op: "host"}}
 	if d := cmp.Diff(want, s.Commands); d != "" {
 		t.Errorf("create: commands mismatch (-want +got):\n%s", d)
 	}

@@ -313,9 +313,18 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	var req ResumeRequest
+	if r.ContentLength != 0 && !decodeBody(w, r, &req) {
+		return
+	}
 	sess, ok := s.session(w, r)
 	if !ok {
 		return
+	}
+	if req.Retry {
+		if _, ok := s.retry(w, r, sess); !ok {
+			return
+		}
 	}
 	sess.Wake()
 	if err := s.wake(r.Context(), sess.ID()); err != nil {

@@ -42,14 +42,16 @@ func wakeFailed(w http.ResponseWriter, id string, err error) {
 }
 
 // logStatus is a session's status as its log shows it, for sessions that
-// run elsewhere: "waiting", "running" (a turn open or a prompt queued) or
-// "idle".
+// run elsewhere: "waiting", "running" (a turn open or a prompt queued),
+// "error" (the last turn ended in error) or "idle".
 func logStatus(st *event.State) string {
 	switch {
 	case len(st.Waiting()) > 0:
 		return "waiting"
 	case st.TurnOpen || len(st.NextTurn) > 0:
 		return string(session.DriverRunning)
+	case st.LastEnd != nil && st.LastEnd.Reason == event.ReasonError:
+		return event.StatusError
 	}
 	return string(session.DriverIdle)
 }

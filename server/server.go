@@ -247,6 +247,7 @@ var table = []route{
 	{"GET /v1/sessions", func(s *Server) http.HandlerFunc { return s.list }},
 	{"POST /v1/sessions", func(s *Server) http.HandlerFunc { return s.create }},
 	{"GET /v1/sessions/{id}", func(s *Server) http.HandlerFunc { return s.get }},
+	{"DELETE /v1/sessions/{id}", func(s *Server) http.HandlerFunc { return s.remove }},
 	{"POST /v1/sessions/{id}/send", func(s *Server) http.HandlerFunc { return s.input(event.ListNextTurn, true) }},
 	{"POST /v1/sessions/{id}/followup", func(s *Server) http.HandlerFunc { return s.input(event.ListNextTurn, true) }},
 	{"POST /v1/sessions/{id}/steer", func(s *Server) http.HandlerFunc { return s.input(event.ListNextStep, true) }},
@@ -256,6 +257,7 @@ var table = []route{
 	{"POST /v1/sessions/{id}/step", func(s *Server) http.HandlerFunc { return s.step }},
 	{"POST /v1/sessions/{id}/decisions", func(s *Server) http.HandlerFunc { return s.decide }},
 	{"POST /v1/sessions/{id}/settings", func(s *Server) http.HandlerFunc { return s.settings }},
+	{"POST /v1/sessions/{id}/rename", func(s *Server) http.HandlerFunc { return s.rename }},
 	{"GET /v1/sessions/{id}/events", func(s *Server) http.HandlerFunc { return s.events }},
 	{"GET /v1/sessions/{id}/stream", func(s *Server) http.HandlerFunc { return s.stream }},
 	{"POST /v1/sessions/{id}/fork", func(s *Server) http.HandlerFunc { return s.fork }},
@@ -531,8 +533,10 @@ func (s *Server) commands(id string) []Command {
 			owned[c] = true
 		}
 	}
-	if !owned["compact"] {
-		out = append(out, Command{Name: "compact", Op: event.HostOp})
+	for _, c := range []string{"compact", "clear"} {
+		if !owned[c] {
+			out = append(out, Command{Name: c, Op: event.HostOp})
+		}
 	}
 	return out
 }

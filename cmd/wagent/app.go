@@ -86,7 +86,8 @@ func fail(code int, format string, args ...any) error {
 
 func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	env := &cliEnv{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: getenv,
-		Interactive: term.IsTerminal(stdin), Colour: term.IsTerminal(stdout) && getenv("NO_COLOR") == ""}
+		Interactive: term.IsTerminal(stdin), Colour: term.IsTerminal(stdout) && getenv("NO_COLOR") == "",
+		Terminal: term.IsTerminal(stdout)}
 	cliApp := newApp(env)
 	args = interspersed(cliApp, args)
 	err := cliApp.Run(args)
@@ -176,6 +177,8 @@ func newApp(env *cliEnv) *cli.App {
 			stepCommand(env),
 			logCommand(env),
 			sessionsCommand(env),
+			renameCommand(env),
+			rmCommand(env),
 			serveCommand(env),
 			workerCommand(env),
 			opsCommand(env),

@@ -79,7 +79,7 @@ func TestE2ECodingSession(t *testing.T) {
 
 	// The read runs by itself; the edit waits.
 	r := run("run", "--session", id, "--provider", "script", "--script", script, "--pipeline", "agent.yaml", "go vet complains: fix it")
-	if r.code != exitWaiting || !strings.Contains(r.stdout, "1.2.1") || !strings.Contains(r.stdout, "wagent approve "+id+" 1.2.1") {
+	if r.code != exitWaiting || !strings.Contains(r.stderr, "1.2.1") || !strings.Contains(r.stderr, "wagent approve "+id+" 1.2.1") {
 		t.Fatalf("run: exit %d, want 3 waiting for 1.2.1\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	if b, _ := os.ReadFile(filepath.Join(project, "main.go")); !strings.Contains(string(b), `"%d\n"`) {
@@ -91,7 +91,7 @@ func TestE2ECodingSession(t *testing.T) {
 		t.Fatalf("approve: exit %d\n%s%s", a.code, a.stdout, a.stderr)
 	}
 	r = run("resume", id)
-	if r.code != exitWaiting || !strings.Contains(r.stdout, "1.3.1") {
+	if r.code != exitWaiting || !strings.Contains(r.stderr, "1.3.1") {
 		t.Fatalf("resume: exit %d, want 3 waiting for 1.3.1\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	if b, _ := os.ReadFile(filepath.Join(project, "main.go")); !strings.Contains(string(b), `fmt.Printf("%s\n", "forty-two")`) {
@@ -105,8 +105,8 @@ func TestE2ECodingSession(t *testing.T) {
 		t.Fatalf("resume: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	// What the host did is shown as it happens (and not recorded).
-	if !strings.Contains(r.stdout, "[shell] host: exec go vet ./... in /work → exit 0 (") {
-		t.Errorf("resume shows no line for the command:\n%s", r.stdout)
+	if !strings.Contains(r.stderr, "[shell] host: exec go vet ./... in /work → exit 0 (") {
+		t.Errorf("resume shows no line for the command:\n%s", r.stderr)
 	}
 
 	evs := logEvents(t, env, id)
@@ -240,7 +240,7 @@ func TestE2ENobodyIsAskedAboutACommandNotGranted(t *testing.T) {
 		return exeIn(t, project, 2*time.Minute, env, args...)
 	}
 	r := run("run", "--session", id, "--provider", "script", "--script", script, "--pipeline", "agent.yaml", "clean up")
-	if r.code != exitWaiting || !strings.Contains(r.stdout, "wagent approve "+id+" 1.1.2") || strings.Contains(r.stdout, "approve "+id+" 1.1.1") {
+	if r.code != exitWaiting || !strings.Contains(r.stderr, "wagent approve "+id+" 1.1.2") || strings.Contains(r.stderr, "approve "+id+" 1.1.1") {
 		t.Fatalf("run: exit %d, want 3 waiting for echo1 alone\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	evs := logEvents(t, env, id)

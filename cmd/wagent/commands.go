@@ -324,7 +324,14 @@ Examples:
 			}
 			ctx, _, stop := session.SignalContext()
 			defer stop()
-			cn, err := connect(ctx, c, env, session.ModeRead)
+			// Following, with no owner alive, this process becomes the
+			// store's owner as run does: what another shell starts on the
+			// session then runs here, and is shown as it is appended.
+			mode := session.ModeRead
+			if c.Bool("follow") {
+				mode = session.ModeDrive
+			}
+			cn, err := connect(ctx, c, env, mode)
 			if err != nil {
 				return err
 			}
@@ -349,8 +356,7 @@ Examples:
 				return nil
 			}
 			if cn.Own != nil && !cn.Remote {
-				fmt.Fprintf(env.Stderr, "wagent: no process is running the store; nothing will be appended until one does (follow it then)\n")
-				return nil
+				fmt.Fprintf(env.Stderr, "wagent: following %s; no other process owned the store, so this one serves it while it follows (commands in other shells run here; Ctrl-C stops)\n", id)
 			}
 			out := session.NewPrinter(env, c.Bool("json"), id)
 			err = cn.Client.Stream(ctx, id, evs.Head+1, func(ev server.StreamEvent) error {
@@ -359,6 +365,7 @@ Examples:
 					return nil
 				}
 				if ev.Kind == "event" {
+					out.Finish() // the streamed answer's last line first
 					return render.Log(env.Stdout, []store.Event{*ev.Event}, render.Options{Session: id, Colour: env.Colour})
 				}
 				if ev.Kind == "delta" && !c.Bool("json") {
@@ -380,9 +387,10 @@ Examples:
 func sessionsCommand(env *cliEnv) *cli.Command {
 	return &cli.Command{
 		Name:      "sessions",
-		Usage:     "list the sessions in the store, newest activity first",
-		UsageText: "wagent sessions [--json]\n\nExample:\n   wagent sessions",
-		Flags:     []cli.Flag{storeFlag, &cli.BoolFlag{Name: "json", Usage: "one JSON object per session"}},
+		Usage:     "list the sessions in the store, newest activity first (--search TEXT finds some)",
+		UsageText: "wagent sessions [--search TEXT] [--json]\n\nExamples:\n   wagent sessions\n   wagent sessions -s parser      # id, name, title or first prompt, any case\n   wagent chat --resume           # pick one at a terminal",
+		Flags: []cli.Flag{storeFlag, &cli.BoolFlag{Name: "json", Usage: "one JSON object per session"},
+			&cli.StringFlag{Name: "search", Aliases: []string{"s"}, Usage: "only sessions whose id, name, title or first prompt contain `TEXT` (any case)"}},
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 0, 0, ""); err != nil {
 				return err
@@ -399,7 +407,12 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 			}
 			var rows [][]string
 			now := time.Now()
+			shown := 0
 			for _, s := range list.Sessions {
+				if !session.Matches(s, c.String("search")) {
+					continue
+				}
+				shown++
 				status := s.Status
 				switch {
 				case strings.HasPrefix(s.Status, "broken"):
@@ -415,21 +428,37 @@ func sessionsCommand(env *cliEnv) *cli.Command {
 					}
 				case s.Status == string(driver.DriverRunning):
 					status = "running"
+				case s.Status == event.StatusError:
+					status = "error: " + render.OneLine(s.Error, 80) + " (wagent resume retries it)"
+					if c.Bool("json") {
+						status = "error"
+					}
 				case s.TurnOpen:
 					status = fmt.Sprintf("turn %d open (it stopped: wagent resume goes on with it)", s.Turns)
 				case s.Queued > 0:
 					status = fmt.Sprintf("idle, %d queued", s.Queued)
 				}
 				if c.Bool("json") {
-					term.PrintJSON(env.Stdout, map[string]any{"session": s.ID, "status": status, "turns": s.Turns, "events": s.Head, "title": s.Title,
-						"usage": s.Usage, "last_activity": s.LastActivity})
+					row := map[string]any{"session": s.ID, "status": status, "turns": s.Turns, "events": s.Head, "title": s.Title,
+						"usage": s.Usage, "last_activity": s.LastActivity}
+					if s.Name != "" {
+						row["name"] = s.Name
+					}
+					if s.Error != "" {
+						row["error"] = s.Error
+					}
+					term.PrintJSON(env.Stdout, row)
 					continue
 				}
 				rows = append(rows, session.SessionRow(s, status, now))
 			}
 			session.PrintSessions(env, rows)
-			if len(list.Sessions) == 0 && !c.Bool("json") {
+			switch {
+			case c.Bool("json"):
+			case len(list.Sessions) == 0:
 				render.Fprintln(env.Stdout, "no sessions yet: wagent run \"…\" starts one")
+			case shown == 0:
+				render.Fprintf(env.Stdout, "no session matches %q\n", c.String("search"))
 			}
 			return nil
 		},

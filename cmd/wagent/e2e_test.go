@@ -219,8 +219,8 @@ func TestE2EBinaryDenyWordAndCalculator(t *testing.T) {
 	if !strings.Contains(r.stdout, "The total is 40; 666 was refused.") {
 		t.Errorf("stdout lacks the streamed answer:\n%s", r.stdout)
 	}
-	if !strings.Contains(r.stdout, "TOOL_DENIED") {
-		t.Errorf("stdout does not show the denial:\n%s", r.stdout)
+	if !strings.Contains(r.stderr, "TOOL_DENIED") {
+		t.Errorf("stderr does not show the denial:\n%s", r.stderr)
 	}
 
 	reqs := srv.Requests()
@@ -301,8 +301,8 @@ func TestE2EBinaryApprovalWaitsWithoutTerminal(t *testing.T) {
 	// The new session's id is announced on stderr.
 	var id string
 	for _, l := range strings.Split(r.stderr, "\n") {
-		if s, ok := strings.CutPrefix(strings.TrimSpace(l), "session "); ok {
-			id = strings.TrimSpace(s)
+		if s, ok := strings.CutPrefix(strings.TrimSpace(l), "session "); ok && id == "" {
+			id = strings.TrimSpace(s) // the first line; what it waits for follows
 		}
 	}
 	if id == "" {
@@ -314,8 +314,8 @@ func TestE2EBinaryApprovalWaitsWithoutTerminal(t *testing.T) {
 		"wagent approve " + id + " 1.1.1",
 		"wagent resume " + id,
 	} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 		}
 	}
 	if n := len(srv.Requests()); n != 1 {

@@ -223,8 +223,8 @@ func TestApproveListsWaitingCallsWithDiffs(t *testing.T) {
 		t.Fatalf("run: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	// The run that stops for them shows them too.
-	if !strings.Contains(r.stdout, "  1.1.1  write_file") || !strings.Contains(r.stdout, "      --- /dev/null\n      +++ b/new.txt\n") {
-		t.Errorf("the waiting run shows no diff:\n%s", r.stdout)
+	if out := r.stdout + r.stderr; !strings.Contains(out, "  1.1.1  write_file") || !strings.Contains(out, "      --- /dev/null\n      +++ b/new.txt\n") {
+		t.Errorf("the waiting run shows no diff:\n%s%s", r.stdout, r.stderr)
 	}
 	l := wag(t, home, "approve", "d1")
 	for _, want := range []string{

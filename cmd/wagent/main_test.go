@@ -110,8 +110,8 @@ func TestApprovalRoundTrip(t *testing.T) {
 		t.Fatalf("run: exit %d, want 3\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	for _, want := range []string{"session trip is waiting", "1.1.1", "wagent approve trip 1.1.1", "wagent resume trip"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("run output lacks %q:\n%s", want, r.stdout)
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("run's standard error lacks %q:\n%s", want, r.stderr)
 		}
 	}
 	// Nothing ran yet.

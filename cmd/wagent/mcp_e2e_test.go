@@ -123,8 +123,8 @@ func TestE2EBinaryMCPServers(t *testing.T) {
 	if r.code != exitWaiting {
 		t.Fatalf("run: exit %d, want 3\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
-	if want := "1.1.2  read_text_file on MCP server files (files__read_text_file, read-only)"; !strings.Contains(r.stdout, want) {
-		t.Errorf("the waiting list does not name server and tool (%q):\n%s", want, r.stdout)
+	if want := "1.1.2  read_text_file on MCP server files (files__read_text_file, read-only)"; !strings.Contains(r.stderr, want) {
+		t.Errorf("the waiting list does not name server and tool (%q):\n%s", want, r.stderr)
 	}
 	// 2. Another process decides; 3. resume runs both calls.
 	if r := exe(t, env, "approve", id, "1.1.2"); r.code != exitOK {

@@ -174,8 +174,8 @@ func TestErrorResultsAndMultiLineReplies(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("run: %d %s", r.code, r.stderr)
 	}
-	if !strings.Contains(r.stdout, "← error: ") {
-		t.Errorf("the error result is not marked:\n%s", r.stdout)
+	if !strings.Contains(r.stderr, "← error: ") {
+		t.Errorf("the error result is not marked:\n%s", r.stderr)
 	}
 	lg := wag(t, home, "log", "e")
 	if !strings.Contains(lg.stdout, "result 1.1.1 (error)") {

@@ -39,6 +39,11 @@ func runCommand(env *cliEnv) *cli.Command {
 The prompt is the argument, or standard input (- or a pipe); at a terminal with
 no prompt, run is wagent chat. Defaults come from the config file (wagent config show).
 
+The answer alone goes to standard output (drawn from its Markdown at a
+terminal, as written elsewhere: wagent run … > answer.md keeps it); tool
+calls, retries, what the session waits for, errors and the token count go
+to standard error.
+
 With --detach the session is created (its settings recorded), the prompt
 queued and the session woken, and run prints the session id and returns at
 once: the store's owner runs it, or on a NATS store any worker (wagent
@@ -89,11 +94,16 @@ const maxPromptBytes = 256 << 10
 func resumeCommand(env *cliEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "resume",
-		Usage: "continue a session: run queued input, or the turn that waited for a decision",
+		Usage: "continue a session: run queued input, the turn that waited for a decision, or again a turn that ended in error",
 		UsageText: `wagent resume SESSION [--json]
 
-Example:
-   wagent approve 20261130-a1b2c3 --all && wagent resume 20261130-a1b2c3`,
+After a turn that ended in error (wagent sessions says error), resume makes
+it again: a new turn (turn/start with retry) sends the conversation as it
+stands, with no new message.
+
+Examples:
+   wagent approve 20261130-a1b2c3 --all && wagent resume 20261130-a1b2c3
+   wagent resume 20261130-a1b2c3     # retry after "turn 3 ended in error"`,
 		Flags: append([]cli.Flag{storeFlag}, providerFlags...),
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 1, 1, "SESSION"); err != nil {

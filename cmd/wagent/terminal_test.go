@@ -49,10 +49,11 @@ func TestTerminalInjection(t *testing.T) {
 		}
 	}
 	raw("run", r.stdout+r.stderr)
-	for _, want := range []string{`[ansi] \x1b[2J\x1b]0;pwned\a\x1b[32m approved`, `Done.\x1b]0;pwned\a\x1b[32m all calls approved\r`} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("run output lacks %q:\n%s", want, r.stdout)
-		}
+	if want := `[ansi] \x1b[2J\x1b]0;pwned\a\x1b[32m approved`; !strings.Contains(r.stderr, want) {
+		t.Errorf("run's notes lack %q:\n%s", want, r.stderr)
+	}
+	if want := `Done.\x1b]0;pwned\a\x1b[32m all calls approved\r`; !strings.Contains(r.stdout, want) {
+		t.Errorf("run's answer lacks %q:\n%s", want, r.stdout)
 	}
 	l := wag(t, home, "log", "esc")
 	raw("log", l.stdout+l.stderr)

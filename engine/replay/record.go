@@ -282,8 +282,15 @@ func (r *recording) classify() {
 		switch e.Type {
 		case event.EvSessionCreated, event.EvSessionWriter, event.EvSessionRecovered:
 			r.origin[i] = skipped
-		case event.EvPipelineChanged, event.EvSessionForked:
+		case event.EvPipelineChanged, event.EvSessionForked, event.EvSessionRenamed:
 			r.origin[i] = byInput
+		case event.EvTurnStart:
+			// A retry a person asked for (wagent resume after a turn that
+			// ended in error) opens its turn from outside, as input does.
+			var d event.TurnStart
+			if json.Unmarshal(e.Data, &d) == nil && d.Retry > 0 {
+				r.origin[i] = byInput
+			}
 		case event.EvToolCall:
 			var d event.ToolCallEvent
 			if json.Unmarshal(e.Data, &d) == nil && d.Rerun {

@@ -591,7 +591,7 @@ func (s *Session) Summary() event.Summary {
 	defer s.mu.Unlock()
 	sum := s.summary
 	if s.phase == DriverRunning {
-		sum.Status, sum.Waiting = string(DriverRunning), nil
+		sum.Status, sum.Waiting, sum.Error = string(DriverRunning), nil, ""
 		// A driver that started with no turn open runs the next one: the
 		// turn the log is writing, not the last that ended.
 		if !sum.TurnOpen {
@@ -686,4 +686,37 @@ func (s *Session) exclusive(fn func() error) error {
 		s.Wake()
 	}
 	return err
+}
+
+// Rename records the session's name (session/renamed; see
+// engine.Machine.Rename). While a drain runs it is recorded beside it, as
+// input is, and the summary shows it once the drain ends.
+func (s *Session) Rename(ctx context.Context, name, by string) error {
+	err := s.exclusive(func() error {
+		err := s.m.Rename(ctx, name, by)
+		s.observe()
+		return err
+	})
+	if errors.Is(err, ErrBusy) {
+		return s.lg.Rename(ctx, name, by)
+	}
+	return err
+}
+
+// Retry makes the last turn again when it ended in error (see
+// engine.Machine.Retry) and wakes the driver to run it. It refuses with
+// ErrBusy unless the session is idle.
+func (s *Session) Retry(ctx context.Context) (int, error) {
+	var turn int
+	err := s.exclusive(func() error {
+		var err error
+		turn, err = s.m.Retry(ctx)
+		s.observe()
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	s.Wake()
+	return turn, nil
 }

@@ -235,6 +235,7 @@
     const n = (s.waiting || []).length;
     if (s.status === 'running') return ['running', '▶ running'];
     if (s.status === 'waiting' || n > 0) return ['waiting', n > 0 ? '⚑ waiting for ' + plural(n, 'approval') : '⚑ waiting for a decision'];
+    if (s.status === 'error') return ['broken', '✗ last turn failed' + (s.error ? ': ' + s.error : '') + ' (resume retries it)'];
     if (s.status === 'idle') return ['idle', s.queued ? '○ idle, ' + s.queued + ' queued' : '○ idle'];
     return ['broken', '⚠ ' + s.status];
   }
@@ -307,7 +308,7 @@
   }
 
   function fillSessionItem(item, s) {
-    item.title.textContent = s.title || '(untitled)';
+    item.title.textContent = s.name || s.title || '(untitled)';
     setStatus(item.status, s);
     item.meta.textContent = plural(s.turns || 0, 'turn') + ' · ' + ago(s.last_activity) + ' · ' + s.id;
     if (s.id === app.current) item.a.setAttribute('aria-current', 'page');

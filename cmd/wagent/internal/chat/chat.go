@@ -48,6 +48,9 @@ var hostCommands = []struct{ name, args, what string }{
 	{"log", "", "the session so far, as wagent log shows it"},
 	{"cancel", "", "end the open turn and drop queued input"},
 	{"compact", "[TEXT]", "summarise the older messages in requests from now on (TEXT: what to keep)"},
+	{"clear", "", "start afresh: later requests leave out the messages so far (the log keeps them)"},
+	{"new", "", "start a new session with the same settings (this one stays)"},
+	{"model", "[NAME]", "show the model, or switch to NAME from the next request on"},
 	{"exit", "", "leave (or Ctrl-D); wagent chat SESSION goes on later"},
 }
 
@@ -68,6 +71,8 @@ type chatter struct {
 	from uint64
 	// commands are the session's op commands (name -> op).
 	commands map[string]string
+	// cmd is the command the chat runs as (for /new: its settings).
+	cmd session.Command
 
 	mu sync.Mutex
 	// cancelTurn, while a turn runs, cancels it with a cause.
@@ -88,6 +93,9 @@ type Options struct {
 	// Connect connects to the store's owner, or makes this process the
 	// owner (session.Connect, with the command's store).
 	Connect func(context.Context, session.Mode) (*session.Conn, error)
+	// Pick, if set, chooses the session once connected (--continue,
+	// --resume with no id); see sessions.go.
+	Pick func(context.Context, *server.Client) (string, error)
 }
 
 // Run talks with a session at the terminal until the person leaves.
@@ -116,13 +124,19 @@ func Run(o Options) error {
 	defer cn.Close()
 	ch.cl = cn.Client
 	ch.cfg, _ = env.LoadConfig() // prices; errors were said by openSession
+	ch.cmd = o.Command
+	if o.Pick != nil {
+		if id, err = o.Pick(ctx, ch.cl); err != nil {
+			return err
+		}
+	}
 	info, isNew, err := session.OpenSession(ctx, o.Command, ch.cl, id, true)
 	if err != nil {
 		return err
 	}
 	ch.id = info.ID
 	ch.out = session.NewPrinter(env, false, ch.id)
-	ch.out.UsageW = env.Stdout
+	ch.out.UsageW, ch.out.NotesW = env.Stdout, env.Stdout // one terminal
 	ch.out.Cost = ch.cfg.Cost
 	var set app.Settings
 	json.Unmarshal(info.Settings, &set)
@@ -132,10 +146,11 @@ func Run(o Options) error {
 	}
 	c0 := ch.out.C
 	if isNew {
-		render.Fprintf(env.Stdout, "%ssession %s · %s · /help lists the commands, Ctrl-D leaves%s\n", c0.Dim, ch.id, model, c0.Reset)
+		render.Fprintf(env.Stdout, "%ssession %s · %s · /help lists the commands, Ctrl-D leaves%s\n", c0.Dim, named(info), model, c0.Reset)
 		ch.from = 1
 	} else {
-		render.Fprintf(env.Stdout, "%ssession %s · %s · %s so far · /help lists the commands, Ctrl-D leaves%s\n", c0.Dim, ch.id, model, session.Plural(info.Turns, "turn"), c0.Reset)
+		session.ShowRecap(ctx, ch.cl, env, ch.id) // the last turns, then where we are
+		render.Fprintf(env.Stdout, "%ssession %s · %s · %s so far · /help lists the commands, Ctrl-D leaves%s\n", c0.Dim, named(info), model, session.Plural(info.Turns, "turn"), c0.Reset)
 		ch.from = info.Head + 1
 	}
 
@@ -551,13 +566,17 @@ func (ch *chatter) loadCommands(ctx context.Context) {
 
 // command runs a slash command; done says the chat ends.
 func (ch *chatter) command(ctx context.Context, line string) (done bool, err error) {
-	name, _, _ := strings.Cut(strings.TrimPrefix(line, "/"), " ")
+	name, args, _ := strings.Cut(strings.TrimPrefix(line, "/"), " ")
 	out, c := ch.env.Stdout, ch.out.C
 	switch name {
 	case "exit", "quit":
 		return true, nil
 	case "help":
 		ch.help()
+	case "new":
+		return false, ch.newSession(ctx)
+	case "model":
+		return false, ch.model(ctx, args)
 	case "cancel":
 		before, err := ch.cl.Session(ctx, ch.id)
 		if err != nil {
@@ -589,7 +608,7 @@ func (ch *chatter) command(ctx context.Context, line string) (done bool, err err
 		}
 		session.PrintUsage(ch.env.Stdout, evs.Events, ch.cfg)
 	default:
-		if _, ok := ch.commands[name]; ok || name == "compact" {
+		if _, ok := ch.commands[name]; ok || name == "compact" || name == "clear" {
 			return false, ch.turn(ctx, ch.send(ctx, line))
 		}
 		if name == "mode" {
@@ -616,7 +635,7 @@ func (ch *chatter) help() {
 	}
 	var names []string
 	for n := range ch.commands {
-		if n != "compact" {
+		if n != "compact" && n != "clear" {
 			names = append(names, n)
 		}
 	}

@@ -128,6 +128,14 @@ func Drive(o DriveOptions) error {
 	out.Start(isNew)
 	f := &follower{env: env, cl: cl, id: id, out: out, by: fmt.Sprintf("wagent %s (pid %d)", o.Name, os.Getpid())}
 	start := startInput(ctx, cl, id, prompt)
+	if prompt == "" && o.Name == "resume" {
+		// wagent resume after a turn that ended in error makes it again
+		// (a new turn, turn/start with retry): going on is what was asked.
+		start = func() error {
+			_, err := cl.Retry(ctx, id)
+			return err
+		}
+	}
 	if prompt != "" {
 		// The run shows the turn its input opens, and on a signal cancels
 		// only that (OwnTurn, own.go).
@@ -325,7 +333,7 @@ func (f *follower) follow(ctx context.Context, from uint64, start func() error) 
 			out.Finish()
 			return own.Outcome(id)
 		}
-		if status == string(session.DriverIdle) && own != nil {
+		if (status == string(session.DriverIdle) || status == event.StatusError) && own != nil {
 			// Idle with the input not answered: a cancellation's drive
 			// ended before the next took it, or the drive failed. Wake the
 			// session once for each time it stops.
@@ -358,7 +366,11 @@ func (f *follower) follow(ctx context.Context, from uint64, start func() error) 
 			return &WaitingError{}
 		}
 		feed := WatchDecisions(ctx, cl, id, from)
-		err = AskDecisions(ctx, env, in, info.Waiting, feed.C, func(d server.Decision) (*server.Decided, error) {
+		// The questions go with the other notes: standard output is
+		// the answer alone (wagent run … > out.md at a terminal).
+		asks := *env
+		asks.Stdout = env.Stderr
+		err = AskDecisions(ctx, &asks, in, info.Waiting, feed.C, func(d server.Decision) (*server.Decided, error) {
 			return cl.Decide(ctx, id, server.DecideRequest{Who: "terminal", Decisions: []server.Decision{d}})
 		})
 		feed.Stop()

@@ -18,6 +18,12 @@ func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // Printer shows a running session: streamed text as it arrives, tool calls
 // and results compactly, and what the session is waiting for.
+//
+// The answer alone goes to standard output: at a terminal drawn from its
+// Markdown as it streams (render.Markdown), elsewhere exactly as the model
+// wrote it, so wagent run … > out.md keeps the Markdown. Everything else
+// (tool calls, ops' lines, retries, a turn's end, the usage line, what
+// the session waits for) goes to NotesW, standard error by default.
 type Printer struct {
 	env     *term.Env
 	JSON    bool
@@ -34,18 +40,27 @@ type Printer struct {
 	shown   strings.Builder
 	settled bool
 	spin    *term.Spinner
+	// md draws the answer's Markdown when standard output is a terminal.
+	md *render.Markdown
 
 	// usageW gets the tokens line at the end of each turn (standard
 	// error by default, so that standard output is the answer); cost
 	// prices it when set.
 	UsageW io.Writer
+	// NotesW gets every line that is not the answer (standard error by
+	// default; a chat, where both are the terminal, sets its output).
+	NotesW io.Writer
 	Cost   func(model string, in, out int) (float64, bool)
 	model  string
 	turnU  turnUsage
 }
 
 func NewPrinter(env *term.Env, jsonOut bool, id string) *Printer {
-	p := &Printer{env: env, JSON: jsonOut, id: id, C: term.Colours(env.Colour && !jsonOut), UsageW: env.Stderr}
+	p := &Printer{env: env, JSON: jsonOut, id: id, C: term.Colours(env.Colour && !jsonOut), UsageW: env.Stderr, NotesW: env.Stderr}
+	if env.Terminal && !jsonOut {
+		p.md = render.NewMarkdown(env.Stdout, env.Colour)
+		p.md.Width = term.Width(env.Stdout)
+	}
 	if env.Colour && !jsonOut && term.IsTerminal(env.Stderr) {
 		p.spin = term.NewSpinner(env.Stderr, 100*time.Millisecond)
 	}
@@ -63,6 +78,9 @@ func (p *Printer) Start(isNew bool) {
 }
 
 func (p *Printer) newline() {
+	if p.md != nil {
+		p.md.Break()
+	}
 	if p.midLine {
 		render.Fprintln(p.env.Stdout)
 		p.midLine = false
@@ -77,7 +95,7 @@ func (p *Printer) Live(l engine.Live) {
 		term.PrintJSON(p.env.Stdout, l)
 		return
 	}
-	w := p.env.Stdout
+	w, n := p.env.Stdout, p.NotesW
 	// The spinner runs while a request waits for its first word.
 	p.spin.Halt()
 	if l.Kind == "event" && (l.Event.Type == event.EvRequestHeader || l.Event.Type == event.EvRetryScheduled) {
@@ -92,28 +110,55 @@ func (p *Printer) Live(l engine.Live) {
 		if p.settled {
 			return
 		}
-		render.Fprint(w, l.Text)
+		p.answer(l.Text)
 		p.shown.WriteString(l.Text)
-		p.midLine = !strings.HasSuffix(l.Text, "\n")
 	case "log":
 		p.newline()
-		render.Fprintf(w, "%s  [%s] %s%s\n", p.C.Dim, l.Op, l.Text, p.C.Reset)
+		render.Fprintf(n, "%s  [%s] %s%s\n", p.C.Dim, l.Op, l.Text, p.C.Reset)
 	case "error":
 		p.newline()
-		render.Fprintf(w, "%s  ! %s%s\n", p.C.Red, render.OneLine(l.Text, 200), p.C.Reset)
+		render.Fprintf(n, "%s  ! %s%s\n", p.C.Red, render.OneLine(l.Text, 200), p.C.Reset)
 	case "event":
-		p.event(w, l.Event)
+		p.event(w, n, l.Event)
 	}
 }
 
-func (p *Printer) event(w io.Writer, e *store.Event) {
+// answer shows text of the answer: drawn at a terminal, as written
+// elsewhere.
+func (p *Printer) answer(s string) {
+	if s == "" {
+		return
+	}
+	if p.md != nil {
+		// Drawn block by block (a paragraph word by word); newline asks
+		// it to end the terminal's line before a note.
+		p.md.WriteString(s)
+		return
+	}
+	render.Fprint(p.env.Stdout, s)
+	p.midLine = !strings.HasSuffix(s, "\n")
+}
+
+// endAnswer draws what the renderer holds of the answer.
+func (p *Printer) endAnswer() {
+	if p.md != nil {
+		p.md.Flush()
+	}
+	p.newline()
+}
+
+// event shows a durable event: the answer's rest on w, the rest on n.
+func (p *Printer) event(w, n io.Writer, e *store.Event) {
 	if p.Verbose {
+		// wagent step: the events are what was asked for.
 		p.newline()
 		render.Fprintf(w, "%s%4d %s%s %s\n", p.C.Dim, e.Seq, e.Type, p.C.Reset, render.Compact(string(e.Data), 160))
 		return
 	}
 	if e.Type == event.EvRequestHeader || e.Type == event.EvRetryScheduled || e.Type == event.EvAssistantAttempt {
-		// A new request: its deltas are to be shown.
+		// A new request: its deltas are to be shown, after what an
+		// earlier attempt left unfinished.
+		p.endAnswer()
 		p.settled = false
 		p.shown.Reset()
 	}
@@ -152,26 +197,24 @@ func (p *Printer) event(w io.Writer, e *store.Event) {
 		// What the stream has not shown yet of the answer (all of it when
 		// nothing streamed, the rest when the message came first).
 		if rest, ok := strings.CutPrefix(d.Content, p.shown.String()); ok && rest != "" {
-			render.Fprint(w, rest)
-			p.midLine = true
+			p.answer(rest)
 		} else if !ok && p.shown.Len() == 0 {
-			render.Fprint(w, d.Content)
-			p.midLine = true
+			p.answer(d.Content)
 		}
-		p.newline()
+		p.endAnswer()
 		p.shown.Reset()
 		p.settled = true
 		if d.Interrupted {
-			render.Fprintf(w, "%s  (interrupted)%s\n", p.C.Dim, p.C.Reset)
+			render.Fprintf(n, "%s  (interrupted)%s\n", p.C.Dim, p.C.Reset)
 		}
 		if d.FinishReason == "length" {
-			render.Fprintf(w, "%s  (the answer hit the token limit)%s\n", p.C.Yellow, p.C.Reset)
+			render.Fprintf(n, "%s  (the answer hit the token limit)%s\n", p.C.Yellow, p.C.Reset)
 		}
 	case event.EvToolCall:
 		var d event.ToolCallEvent
 		json.Unmarshal(e.Data, &d)
 		p.newline()
-		render.Fprintf(w, "%s  → %s %s%s\n", p.C.Dim, d.Name, render.Compact(string(d.Arguments), 120), p.C.Reset)
+		render.Fprintf(n, "%s  → %s %s%s\n", p.C.Dim, d.Name, render.Compact(string(d.Arguments), 120), p.C.Reset)
 	case event.EvToolResult:
 		var d event.ToolResult
 		json.Unmarshal(e.Data, &d)
@@ -182,24 +225,24 @@ func (p *Printer) event(w io.Writer, e *store.Event) {
 				code = d.Code + ": "
 			}
 			// "error" in words too: colour is not always there.
-			render.Fprintf(w, "%s  ← error: %s%s%s\n", p.C.Red, code, render.Compact(d.Content, 160), p.C.Reset)
+			render.Fprintf(n, "%s  ← error: %s%s%s\n", p.C.Red, code, render.Compact(d.Content, 160), p.C.Reset)
 		} else {
-			render.Fprintf(w, "%s  ← %s%s\n", p.C.Dim, render.Compact(d.Content, 160), p.C.Reset)
+			render.Fprintf(n, "%s  ← %s%s\n", p.C.Dim, render.Compact(d.Content, 160), p.C.Reset)
 		}
 	case event.EvApprovalDecision:
 		var d event.ApprovalDecision
 		json.Unmarshal(e.Data, &d)
 		p.newline()
 		if d.Allow {
-			render.Fprintf(w, "%s  ✓ %s allowed by %s%s\n", p.C.Green, d.CallID, d.Who, p.C.Reset)
+			render.Fprintf(n, "%s  ✓ %s allowed by %s%s\n", p.C.Green, d.CallID, d.Who, p.C.Reset)
 		} else {
-			render.Fprintf(w, "%s  ✗ %s denied by %s%s\n", p.C.Red, d.CallID, d.Who, p.C.Reset)
+			render.Fprintf(n, "%s  ✗ %s denied by %s%s\n", p.C.Red, d.CallID, d.Who, p.C.Reset)
 		}
 	case event.EvRetryScheduled:
 		var d event.RetryScheduled
 		json.Unmarshal(e.Data, &d)
 		p.newline()
-		render.Fprintf(w, "%s  … %s; retry %d in %s%s\n", p.C.Yellow, render.Failure(d.Failure), d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, p.C.Reset)
+		render.Fprintf(n, "%s  … %s; retry %d in %s%s\n", p.C.Yellow, render.Failure(d.Failure), d.Attempt, time.Duration(d.DelayMS)*time.Millisecond, p.C.Reset)
 	case event.EvCommandReply:
 		var d event.CommandReply
 		json.Unmarshal(e.Data, &d)
@@ -210,7 +253,7 @@ func (p *Printer) event(w io.Writer, e *store.Event) {
 		json.Unmarshal(e.Data, &d)
 		p.newline()
 		if d.Reason != event.ReasonCompleted {
-			render.Fprintf(w, "%s  (turn %d ended: %s%s)%s\n", p.C.Yellow, d.Turn, d.Reason, render.TurnDetail(d), p.C.Reset)
+			render.Fprintf(n, "%s  (turn %d ended: %s%s)%s\n", p.C.Yellow, d.Turn, d.Reason, render.TurnDetail(d), p.C.Reset)
 		}
 		if line := usageLine(p.turnU, p.Cost); line != "" && p.UsageW != nil {
 			render.Fprintf(p.UsageW, "%s  · %s%s\n", p.C.Dim, line, p.C.Reset)
@@ -224,7 +267,7 @@ func (p *Printer) Finish() {
 	defer p.mu.Unlock()
 	p.spin.Halt()
 	if !p.JSON {
-		p.newline()
+		p.endAnswer()
 	}
 }
 
@@ -238,13 +281,13 @@ func (p *Printer) Waiting(calls []event.WaitingCall) {
 		term.PrintJSON(p.env.Stdout, map[string]any{"kind": "waiting", "session": p.id, "calls": calls})
 		return
 	}
-	p.newline()
-	render.Fprintf(p.env.Stdout, "session %s is waiting for approval of %d call(s):\n", p.id, len(calls))
+	p.endAnswer()
+	render.Fprintf(p.NotesW, "session %s is waiting for approval of %d call(s):\n", p.id, len(calls))
 	for _, c := range calls {
-		render.Fprintf(p.env.Stdout, "  %s  %s %s\n", c.ID, CallTitle(c), render.Arguments(c.Arguments, 120))
-		PrintPreview(p.env.Stdout, c.Preview, "      ")
+		render.Fprintf(p.NotesW, "  %s  %s %s\n", c.ID, CallTitle(c), render.Arguments(c.Arguments, 120))
+		PrintPreview(p.NotesW, c.Preview, "      ")
 	}
-	render.Fprintf(p.env.Stdout, "answer with:\n  wagent approve %s %s   (or --all, --always)\n  wagent deny %s %s\nthen: wagent resume %s\n",
+	render.Fprintf(p.NotesW, "answer with:\n  wagent approve %s %s   (or --all, --always)\n  wagent deny %s %s\nthen: wagent resume %s\n",
 		p.id, calls[0].ID, p.id, calls[0].ID, p.id)
 }
 

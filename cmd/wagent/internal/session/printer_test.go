@@ -114,3 +114,37 @@ func TestUsagePricesTheSummaryAtItsModel(t *testing.T) {
 		t.Errorf("turn cost %v (priced %v), total %v; want $0.101 for 2000 tokens", usd, ok, turns[0].total)
 	}
 }
+
+// At a terminal the answer is drawn from its Markdown on standard output
+// and everything else goes to standard error; an attempt cut short is
+// ended before the retry's answer (issue 30).
+func TestPrinterDrawsTheAnswerAlone(t *testing.T) {
+	ev := func(typ string, data any) engine.Live {
+		b, _ := json.Marshal(data)
+		return engine.Live{Kind: "event", Event: &store.Event{Type: typ, Data: b}}
+	}
+	delta := func(s string) engine.Live { return engine.Live{Kind: "delta", Text: s} }
+	var out, notes bytes.Buffer
+	p := NewPrinter(&term.Env{Stdout: &out, Stderr: &notes, Terminal: true}, false, "s")
+	for _, l := range []engine.Live{
+		ev(event.EvTurnStart, event.TurnStart{Turn: 1}),
+		ev(event.EvRequestHeader, event.RequestHeader{Model: "m"}),
+		delta("Half **an"),
+		ev(event.EvRetryScheduled, event.RetryScheduled{Attempt: 1}),
+		ev(event.EvRequestHeader, event.RequestHeader{Model: "m"}),
+		delta("The answer is **12"),
+		delta("6**.\n\n| a |\n|--"),
+		delta("-|\n| 1 |"),
+		ev(event.EvAssistantMessage, event.AssistantMessage{Content: "The answer is **126**.\n\n| a |\n|---|\n| 1 |"}),
+		ev(event.EvTurnEnd, event.TurnEnd{Turn: 1, Reason: "error", Error: "boom"}),
+	} {
+		p.Live(l)
+	}
+	p.Finish()
+	if want := "Half **an\nThe answer is 126.\n\na\n─\n1\n"; out.String() != want {
+		t.Errorf("standard output %q, want %q", out.String(), want)
+	}
+	if got := notes.String(); !strings.Contains(got, "retry 1") || !strings.Contains(got, "(turn 1 ended: error: boom)") || strings.Contains(got, "answer") {
+		t.Errorf("standard error %q", got)
+	}
+}

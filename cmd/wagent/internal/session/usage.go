@@ -166,7 +166,11 @@ func PriceList(env *term.Env) func(model string, in, out int) (float64, bool) {
 // SessionRow is one line of wagent sessions: id, title, status, turns,
 // tokens, last activity.
 func SessionRow(s event.Summary, status string, now time.Time) []string {
-	return []string{s.ID, render.Compact(s.Title, 36), status, strconv.Itoa(s.Turns), shortCount(s.Usage.Total()), ago(now, s.LastActivity)}
+	title := s.Title
+	if s.Name != "" {
+		title = s.Name
+	}
+	return []string{s.ID, render.Compact(title, 36), status, strconv.Itoa(s.Turns), shortCount(s.Usage.Total()), ago(now, s.LastActivity)}
 }
 
 // PrintSessions prints the rows under a header, in columns.

@@ -34,8 +34,11 @@ type Env struct {
 	Getenv         func(string) string
 	// Interactive: standard input is a terminal, so approvals are asked.
 	Interactive bool
-	// Colour: standard output is a terminal.
+	// Colour: standard output is a terminal and NO_COLOR is not set.
 	Colour bool
+	// Terminal: standard output is a terminal (with colour or without):
+	// answers are drawn from their Markdown.
+	Terminal bool
 	// config is the config file once read (LoadConfig); copies of an Env
 	// share it.
 	config *loadedConfig
@@ -61,6 +64,17 @@ func (e *Env) LoadConfig() (*app.Config, error) {
 func IsTerminal(x any) bool {
 	f, ok := x.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// Width is the terminal's width in columns, 80 when x is no terminal or
+// does not say.
+func Width(x any) int {
+	if f, ok := x.(*os.File); ok {
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil && w > 0 {
+			return w
+		}
+	}
+	return 80
 }
 
 // PrintJSON writes v as one line of JSON.
