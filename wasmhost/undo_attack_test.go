@@ -86,6 +86,9 @@ func TestUndoThroughTheHostStaysInTheMount(t *testing.T) {
 				t.Errorf("/undo answered %q; want a refusal naming a.txt", reply)
 			}
 			if kind == "link out" {
+				if !strings.Contains(reply, "cannot be reached") {
+					t.Errorf("/undo of a link out: %q", reply)
+				}
 				if b, _ := os.ReadFile(secret); string(b) != "agent\n" {
 					t.Errorf("the file outside the mount was changed: %q", b)
 				}

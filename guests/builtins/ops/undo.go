@@ -201,6 +201,8 @@ func (cfg *filesConfig) undo(c *pdk.Call) string {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return fmt.Sprintf("cannot undo: %s was removed since this session last wrote it; nothing was restored", name)
+		case errors.Is(err, fs.ErrPermission):
+			return fmt.Sprintf("cannot undo: %s cannot be reached (a link out of the project put in its place?); nothing was restored", name)
 		case err != nil:
 			return fmt.Sprintf("cannot undo: %s: %v; nothing was restored", name, unwrapPath(err))
 		case st.IsDir() || notRegular(name, st) != nil:
