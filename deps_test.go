@@ -107,7 +107,7 @@ var layers = []struct {
 	layer    int
 	prefixes []string
 }{
-	{0, []string{"store", "hostabi", "internal/procbox", "internal/confine", "internal/sse"}},
+	{0, []string{"store", "hostabi", "internal/procbox", "internal/confine", "internal/sse", "internal/textedit"}},
 	{1, []string{"event"}},
 	{2, []string{"engine", "engine/provider"}},
 	{3, []string{"engine/session"}},

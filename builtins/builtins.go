@@ -88,11 +88,15 @@ func (bundles) Names() []string { return pipeline.BundleBuiltins{Wasm: module, O
 
 func (bundles) ArgChecks(op string) []wasmhost.ArgCheck { return checks[op] }
 
+func (bundles) PreviewFor(op string, config json.RawMessage) wasmhost.PreviewFunc {
+	return preview(op, config)
+}
+
 func (bundles) Narrow(names []string) pipeline.Builtins {
 	if w := ModuleFor(names); &w[0] == &core[0] {
-		return pipeline.BundleBuiltins{Wasm: core, Ops: CoreNames, Checks: checks}
+		return pipeline.BundleBuiltins{Wasm: core, Ops: CoreNames, Checks: checks, Preview: preview}
 	}
-	return pipeline.BundleBuiltins{Wasm: module, Ops: Names, Checks: checks}
+	return pipeline.BundleBuiltins{Wasm: module, Ops: Names, Checks: checks, Preview: preview}
 }
 
 // Parts are the parts of the default pipeline a person can turn off (the

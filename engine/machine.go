@@ -272,8 +272,45 @@ func (m *Machine) State() *event.State { return m.st.Clone() }
 // through it while the machine runs is folded at its next transition.
 func (m *Machine) Inbox() *Inbox { return m.lg }
 
-// Summary is event.Summarize of the machine's state (without copying it).
-func (m *Machine) Summary() event.Summary { return event.Summarize(m.st) }
+// Summary is event.Summarize of the machine's state (without copying it),
+// with what the pipeline knows: the permission mode of the op that owns
+// /mode (its note "mode", else its config's mode, else ask) and, for each
+// waiting call whose owner's host can show it (Previewer), what the call
+// would change.
+func (m *Machine) Summary() event.Summary {
+	sum := event.Summarize(m.st)
+	sum.Mode = m.mode()
+	for i := range sum.Waiting {
+		w := &sum.Waiting[i]
+		if op, _, ok := m.cfg.Pipeline.Lookup(w.Owner); ok {
+			if p, ok := op.(Previewer); ok {
+				w.Preview = p.Preview(w.Name, w.Arguments)
+			}
+		}
+	}
+	return sum
+}
+
+// mode is the permission mode of the op that owns /mode ("" when none
+// does).
+func (m *Machine) mode() string {
+	i, ok := m.cfg.Pipeline.commandOwner("mode")
+	if !ok {
+		return ""
+	}
+	op, man := m.cfg.Pipeline.Op(i)
+	if v := m.st.Notes[man.Name]["mode"]; v != "" {
+		return v
+	}
+	if c, ok := op.(Configured); ok {
+		if raw, ok := hostabi.Field(c.Config(), "mode"); ok {
+			if v, err := hostabi.String(raw); err == nil && v != "" {
+				return v
+			}
+		}
+	}
+	return "ask"
+}
 
 // Turn is the number of the last turn started (0 before the first).
 func (m *Machine) Turn() int { return m.st.Turn }

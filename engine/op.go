@@ -42,6 +42,21 @@ type GrantChecker interface {
 	CheckGrants(tool string, args json.RawMessage) error
 }
 
+// A Previewer is an Operation whose host can show what a call of one of
+// its tools would change before a person decides it (a unified diff of
+// the file a write would make): event.WaitingCall.Preview. Like
+// CheckGrants it is the host's, runs nothing of the op and changes
+// nothing; "" means it cannot tell.
+type Previewer interface {
+	Preview(tool string, args json.RawMessage) string
+}
+
+// A Configured is an Operation that tells its config from the pipeline
+// (the summary reads the approval op's mode from it).
+type Configured interface {
+	Config() json.RawMessage
+}
+
 // Reader gives an op what its view does not carry, on demand. Its cost does
 // not grow with the conversation. It is valid only during the Handle call it
 // was passed to.

@@ -53,6 +53,9 @@ func Summarize(st *State) Summary {
 		sum.Status, sum.Error = StatusError, st.LastEnd.Error
 	}
 	sum.Name = st.Name
+	// The built-in approval op's mode set at run time; the engine, which
+	// knows the pipeline, says the configured one too.
+	sum.Mode = st.Notes["approval"]["mode"]
 	return sum
 }
 

@@ -270,6 +270,18 @@ type GrantChecks interface {
 	ArgChecks(op string) []wasmhost.ArgCheck
 }
 
+// A Previews is Builtins that can show, for some of its ops, what a call
+// would change before a person decides it (wasmhost.Config.Preview): the
+// host reads the files through the op's mounts, applying what it knows
+// the op does. Build gives them to the ops a pipeline names as
+// builtin:NAME.
+type Previews interface {
+	Builtins
+	// PreviewFor returns the preview of the named op run with config
+	// (none: nil).
+	PreviewFor(op string, config json.RawMessage) wasmhost.PreviewFunc
+}
+
 // builtinsFor narrows b to the built-ins ops name (the fallback among
 // them unless noFallback), if b is a Narrower.
 func builtinsFor(b Builtins, ops []OpSpec) Builtins {
@@ -298,10 +310,20 @@ type BundleBuiltins struct {
 	Ops  []string
 	// Checks are the grant checks of its ops, by op name (GrantChecks).
 	Checks map[string][]wasmhost.ArgCheck
+	// Preview makes the previews of its ops (Previews; nil: none).
+	Preview func(op string, config json.RawMessage) wasmhost.PreviewFunc
 }
 
 // ArgChecks returns the grant checks of the named op.
 func (b BundleBuiltins) ArgChecks(op string) []wasmhost.ArgCheck { return b.Checks[op] }
+
+// PreviewFor returns the preview of the named op, if it has one.
+func (b BundleBuiltins) PreviewFor(op string, config json.RawMessage) wasmhost.PreviewFunc {
+	if b.Preview == nil {
+		return nil
+	}
+	return b.Preview(op, config)
+}
 
 // Lookup returns the bundle and the op's name in it.
 func (b BundleBuiltins) Lookup(name string) ([]byte, string, bool) {
@@ -439,7 +461,11 @@ func (s *Spec) Build(ctx context.Context, o Options) (*Loaded, error) {
 		if gc, ok := o.Builtins.(GrantChecks); ok && spec.Module == nil && strings.HasPrefix(spec.Use, BuiltinPrefix) {
 			checks = gc.ArgChecks(opName)
 		}
-		op, err := o.Runtime.NewOp(mod, wasmhost.Config{Op: opName, Config: spec.Config, Limits: spec.Limits, Grants: grants, Checks: checks})
+		var preview wasmhost.PreviewFunc
+		if pv, ok := o.Builtins.(Previews); ok && spec.Module == nil && strings.HasPrefix(spec.Use, BuiltinPrefix) {
+			preview = pv.PreviewFor(opName, spec.Config)
+		}
+		op, err := o.Runtime.NewOp(mod, wasmhost.Config{Op: opName, Config: spec.Config, Limits: spec.Limits, Grants: grants, Checks: checks, Preview: preview})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", at, err)
 		}

@@ -200,7 +200,7 @@ func TestConfigCheckedAtLoad(t *testing.T) {
 		{"unknown key", "ops:\n  - use: builtin:retry\n  - use: builtin:max-turns\n    config: {max_step: 3}\n",
 			`pipeline p.yaml:3: op 2 (builtin:max-turns): op max-turns: config: unknown key "max_step" (known keys: max_steps)`},
 		{"not a mode", "ops:\n  - use: builtin:approval\n    config: {mode: askk}\n",
-			`pipeline p.yaml:2: op 1 (builtin:approval): op approval: config: at /mode: value must be one of 'ask', 'auto', 'deny'`},
+			`pipeline p.yaml:2: op 1 (builtin:approval): op approval: config: at /mode: value must be one of 'ask', 'edits', 'plan', 'auto', 'deny'`},
 		{"unknown key in a rule", "ops:\n  - use: builtin:approval\n    config: {ask: [{tool: shell, argument: command, match: rm}]}\n",
 			`op approval: config: at /ask/0: unknown key "argument" (known keys: arg, destructive, match, open_world, read_only, server, tool)`},
 		{"out of range", "ops:\n  - use: builtin:retry\n    config: {attempts: 3, max_ms: 100000000000}\n",

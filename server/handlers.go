@@ -210,6 +210,13 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no session %q in this store (GET /v1/sessions lists them)", id))
 		return
 	}
+	if sum.Status == "waiting" && !s.remote() {
+		// The previews of the waiting calls (what a write would change)
+		// need the session's pipeline: open it, as a decision would.
+		if sess, err := s.host.Open(r.Context(), id); err == nil {
+			out.Summary, out.Commands = sess.Summary(), s.commands(id)
+		}
+	}
 	if err == nil {
 		var c event.SessionCreated
 		if json.Unmarshal(evs[0].Data, &c) == nil {

@@ -61,6 +61,8 @@ func runCallAll(t testing.TB, o *Op, tool, args string) (hostabi.Effect, []strin
 			res = append(res, e)
 		case hostabi.KindLog:
 			logs = append(logs, e.Text)
+		case hostabi.KindNote:
+			// files records the change a write made, for /undo.
 		default:
 			t.Fatalf("unexpected effect %+v", e)
 		}

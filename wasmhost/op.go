@@ -82,20 +82,31 @@ type Config struct {
 	// before a call is put to anyone (CheckGrants): the pipeline's
 	// knowledge of what the op does with them, never the module's word.
 	Checks []ArgCheck
+	// Preview shows what a call of one of the op's tools would change
+	// (engine.Previewer), read through the op's mounts by the host: the
+	// pipeline's knowledge of a built-in, never the module's word. Nil:
+	// no preview.
+	Preview PreviewFunc
 }
+
+// PreviewFunc returns what a call of tool with args would change, read
+// through mounts (the op's, requested ∩ granted), or "" when it cannot
+// tell. It must change nothing and never block on a file.
+type PreviewFunc func(mounts []Mount, tool string, args json.RawMessage) string
 
 // Op adapts a module to engine.Operation. It is safe for concurrent use:
 // each call takes an instance from the pool, and an instance that faulted
 // is discarded, never reused.
 type Op struct {
-	mod    *Module
-	man    *hostabi.Manifest
-	config json.RawMessage
-	limits Limits
-	caps   *capabilities
-	checks []ArgCheck
-	pool   *pool
-	web    webClient // outbound HTTP, made on first use
+	mod     *Module
+	man     *hostabi.Manifest
+	config  json.RawMessage
+	limits  Limits
+	caps    *capabilities
+	checks  []ArgCheck
+	preview PreviewFunc
+	pool    *pool
+	web     webClient // outbound HTTP, made on first use
 }
 
 var _ engine.Operation = (*Op)(nil)
@@ -150,7 +161,7 @@ func (r *Runtime) NewOp(m *Module, cfg Config) (*Op, error) {
 	if err := checkArgChecks(man, cfg.Checks); err != nil {
 		return nil, err
 	}
-	o := &Op{mod: m, man: man, config: cfg.Config, limits: lim, caps: caps, checks: slices.Clone(cfg.Checks)}
+	o := &Op{mod: m, man: man, config: cfg.Config, limits: lim, caps: caps, checks: slices.Clone(cfg.Checks), preview: cfg.Preview}
 	p, err := r.poolFor(m, man, lim.MemoryPages, caps.mounts)
 	if err != nil {
 		return nil, err
@@ -158,6 +169,20 @@ func (r *Runtime) NewOp(m *Module, cfg Config) (*Op, error) {
 	o.pool = p
 	return o, nil
 }
+
+// Preview returns what a call of tool with args would change, as the
+// op's Config.Preview shows it ("" without one).
+func (o *Op) Preview(tool string, args json.RawMessage) string {
+	if o.preview == nil {
+		return ""
+	}
+	return o.preview(o.caps.mounts, tool, args)
+}
+
+var _ engine.Previewer = (*Op)(nil)
+
+// Config returns the op's config from the pipeline.
+func (o *Op) Config() json.RawMessage { return o.config }
 
 // Manifest returns the module's manifest.
 func (o *Op) Manifest() *hostabi.Manifest { return o.man }

@@ -177,6 +177,7 @@ func newApp(env *cliEnv) *cli.App {
 			inputCommand(env, "send"),
 			inputCommand(env, "steer"),
 			cancelCommand(env),
+			undoCommand(env),
 			stepCommand(env),
 			logCommand(env),
 			sessionsCommand(env),

@@ -16,7 +16,7 @@ func chatCommand(env *cliEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "chat",
 		Usage: "talk with an agent at the terminal: a new session, or SESSION again",
-		UsageText: `wagent chat [SESSION] [--profile NAME] [--model M] [--system TEXT|@FILE] [flags of run]
+		UsageText: `wagent chat [SESSION] [--mode ask|edits|plan|auto] [--profile NAME] [--model M] [--system TEXT|@FILE] [flags of run]
 
 Type a prompt and press Enter; the answer streams as it arrives. Calls that wait
 for a decision are asked inline (y/n/always/explain). /help lists the commands.
@@ -30,7 +30,7 @@ Examples:
    wagent chat --resume            # pick a session (type to search)`,
 		Flags: append([]cli.Flag{storeFlag, &cli.StringFlag{Name: "session", Usage: "session `ID` to continue or create (as the argument)"},
 			&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue the session with the latest activity that was started in this folder"},
-			&cli.BoolFlag{Name: "resume", Aliases: []string{"r"}, Usage: "with no SESSION, pick one from a list (type to search, arrows, Enter)"}}, providerFlags...),
+			&cli.BoolFlag{Name: "resume", Aliases: []string{"r"}, Usage: "with no SESSION, pick one from a list (type to search, arrows, Enter)"}, modeFlag}, providerFlags...),
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 0, 1, "[SESSION]"); err != nil {
 				return err

@@ -27,6 +27,9 @@ func decideCommand(env *cliEnv, verb string) *cli.Command {
 		Usage: map[bool]string{true: "allow tool calls a session is waiting on", false: "deny tool calls a session is waiting on"}[allow],
 		UsageText: fmt.Sprintf(`wagent %[1]s SESSION [CALL...] [--all] [--always] [--note TEXT]
 
+With no CALL and no --all, the waiting calls are listed with what each would
+change (a write_file or edit_file as a unified diff), and nothing is decided.
+
 CALL is a waiting call's key (turn.step.index, as wagent log and the prompts
 show it), or the id the model gave it when no other waiting call has that id.
 
@@ -46,14 +49,18 @@ Examples:
 			}
 			id := c.Args().First()
 			ids := c.Args().Slice()[1:]
-			if len(ids) == 0 && !c.Bool("all") {
-				return fail(exitUsage, "name the calls to %s, or pass --all", verb)
-			}
 			if err := store.ValidSessionID(id); err != nil {
 				return fail(exitUsage, "%v", err)
 			}
 			ctx := context.Background()
-			cn, err := connect(ctx, c, env, session.ModeRecord)
+			listing := len(ids) == 0 && !c.Bool("all")
+			mode := session.ModeRecord
+			if listing {
+				// The previews need the session's pipeline, which only an
+				// owner that runs sessions loads.
+				mode = session.ModeDrive
+			}
+			cn, err := connect(ctx, c, env, mode)
 			if err != nil {
 				return err
 			}
@@ -61,6 +68,11 @@ Examples:
 			info, err := cn.Client.Session(ctx, id)
 			if err != nil {
 				return session.APIFail(err)
+			}
+			if listing {
+				// No calls named: list the waiting ones, with what each
+				// would change, and decide nothing.
+				return listWaiting(env, id, verb, info.Waiting)
 			}
 			calls, err := pickCalls(id, info.Waiting, ids, c.Bool("all"))
 			if err != nil {
@@ -101,6 +113,20 @@ Examples:
 			return nil
 		},
 	}
+}
+
+// listWaiting prints a session's waiting calls, each with its preview
+// (the diff a write would make), and how to decide them.
+func listWaiting(env *cliEnv, id, verb string, waiting []event.WaitingCall) error {
+	if len(waiting) == 0 {
+		return fail(exitFailure, "session %s is not waiting for a decision", id)
+	}
+	for _, w := range waiting {
+		render.Fprintf(env.Stdout, "%s %s %s\n", w.ID, session.CallTitle(w), render.Arguments(w.Arguments, 120))
+		session.PrintPreview(env.Stdout, w.Preview, "    ")
+	}
+	render.Fprintf(env.Stdout, "%s them with: wagent %s %s CALL... (or --all)\n", strings.ToUpper(verb[:1])+verb[1:], verb, id)
+	return nil
 }
 
 // pickCalls finds the waiting calls named by keys (or by the model's id,

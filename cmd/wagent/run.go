@@ -27,11 +27,15 @@ var providerFlags = []cli.Flag{
 	&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line (live events and log events)"},
 }
 
+// modeFlag sets the session's permission mode before the first prompt
+// (the approval op's /mode, recorded in the log).
+var modeFlag = &cli.StringFlag{Name: "mode", Usage: "permission `MODE`: ask (a person decides writes and commands), edits (file edits go through), plan (read-only: writes and commands refused) or auto (what the grants allow runs); recorded in the log, /mode switches it"}
+
 func runCommand(env *cliEnv) *cli.Command {
 	return &cli.Command{
 		Name:  "run",
 		Usage: "start or continue a session and stream what happens",
-		UsageText: `wagent run [--session ID] [--profile NAME] [--pipeline FILE] [--provider openai|anthropic|script] [--model M] [--system TEXT|@FILE] [--json] [--detach] [PROMPT | -]
+		UsageText: `wagent run [--session ID] [--mode ask|edits|plan|auto] [--profile NAME] [--pipeline FILE] [--provider openai|anthropic|script] [--model M] [--system TEXT|@FILE] [--json] [--detach] [PROMPT | -]
 
 The prompt is the argument, or standard input (- or a pipe); at a terminal with
 no prompt, run is wagent chat. Defaults come from the config file (wagent config show).
@@ -54,7 +58,7 @@ Examples:
    wagent run --session 20261130-a1b2c3 "and now subtract 2"
    wagent run --store nats://127.0.0.1:4222 --detach --model gpt-4o-mini --api-key-env OPENAI_API_KEY "hello"`,
 		Flags: append([]cli.Flag{storeFlag, &cli.StringFlag{Name: "session", Usage: "session `ID` to continue or create (default: a new one)"},
-			&cli.BoolFlag{Name: "detach", Usage: "queue the prompt, wake the session and print its id without waiting for it"}}, providerFlags...),
+			&cli.BoolFlag{Name: "detach", Usage: "queue the prompt, wake the session and print its id without waiting for it"}, modeFlag}, providerFlags...),
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 0, 1, "[flags] [PROMPT | -]"); err != nil {
 				return err
@@ -170,6 +174,10 @@ func sessionStore(c *cli.Context, env *cliEnv) (session.Store, error) {
 
 // sessionCommand is what package session needs of command c.
 func sessionCommand(c *cli.Context, env *cliEnv) session.Command {
-	return session.Command{Env: env, Name: c.Command.Name, Version: version,
+	mode := ""
+	if c.Command.Name == "run" || c.Command.Name == "chat" {
+		mode = c.String("mode")
+	}
+	return session.Command{Env: env, Name: c.Command.Name, Version: version, Mode: mode,
 		Resolve: func() (*app.Sources, error) { return newResolver(c, env) }}
 }

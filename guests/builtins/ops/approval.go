@@ -20,8 +20,9 @@ type Op = pdk.Op
 //
 // Config:
 //
-//	mode:  ask | auto | deny   what happens to a call no rule decides
-//	                           (default ask: a person decides)
+//	mode:  ask | edits | plan | auto | deny
+//	                           what happens to a call no rule decides
+//	                           (default ask: a person decides; modes.go)
 //	allow: [GLOB, …]           tool names allowed without asking ("calc_*")
 //	deny:  [GLOB | RULE, …]    calls always denied
 //	ask:   [RULE, …]           calls a person decides
@@ -55,8 +56,10 @@ type Op = pdk.Op
 // ask by default: reads allowed, writes and commands asked.
 //
 // Calls no op owns are left alone: nothing would run them. Precedence:
-// deny, then ask rules, then a remembered "always" decision, then allow,
-// then the built-ins' reads, then the mode. A person's "always" decision is remembered by the host as
+// deny, then plan mode's refusal of what is not read-only, then ask
+// rules, then a remembered "always" decision, then allow, then the
+// built-ins' reads, then the mode. The mode set at run time (/mode, kept
+// as this op's note "mode") wins over the config's. A person's "always" decision is remembered by the host as
 // this op's note "always/TOOL" (allow or deny) and applies to later calls
 // of that tool in the session. The host checks the config against the
 // schema below when the pipeline loads.
@@ -66,16 +69,18 @@ func Approval() Op {
 		`"dependentRequired":{"arg":["match"],"match":["arg"]}}`
 	return Op{
 		Manifest: hostabi.Manifest{
-			Name:    "approval",
-			Version: "1.1.0",
-			Guard:   true,
-			ConfigSchema: strictSchema(`"mode":{"enum":["ask","auto","deny"]},` +
+			Name:     "approval",
+			Version:  "1.2.0",
+			Guard:    true,
+			Commands: []string{"mode"},
+			ConfigSchema: strictSchema(`"mode":{"enum":["ask","edits","plan","auto","deny"]},` +
 				`"allow":{"type":"array","items":{"type":"string"}},` +
 				`"deny":{"type":"array","items":{"anyOf":[{"type":"string"},` + rule + `]}},` +
 				`"ask":{"type":"array","items":` + rule + `},` +
 				`"reads":{"enum":["allow","ask"]}`),
 		},
-		Tool: approve,
+		Tool:    approve,
+		Command: modeCommand,
 	}
 }
 
@@ -136,10 +141,8 @@ func parseApproval(raw []byte) (approvalConfig, error) {
 	if c.Mode == "" {
 		c.Mode = "ask"
 	}
-	switch c.Mode {
-	case "ask", "auto", "deny":
-	default:
-		return c, fmt.Errorf("approval: mode %q is not ask, auto or deny", c.Mode)
+	if _, ok := modes[c.Mode]; !ok {
+		return c, fmt.Errorf("approval: mode %q is not ask, edits, plan, auto or deny", c.Mode)
 	}
 	rules := make([]*rule, 0, len(c.Ask)+len(c.Deny))
 	for i := range c.Ask {
@@ -278,6 +281,10 @@ func judge(c *pdk.Call, cfg *approvalConfig, call *hostabi.PendingCall) (string,
 			return "deny", "on the deny list"
 		}
 	}
+	mode := currentMode(c, cfg)
+	if mode == "plan" && !readOnly(call) {
+		return "deny", planRefusal(call)
+	}
 	for i := range cfg.Ask {
 		if cfg.Ask[i].applies(call) {
 			return "ask", ""
@@ -297,11 +304,15 @@ func judge(c *pdk.Call, cfg *approvalConfig, call *hostabi.PendingCall) (string,
 	if cfg.Reads != "ask" && builtinRead(call) {
 		return "allow", "a read of the built-in " + call.Owner
 	}
-	switch cfg.Mode {
+	switch mode {
 	case "auto":
 		return "allow", "allowed by mode auto"
 	case "deny":
 		return "deny", "denied by mode deny"
+	case "edits":
+		if isFileEdit(call) {
+			return "allow", "allowed by mode edits"
+		}
 	}
 	return "ask", ""
 }

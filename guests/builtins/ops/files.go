@@ -17,6 +17,7 @@ import (
 
 	"github.com/wagent/wagent/guests/pdk"
 	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/internal/textedit"
 )
 
 // Files gives the model a project's files through a read-write mount
@@ -36,6 +37,10 @@ import (
 // it (the host refuses to open one: a FIFO's open would wait for a writer
 // for ever); grep passes over them, and list_dir and glob mark them.
 //
+// Every change write_file and edit_file make is recorded in the log (the
+// op's notes, undo.go): /undo [--turn N] puts the files back as they were
+// before the turn, refusing when one changed since.
+//
 // Config: dir [/work] (the mount), max_read_bytes [262144] (what one
 // result may hold), max_results [500] (entries, files or matches), skip
 // [.git, node_modules] (directories glob and grep do not enter).
@@ -45,7 +50,8 @@ func Files() Op {
 	return Op{
 		Manifest: hostabi.Manifest{
 			Name:         "files",
-			Version:      "1.0.0",
+			Version:      "1.1.0",
+			Commands:     []string{"undo"},
 			Capabilities: hostabi.Capabilities{Mounts: []hostabi.GuestMount{{Path: "/work", Write: true}}},
 			ConfigSchema: strictSchema(`"dir":{"type":"string","pattern":"^/"},` +
 				`"max_read_bytes":{"type":"integer","minimum":1024,"maximum":1048576},` +
@@ -64,6 +70,7 @@ func Files() Op {
 			pdk.Tool(hostabi.ToolSpec{Name: "glob", Annotations: ro, Description: "Find files whose path matches a pattern: * matches within a name, ** any number of directories (**/*.go)."}, globFiles, pdk.Idempotent()),
 			pdk.Tool(hostabi.ToolSpec{Name: "grep", Annotations: ro, Description: "Search file contents with a regular expression (Go syntax); answers path:line: text for each matching line."}, grepFiles, pdk.Idempotent()),
 		},
+		Command: undo,
 	}
 }
 
@@ -89,20 +96,7 @@ func filesConf(c *pdk.Call) (*filesConfig, error) { return filesCache.get(c.RawC
 
 // resolve turns a path the model gave (relative to the project, or
 // absolute inside it) into the guest path, refusing one outside.
-func (cfg *filesConfig) resolve(p string) (string, error) {
-	if p == "" {
-		p = "."
-	}
-	full := p
-	if !path.IsAbs(p) {
-		full = path.Join(cfg.Dir, p)
-	}
-	full = path.Clean(full)
-	if full != cfg.Dir && !strings.HasPrefix(full, cfg.Dir+"/") {
-		return "", fmt.Errorf("%s is outside the project (%s): give a path inside it, relative to it", quoted(p), cfg.Dir)
-	}
-	return full, nil
-}
+func (cfg *filesConfig) resolve(p string) (string, error) { return textedit.Resolve(cfg.Dir, p) }
 
 // rel names a guest path as the model should: relative to the project.
 func (cfg *filesConfig) rel(full string) string {
@@ -290,10 +284,13 @@ func writeFile(c *pdk.Call, a writeArgs) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return cfg.write(a)
+	var ch changes
+	out, err := cfg.write(a, &ch)
+	ch.emit(c)
+	return out, err
 }
 
-func (cfg *filesConfig) write(a writeArgs) (string, error) {
+func (cfg *filesConfig) write(a writeArgs, ch *changes) (string, error) {
 	full, err := cfg.resolve(a.Path)
 	if err != nil {
 		return "", err
@@ -303,6 +300,8 @@ func (cfg *filesConfig) write(a writeArgs) (string, error) {
 	}
 	mode := fs.FileMode(0o644)
 	was := "a new file"
+	existed, kept := false, true
+	var before []byte
 	if st, err := os.Stat(full); err == nil {
 		if st.IsDir() {
 			return "", fmt.Errorf("%s is a directory", a.Path)
@@ -312,6 +311,12 @@ func (cfg *filesConfig) write(a writeArgs) (string, error) {
 		}
 		mode = st.Mode().Perm()
 		was = fmt.Sprintf("replaced %d bytes", st.Size())
+		existed = true
+		// What undo restores; a file over the cap is written all the
+		// same, its change recorded as one undo cannot take back.
+		if before, err = readInto(full, nil, maxUndoBytes); err != nil {
+			before, kept = nil, false
+		}
 	}
 	if err := os.MkdirAll(path.Dir(full), 0o755); err != nil {
 		return "", cfg.fileError(path.Dir(a.Path), err)
@@ -319,6 +324,7 @@ func (cfg *filesConfig) write(a writeArgs) (string, error) {
 	if err := os.WriteFile(full, []byte(a.Content), mode); err != nil {
 		return "", cfg.fileError(a.Path, err)
 	}
+	ch.record(full, existed, before, kept, mode, a.Content)
 	return fmt.Sprintf("wrote %d bytes to %s (%s)", len(a.Content), cfg.rel(full), was), nil
 }
 
@@ -339,19 +345,16 @@ func editFile(c *pdk.Call, a editArgs) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return cfg.edit(a)
+	var ch changes
+	out, err := cfg.edit(a, &ch)
+	ch.emit(c)
+	return out, err
 }
 
-func (cfg *filesConfig) edit(a editArgs) (string, error) {
+func (cfg *filesConfig) edit(a editArgs, ch *changes) (string, error) {
 	full, err := cfg.resolve(a.Path)
 	if err != nil {
 		return "", err
-	}
-	if a.Old == "" {
-		return "", errors.New("old_string is empty: to create a file, use write_file")
-	}
-	if a.Old == a.New {
-		return "", errors.New("old_string and new_string are the same: nothing would change")
 	}
 	st, err := os.Stat(full)
 	if err != nil {
@@ -365,30 +368,21 @@ func (cfg *filesConfig) edit(a editArgs) (string, error) {
 		return "", cfg.fileError(a.Path, err)
 	}
 	text := string(b)
-	count := strings.Count(text, a.Old)
+	ed, err := textedit.Edit{Old: a.Old, New: a.New, All: a.All}.Apply(text)
+	var amb *textedit.AmbiguousError
 	switch {
-	case count == 0:
+	case errors.Is(err, textedit.ErrNotFound):
 		return "", errors.New(nearMatches(a.Path, text, a.Old))
-	case count > 1 && !a.All:
-		var lines []string
-		for i, off := 0, 0; i < count && i < 10; i++ {
-			j := strings.Index(text[off:], a.Old)
-			lines = append(lines, strconv.Itoa(1+strings.Count(text[:off+j], "\n")))
-			off += j + len(a.Old)
-		}
-		return "", fmt.Errorf("old_string occurs %d times in %s (at lines %s): include more of the surrounding text so that it occurs once, or set replace_all", count, a.Path, strings.Join(lines, ", "))
+	case errors.As(err, &amb):
+		return "", errors.New(amb.In(a.Path))
+	case err != nil:
+		return "", err
 	}
-	at := strings.Index(text, a.Old)
-	line := 1 + strings.Count(text[:at], "\n")
-	var out string
-	if a.All {
-		out = strings.ReplaceAll(text, a.Old, a.New)
-	} else {
-		out = text[:at] + a.New + text[at+len(a.Old):]
-	}
+	out, count, line := ed.Text, ed.Count, ed.Line
 	if err := os.WriteFile(full, []byte(out), st.Mode().Perm()); err != nil {
 		return "", cfg.fileError(a.Path, err)
 	}
+	ch.record(full, true, b, len(b) <= maxUndoBytes, st.Mode().Perm(), out)
 	what := "1 occurrence"
 	if count > 1 {
 		what = fmt.Sprintf("%d occurrences", count)

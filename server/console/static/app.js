@@ -342,6 +342,19 @@
     args.tabIndex = 0;
     args.setAttribute('aria-label', 'Arguments');
     card.append(el('p', 'args-label', 'Arguments'), args);
+    if (call.preview) {
+      // What the call would change (a write's unified diff), as the owner
+      // read it through the op's mount; lines as text, never as markup.
+      const diff = el('pre', 'args diff');
+      for (const line of call.preview.replace(/\n$/, '').split('\n')) {
+        const c = line[0];
+        const cls = line.startsWith('@@') ? 'hunk' : c === '+' && !line.startsWith('+++') ? 'add' : c === '-' && !line.startsWith('---') ? 'del' : null;
+        diff.append(el('span', cls, line + '\n'));
+      }
+      diff.tabIndex = 0;
+      diff.setAttribute('aria-label', 'Changes');
+      card.append(el('p', 'args-label', 'Changes'), diff);
+    }
     const out = el('p', 'decide-status');
     out.setAttribute('role', 'status');
     // A denial can say why: the reason is the decision's note, and the

@@ -612,6 +612,10 @@ func (ch *chatter) command(ctx context.Context, line string) (done bool, err err
 		if _, ok := ch.commands[name]; ok || name == "compact" || name == "clear" {
 			return false, ch.turn(ctx, ch.send(ctx, line))
 		}
+		if name == "mode" {
+			render.Fprintln(out, "no approval op in this session's pipeline (builtin:approval): it has no permission modes to show or switch")
+			break
+		}
 		render.Fprintf(out, "no command /%s; /help lists them (start a line with // to send one that begins with /)\n", name)
 	}
 	return false, nil

@@ -44,6 +44,9 @@ type Command struct {
 	// Resolve resolves the settings from the command's flags, the
 	// environment and the config file.
 	Resolve func() (*app.Sources, error)
+	// Mode is the permission mode --mode asks for ("": none): OpenSession
+	// sends /mode MODE before any prompt (SetMode).
+	Mode string
 }
 
 // DriveOptions are what wagent run and wagent resume are given.
@@ -149,6 +152,9 @@ func Drive(o DriveOptions) error {
 // session, flags (and an explicit --profile) that change its recorded
 // settings are recorded as pipeline/changed.
 func OpenSession(ctx context.Context, cmd Command, cl *server.Client, id string, create bool) (*server.Session, bool, error) {
+	if err := CheckMode(cmd.Mode); err != nil {
+		return nil, false, err
+	}
 	info, isNew, err := openSessionOnce(ctx, cmd, cl, id, create)
 	if id != "" && create && server.IsCode(err, server.CodeExists) {
 		// A second command naming the same new session created it first:
@@ -169,6 +175,9 @@ func OpenSession(ctx context.Context, cmd Command, cl *server.Client, id string,
 	}
 	if server.IsCode(err, server.CodeExists) {
 		err = APIFail(err)
+	}
+	if err == nil && cmd.Mode != "" {
+		err = SetMode(ctx, cl, info, cmd.Mode)
 	}
 	return info, isNew, err
 }
@@ -209,6 +218,9 @@ func openSessionOnce(ctx context.Context, cmd Command, cl *server.Client, id str
 			return nil, false, err
 		}
 		if err := s.Check(); err != nil {
+			return nil, false, err
+		}
+		if err := modeFits(cmd.Mode, s.Pipeline, id); err != nil {
 			return nil, false, err
 		}
 		raw, _ := json.Marshal(s)

@@ -288,6 +288,7 @@ func (p *Printer) Waiting(calls []event.WaitingCall) {
 	render.Fprintf(p.NotesW, "session %s is waiting for approval of %d call(s):\n", p.id, len(calls))
 	for _, c := range calls {
 		render.Fprintf(p.NotesW, "  %s  %s %s\n", c.ID, CallTitle(c), render.Arguments(c.Arguments, 120))
+		PrintPreview(p.NotesW, c.Preview, "      ")
 	}
 	render.Fprintf(p.NotesW, "answer with:\n  wagent approve %s %s   (or --all, --always)\n  wagent deny %s %s\nthen: wagent resume %s\n",
 		p.id, calls[0].ID, p.id, calls[0].ID, p.id)
@@ -296,6 +297,17 @@ func (p *Printer) Waiting(calls []event.WaitingCall) {
 func (p *Printer) WaitingIDs(st *event.State) {
 	if calls := event.WaitingCalls(st); len(calls) > 0 {
 		p.Waiting(calls)
+	}
+}
+
+// PrintPreview prints what a waiting call would change (WaitingCall.Preview,
+// a unified diff or one line), each line indented.
+func PrintPreview(w io.Writer, preview, indent string) {
+	if preview == "" {
+		return
+	}
+	for _, l := range strings.Split(strings.TrimRight(preview, "\n"), "\n") {
+		render.Fprintf(w, "%s%s\n", indent, l)
 	}
 }
 

@@ -1,0 +1,266 @@
+package ops
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/wagent/wagent/guests/pdk"
+)
+
+// Undo. Every change write_file and edit_file make is recorded as the
+// files op's notes, in the same append as the call's result, so the log
+// holds what undo needs and a replay sees it:
+//
+//	undo/turns   the turns whose changes can still be undone, "3 5 8"
+//	undo/T       how many changes turn T made, "2"
+//	undo/T/K     change K (from 1) of turn T, JSON (change below)
+//	undone/T     the turn whose /undo took turn T back, "9"
+//
+// The host lets an op read a note by key and offers no listing, hence the
+// index notes. The content before a change is kept up to maxUndoBytes
+// (base64, so a note stays well inside one log event, 1 MiB); a change to
+// a larger file is recorded as one undo cannot take back.
+//
+// /undo [--turn N] restores every file changed in turns ≥ N (default: the
+// latest turn with changes not undone yet) as it was before turn N, and
+// removes the files those turns created. It refuses, restoring nothing,
+// when a file's content is no longer what the session last wrote (someone
+// changed it since) or its earlier content was not kept.
+
+// maxUndoBytes is the largest file whose content before a change is kept.
+const maxUndoBytes = 256 << 10
+
+// change is one recorded change (the value of note undo/T/K).
+type change struct {
+	Path    string `json:"path"`             // the guest path
+	Existed bool   `json:"existed"`          // the file was there before
+	Before  string `json:"before,omitempty"` // its content, base64
+	Kept    bool   `json:"kept"`             // Before holds it (under the cap)
+	Mode    uint32 `json:"mode,omitempty"`   // its permissions
+	After   string `json:"after"`            // sha256 of what was written, hex
+	Size    int    `json:"size,omitempty"`   // the length of what was written
+}
+
+// changes collects what one call changed (a nil *changes records nothing).
+type changes struct{ list []change }
+
+func (ch *changes) record(full string, existed bool, before []byte, kept bool, mode fs.FileMode, after string) {
+	if ch == nil {
+		return
+	}
+	c := change{Path: full, Existed: existed, Kept: kept, Mode: uint32(mode), After: hashOf([]byte(after)), Size: len(after)}
+	if existed && kept {
+		c.Before = base64.StdEncoding.EncodeToString(before)
+	}
+	ch.list = append(ch.list, c)
+}
+
+func hashOf(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// emit writes the call's changes as notes of the open turn.
+func (ch *changes) emit(c *pdk.Call) {
+	if len(ch.list) == 0 || c.View.Turn == 0 {
+		return
+	}
+	turn := strconv.Itoa(c.View.Turn)
+	n := 0
+	if v, ok := c.Note("undo/" + turn); ok {
+		n, _ = strconv.Atoi(v)
+	}
+	for _, x := range ch.list {
+		n++
+		b, _ := json.Marshal(x)
+		c.SetNote("undo/"+turn+"/"+strconv.Itoa(n), string(b))
+	}
+	c.SetNote("undo/"+turn, strconv.Itoa(n))
+	turns := undoTurns(c)
+	if !slices.Contains(turns, c.View.Turn) {
+		c.SetNote("undo/turns", joinTurns(append(turns, c.View.Turn)))
+	}
+}
+
+func undoTurns(c *pdk.Call) []int {
+	v, _ := c.Note("undo/turns")
+	var out []int
+	for _, f := range strings.Fields(v) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func joinTurns(turns []int) string {
+	s := make([]string, len(turns))
+	for i, t := range turns {
+		s[i] = strconv.Itoa(t)
+	}
+	return strings.Join(s, " ")
+}
+
+// parseUndoArgs reads "" or "--turn N" (also "--turn=N" and "N").
+func parseUndoArgs(args string) (int, error) {
+	f := strings.Fields(strings.ReplaceAll(args, "=", " "))
+	switch {
+	case len(f) == 0:
+		return 0, nil
+	case len(f) == 2 && (f[0] == "--turn" || f[0] == "-turn"):
+		f = f[1:]
+	case len(f) != 1:
+		return 0, errors.New("usage: /undo [--turn N]")
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("/undo: turn %q is not a turn number (usage: /undo [--turn N])", f[0])
+	}
+	return n, nil
+}
+
+// undo answers /undo.
+func undo(c *pdk.Call) error {
+	cfg, err := filesConf(c)
+	if err != nil {
+		return err
+	}
+	c.Reply(cfg.undo(c))
+	return nil
+}
+
+// target is one file undo puts back: its state before the first undone
+// change, and the hash the session last wrote.
+type target struct {
+	first change
+	turn  int // of first
+	last  string
+}
+
+func (cfg *filesConfig) undo(c *pdk.Call) string {
+	from, err := parseUndoArgs(c.View.Command.Args)
+	if err != nil {
+		return err.Error()
+	}
+	turns := undoTurns(c)
+	if from == 0 {
+		if len(turns) == 0 {
+			return "nothing to undo: no turn of this session changed files with write_file or edit_file, or their changes were undone already"
+		}
+		from = turns[len(turns)-1]
+	} else if by, ok := c.Note("undone/" + strconv.Itoa(from)); ok {
+		return fmt.Sprintf("turn %d's file changes were undone already (by /undo in turn %s)", from, by)
+	}
+	var undoing []int
+	for _, t := range turns {
+		if t >= from {
+			undoing = append(undoing, t)
+		}
+	}
+	if len(undoing) == 0 {
+		return fmt.Sprintf("nothing to undo: no turn from %d on changed files with write_file or edit_file", from)
+	}
+	// Gather each file's state before the first change and the session's
+	// last write, in order.
+	var order []string
+	files := map[string]*target{}
+	for _, t := range undoing {
+		ts := strconv.Itoa(t)
+		v, _ := c.Note("undo/" + ts)
+		n, _ := strconv.Atoi(v)
+		for k := 1; k <= n; k++ {
+			raw, ok := c.Note("undo/" + ts + "/" + strconv.Itoa(k))
+			var x change
+			if !ok || json.Unmarshal([]byte(raw), &x) != nil {
+				return fmt.Sprintf("cannot undo: the record of change %d of turn %d is missing or damaged; nothing was restored", k, t)
+			}
+			if tg, ok := files[x.Path]; ok {
+				tg.last = x.After
+				continue
+			}
+			files[x.Path] = &target{first: x, turn: t, last: x.After}
+			order = append(order, x.Path)
+		}
+	}
+	// Refuse before touching anything.
+	for _, p := range order {
+		tg, name := files[p], cfg.rel(p)
+		if tg.first.Existed && !tg.first.Kept {
+			return fmt.Sprintf("cannot undo: %s was over %d KiB before turn %d, so its content was not kept; nothing was restored", name, maxUndoBytes>>10, tg.turn)
+		}
+		st, err := os.Stat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return fmt.Sprintf("cannot undo: %s was removed since this session last wrote it; nothing was restored", name)
+		case errors.Is(err, fs.ErrPermission):
+			return fmt.Sprintf("cannot undo: %s cannot be reached (a link out of the project put in its place?); nothing was restored", name)
+		case err != nil:
+			return fmt.Sprintf("cannot undo: %s: %v; nothing was restored", name, unwrapPath(err))
+		case st.IsDir() || notRegular(name, st) != nil:
+			return fmt.Sprintf("cannot undo: %s is no longer a regular file; nothing was restored", name)
+		}
+		b, err := readInto(p, nil, 64<<20)
+		if err != nil {
+			return fmt.Sprintf("cannot undo: %s cannot be read (%v); nothing was restored", name, err)
+		}
+		if hashOf(b) != tg.last {
+			return fmt.Sprintf("cannot undo: %s changed since this session last wrote it (someone else edited it); nothing was restored", name)
+		}
+	}
+	var restored, removed, failed []string
+	for _, p := range order {
+		tg, name := files[p], cfg.rel(p)
+		if !tg.first.Existed {
+			if err := os.Remove(p); err != nil {
+				failed = append(failed, fmt.Sprintf("%s (%v)", name, unwrapPath(err)))
+				continue
+			}
+			removed = append(removed, name)
+			continue
+		}
+		before, err := base64.StdEncoding.DecodeString(tg.first.Before)
+		if err == nil {
+			err = os.WriteFile(p, before, fs.FileMode(tg.first.Mode).Perm())
+		}
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s (%v)", name, unwrapPath(err)))
+			continue
+		}
+		restored = append(restored, name)
+	}
+	now := strconv.Itoa(c.View.Turn)
+	var keep []int
+	for _, t := range turns {
+		if t >= from {
+			c.SetNote("undone/"+strconv.Itoa(t), now)
+		} else {
+			keep = append(keep, t)
+		}
+	}
+	c.SetNote("undo/turns", joinTurns(keep))
+	what := "turn " + strconv.Itoa(undoing[0])
+	if len(undoing) > 1 {
+		what = "turns " + joinTurns(undoing)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "undid the file changes of %s", what)
+	if len(restored) > 0 {
+		fmt.Fprintf(&b, "; restored %s", strings.Join(restored, ", "))
+	}
+	if len(removed) > 0 {
+		fmt.Fprintf(&b, "; removed %s (created then)", strings.Join(removed, ", "))
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(&b, "; FAILED for %s", strings.Join(failed, ", "))
+	}
+	return b.String()
+}
