@@ -90,7 +90,9 @@ func (s *screen) text() string {
 	return plainText(s.buf.String())
 }
 
-var controls = regexp.MustCompile("\x1b\\[[0-9;?]*[A-Za-z]|\x1b\\][^\a]*\a|[\r\b]")
+// ESC 7 and ESC 8 save and restore the cursor, ESC D moves it down (the
+// line editor draws its input line below the output with them).
+var controls = regexp.MustCompile("\x1b\\[[0-9;?]*[A-Za-z~]|\x1b\\][^\a]*\a|\x1b[78DM]|[\r\b]")
 
 func plainText(s string) string { return controls.ReplaceAllString(s, "") }
 
