@@ -181,12 +181,12 @@ func TestChatPromptApprovalAndCommands(t *testing.T) {
 
 	m = s.mark()
 	s.typeKeys("please add 2\r")
-	s.waitFor(m, `allow calc_add {"value":2}? [y]es [n]o [a]lways [e]xplain:`)
-	s.typeKeys("e\r")
+	s.waitFor(m, `allow calc_add {"value":2}? [y]es [n]o [a]lways [e]xplain [d]iff:`)
+	s.typeKeys("e") // one key: no Enter
 	s.waitFor(m, "call 2.1.1: calc_add, a tool of calculator")
 	s.waitFor(m, `"value": 2`)
 	m = s.mark()
-	s.typeKeys("y\r")
+	s.typeKeys("y")
 	s.waitFor(m, "✓ 2.1.1 allowed by terminal")
 	s.waitFor(m, "→ calc_add")
 	s.waitFor(m, "← 2")
@@ -196,8 +196,8 @@ func TestChatPromptApprovalAndCommands(t *testing.T) {
 	// "always" allows this call and every later call of the tool.
 	m = s.mark()
 	s.typeKeys("add 3\r")
-	s.waitFor(m, `allow calc_add {"value":3}? [y]es [n]o [a]lways [e]xplain:`)
-	s.typeKeys("a\r")
+	s.waitFor(m, `allow calc_add {"value":3}? [y]es [n]o [a]lways [e]xplain [d]iff:`)
+	s.typeKeys("a")
 	s.waitFor(m, "← 5")
 	s.waitFor(m, "› ")
 	m = s.mark()
@@ -255,7 +255,7 @@ func TestChatPromptApprovalAndCommands(t *testing.T) {
 	}
 }
 
-// At the approval prompt an answer that is not y, n, a or e says what each
+// At the approval prompt a key that is not y, n, a, e or d says what each
 // does and asks again; n denies the call and asks why: it is recorded as
 // the terminal's denial with the reason, the tool does not run, and the
 // model hears of the denial and the reason (issue 28, item 6).
@@ -270,12 +270,12 @@ func TestChatDenyAtThePrompt(t *testing.T) {
 	s.waitFor(0, "› ")
 	m := s.mark()
 	s.typeKeys("please add 2\r")
-	s.waitFor(m, `allow calc_add {"value":2}? [y]es [n]o [a]lways [e]xplain:`)
+	s.waitFor(m, `allow calc_add {"value":2}? [y]es [n]o [a]lways [e]xplain [d]iff:`)
 	m = s.mark()
-	s.typeKeys("maybe\r")
+	s.typeKeys("m") // not an answer
 	s.waitFor(m, "y allows this call, n denies it")
 	m = s.mark()
-	s.typeKeys("n\r")
+	s.typeKeys("n")
 	s.waitFor(m, "why? (the model reads it; Enter for no reason):")
 	m = s.mark()
 	s.typeKeys("not before lunch\r")
@@ -404,8 +404,8 @@ func TestChatAlwaysCoversTheOtherWaitingCalls(t *testing.T) {
 	s.waitFor(0, "› ")
 	m := s.mark()
 	s.typeKeys("please add 2 and 3\r")
-	s.waitFor(m, `allow calc_add {"value":2}? [y]es [n]o [a]lways [e]xplain:`)
-	s.typeKeys("a\r")
+	s.waitFor(m, `allow calc_add {"value":2}? [y]es [n]o [a]lways [e]xplain [d]iff:`)
+	s.typeKeys("a")
 	s.waitFor(m, "Added both.")
 	s.waitFor(m, "› ")
 	if strings.Contains(s.text()[m:], `allow calc_add {"value":3}`) {

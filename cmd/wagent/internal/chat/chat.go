@@ -608,12 +608,12 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 	if typed := strings.TrimSpace(draft); typed != "" {
 		ch.say("%s  (%s was typed before this prompt showed; not taken as its answer)%s", c.Dim, render.Compact(typed, 40), c.Reset)
 	}
-	ed.SetHideEmpty(false)
 	for _, w := range waiting {
 		if decidedElse(w) {
 			continue
 		}
 		ed.SetPrompt(render.Safe(fmt.Sprintf("allow %s %s? [y]es [n]o [a]lways [e]xplain [d]iff: ", session.CallTitle(w), render.Arguments(w.Arguments, 100))))
+		ed.SetHideEmpty(false)
 		shown := time.Now()
 	answer:
 		for {
@@ -642,7 +642,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 			case 'n':
 				ed.Keep("n")
 				// Why, for the model (it reads it in the call's result).
-				why, gone, ok := ch.reason(w, key)
+				why, gone, ok := ch.reason(w, k.At, key)
 				if gone {
 					break answer
 				}
@@ -676,10 +676,12 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 
 // reason reads the reason after n: a line, edited as the input line is;
 // Enter ends it (empty: no reason). ok is false on Ctrl-C.
-func (ch *chatter) reason(w event.WaitingCall, key func(event.WaitingCall, time.Time) (lineedit.Key, bool, error)) (why string, gone, ok bool) {
+// Keys typed after the n (at) are the reason, even those that came with
+// it: "n not now" typed in one go denies with "not now".
+func (ch *chatter) reason(w event.WaitingCall, at time.Time, key func(event.WaitingCall, time.Time) (lineedit.Key, bool, error)) (why string, gone, ok bool) {
 	ed := ch.ed
 	ed.SetPrompt("why? (the model reads it; Enter for no reason): ")
-	shown := time.Now()
+	shown := at
 	for {
 		k, gone, err := key(w, shown)
 		if gone {

@@ -23,6 +23,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -48,10 +49,11 @@ type Editor struct {
 	visible bool // the input area is to be shown
 	// hideEmpty: shown only while there is text
 	hideEmpty bool
-	drawn     bool // it is on the screen; the cursor is saved where output goes on
-	midLine   bool // what was printed does not end a line
-	curRow    int  // the cursor's row within the input area
-	crlf      bool // output needs \n written as \r\n (no output processing)
+	drawn     bool        // it is on the screen; the cursor is saved where output goes on
+	midLine   bool        // what was printed does not end a line
+	curRow    int         // the cursor's row within the input area
+	crlf      bool        // output needs \n written as \r\n (no output processing)
+	later     *time.Timer // draws the area again after output
 }
 
 // New returns an editor drawing on out (the terminal), whose width in
@@ -82,9 +84,22 @@ func (o output) Write(b []byte) (int, error) {
 	if len(b) > 0 {
 		e.midLine = !endsLine(b)
 	}
-	e.draw()
+	// The area comes back once the output pauses: text printed in pieces
+	// (a line in several writes, a streamed answer) is not cut by it.
+	if e.later == nil {
+		e.later = time.AfterFunc(redrawAfter, func() {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.later = nil
+			e.draw()
+		})
+	}
 	return len(b), err
 }
+
+// redrawAfter is how long output pauses before the input area is drawn
+// again below it.
+const redrawAfter = 15 * time.Millisecond
 
 // Terminal says the output is a terminal (term.IsTerminal asks).
 func (o output) Terminal() bool { return true }
