@@ -33,7 +33,7 @@ func TestChatApprovalPromptTakesNoTypeAhead(t *testing.T) {
 	s.typeKeys("n not now\r") // n, then why
 	s.waitFor(m, "✗ 1.1.1 denied by terminal")
 	s.waitFor(m, "Done.")
-	s.waitFor(m, "› y") // what was typed ahead is the input line's again
+	s.waitFor(m, "› y")    // what was typed ahead is the input line's again
 	s.typeKeys("\x15\x04") // Ctrl-U empties it, Ctrl-D leaves
 	if code := s.exit(); code != 0 {
 		t.Fatalf("exit %d after Ctrl-D\n%s", code, s.text())

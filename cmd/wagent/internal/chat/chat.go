@@ -90,7 +90,7 @@ type chatter struct {
 	dropQueued bool
 	// followups are prompts sent during the turn, later commands typed
 	// during it: they run after it, in order.
-	followups []followup
+	followups []*followup
 	later     []string
 	lastInt   time.Time
 	// quit: leave once the running turn is settled.
@@ -266,7 +266,11 @@ func (ch *chatter) afterTurn(ctx context.Context) error {
 
 // follow shows the turn of a follow-up: the events of the turn it was
 // sent in are read again only to find where it waits (not shown again).
-func (ch *chatter) follow(ctx context.Context, f followup) error {
+func (ch *chatter) follow(ctx context.Context, f *followup) error {
+	<-f.sent
+	if f.err != nil {
+		return nil // said when it failed
+	}
 	if f.from < ch.from {
 		evs, err := ch.cl.Events(ctx, ch.id, f.from, 0)
 		if err != nil {
@@ -571,6 +575,9 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 		for {
 			d, done, next := decided(w)
 			if done {
+				ed.SetText("")
+				ed.SetHideEmpty(true)
+				ed.SetPrompt(ch.busyPrompt())
 				ch.say("%s  %s%s", c.Dim, session.DecidedElsewhere(w, d), c.Reset)
 				return k, true, nil
 			}
@@ -627,17 +634,17 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 			var d server.Decision
 			switch {
 			case k.Code == lineedit.Interrupt:
-				ed.Keep("^C")
+				ch.keepAnswer("^C")
 				return false, nil
 			case k.Code != lineedit.Rune:
 				continue // Enter, Ctrl-D, arrows: not answers
 			}
 			switch unicode.ToLower(k.Rune) {
 			case 'y':
-				ed.Keep("y")
+				ch.keepAnswer("y")
 				d = session.DecisionFor(w, true, false, "")
 			case 'a':
-				ed.Keep("a")
+				ch.keepAnswer("a")
 				d = session.DecisionFor(w, true, true, "")
 			case 'n':
 				ed.Keep("n")
@@ -674,6 +681,12 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 	return true, nil
 }
 
+// keepAnswer leaves the prompt and its answer on the screen; the input
+// line hides until the next prompt shows.
+func (ch *chatter) keepAnswer(answer string) {
+	ch.ed.KeepThen(answer, ch.busyPrompt(), true, true)
+}
+
 // reason reads the reason after n: a line, edited as the input line is;
 // Enter ends it (empty: no reason). ok is false on Ctrl-C.
 // Keys typed after the n (at) are the reason, even those that came with
@@ -694,10 +707,10 @@ func (ch *chatter) reason(w event.WaitingCall, at time.Time, key func(event.Wait
 		switch k.Code {
 		case lineedit.Enter:
 			why := strings.TrimSpace(ed.Text())
-			ed.Keep("")
+			ch.keepAnswer("")
 			return why, false, true
 		case lineedit.Interrupt:
-			ed.Keep("^C")
+			ch.keepAnswer("^C")
 			return "", false, false
 		case lineedit.EOF:
 		default:

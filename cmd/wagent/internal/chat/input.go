@@ -48,6 +48,9 @@ type submitted struct {
 type followup struct {
 	own  *session.OwnTurn
 	from uint64 // where the stream stood when it was sent
+	// sent is closed once the owner answered the send; err is its error.
+	sent chan struct{}
+	err  error
 }
 
 // keyLoop reads the keys until the terminal ends.
@@ -85,16 +88,25 @@ func (ch *chatter) key(ctx context.Context, k lineedit.Key) {
 			return
 		}
 		ch.mu.Lock()
-		if ch.state == idle {
+		switch {
+		case ch.state == idle:
 			ch.state = busy
 			ch.mu.Unlock()
 			ed.KeepThen("", ch.busyPrompt(), true, true)
 			ch.hist.Add(text)
 			ch.lines <- submitted{text: text}
-			return
+		case ch.cancelTurn == nil:
+			// No turn runs (the chat is starting, a command runs): the
+			// line is the next the prompt takes.
+			ch.mu.Unlock()
+			ed.SetText("")
+			ch.hist.Add(text)
+			ch.say("%squeued: %s%s", ch.out.C.Dim, render.Compact(text, 80), ch.out.C.Reset)
+			ch.lines <- submitted{text: text}
+		default:
+			ch.mu.Unlock()
+			ch.duringTurn(ctx, text)
 		}
-		ch.mu.Unlock()
-		ch.duringTurn(ctx, text)
 	case lineedit.Interrupt:
 		if st == idle {
 			if ed.Text() != "" {
@@ -185,25 +197,27 @@ func (ch *chatter) duringTurn(ctx context.Context, text string) {
 		return
 	}
 	msg := strings.TrimPrefix(line, "/") // "//text" sends "/text"
+	// Listed before it is sent, so that a turn ending meanwhile finds it
+	// (and waits for the send to be answered).
+	f := &followup{own: session.NewOwnTurn(session.InputID()), sent: make(chan struct{})}
 	ch.mu.Lock()
-	from := ch.turnFrom
+	f.from = ch.turnFrom
+	ch.followups = append(ch.followups, f)
 	ch.mu.Unlock()
-	own := session.NewOwnTurn(session.InputID())
-	if err := own.SendAs(ctx, ch.cl, ch.id, "followup", msg)(); err != nil {
-		ch.say("%s  could not queue it: %s%s", c.Red, render.OneLine(session.APIFail(err).Error(), 160), c.Reset)
+	f.err = f.own.SendAs(ctx, ch.cl, ch.id, "followup", msg)()
+	close(f.sent)
+	if f.err != nil {
+		ch.say("%s  could not queue it: %s%s", c.Red, render.OneLine(session.APIFail(f.err).Error(), 160), c.Reset)
 		return
 	}
 	ed.SetText("")
 	ch.hist.Add(text)
-	ch.mu.Lock()
-	ch.followups = append(ch.followups, followup{own: own, from: from})
-	ch.mu.Unlock()
 	ch.say("%squeued: %s%s", c.Dim, render.Compact(msg, 80), c.Reset)
 }
 
 // next is what runs after a turn: a follow-up sent during it (ok), or
 // else a command queued during it (line); neither: the chat is idle.
-func (ch *chatter) next() (f followup, line string, ok bool) {
+func (ch *chatter) next() (f *followup, line string, ok bool) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if len(ch.followups) > 0 {
