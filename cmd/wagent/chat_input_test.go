@@ -33,6 +33,20 @@ func userMessages(t *testing.T, env map[string]string, id string) []string {
 	return out
 }
 
+// waitIdle waits until the chat is back at its prompt after the screen
+// showed anchor (the prompt drawn while a line was typed does not count).
+func (s *screen) waitIdle(mark int, anchor string) {
+	s.t.Helper()
+	s.waitFor(mark, anchor)
+	for {
+		txt := s.text()[mark:]
+		if strings.Contains(txt[strings.LastIndex(txt, anchor):], "› ") {
+			return
+		}
+		s.waitFor(len(s.text()), "› ")
+	}
+}
+
 // A bracketed paste of three lines is one message with its line breaks,
 // sent by the Enter typed after it: one turn, not three.
 func TestChatPasteIsOneMessage(t *testing.T) {
@@ -46,8 +60,7 @@ func TestChatPasteIsOneMessage(t *testing.T) {
 	s.typeKeys("\x1b[200~first line\rsecond line\r\nthird line\x1b[201~")
 	s.waitFor(m, "third line")
 	s.typeKeys("\r")
-	s.waitFor(m, "Got all three.")
-	s.waitFor(m, "› ")
+	s.waitIdle(m, "Got all three.")
 	s.typeKeys("\x04")
 	if code := s.exit(); code != 0 {
 		t.Fatalf("exit %d\n%s", code, s.text())
@@ -60,8 +73,7 @@ func TestChatPasteIsOneMessage(t *testing.T) {
 	s.waitFor(0, "› ")
 	m = s.mark()
 	s.typeKeys("one\x1b\rtwo\nthree\r")
-	s.waitFor(m, "Got all three.")
-	s.waitFor(m, "› ")
+	s.waitIdle(m, "Got all three.")
 	s.typeKeys("\x04")
 	if code := s.exit(); code != 0 {
 		t.Fatalf("exit %d\n%s", code, s.text())
@@ -166,8 +178,8 @@ func TestChatTypingSurvivesCtrlC(t *testing.T) {
 }
 
 // heldModel is the fake model behind a proxy that holds the first answer
-// to a request holding marker after its first chunk, until release is
-// closed: a turn that runs for as long as the test wants.
+// to a request holding marker after its first word ("Once"), until
+// release is closed: a turn that runs for as long as the test wants.
 func heldModel(t *testing.T, fake *fakeopenai.Server, marker string) (url_ string, release chan struct{}) {
 	release = make(chan struct{})
 	target, err := url.Parse(fake.URL)
@@ -186,9 +198,32 @@ func heldModel(t *testing.T, fake *fakeopenai.Server, marker string) (url_ strin
 			}
 		},
 		ModifyResponse: func(resp *http.Response) error {
-			if resp.Request.Header.Get("X-Hold") != "" {
-				resp.Body = &heldBody{ReadCloser: resp.Body, release: release}
+			if resp.Request.Header.Get("X-Hold") == "" {
+				return nil
 			}
+			// The answer up to the end of the frame with its first word,
+			// then nothing until release.
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				return err
+			}
+			cut := len(body)
+			if i := bytes.Index(body, []byte("Once")); i >= 0 {
+				if j := bytes.Index(body[i:], []byte("\n\n")); j >= 0 {
+					cut = i + j + 2
+				}
+			}
+			pr, pw := io.Pipe()
+			go func() {
+				pw.Write(body[:cut])
+				<-release
+				pw.Write(body[cut:])
+				pw.Close()
+			}()
+			resp.Body = pr
+			resp.ContentLength = -1
+			resp.Header.Del("Content-Length")
 			return nil
 		},
 		FlushInterval: -1,
@@ -203,20 +238,6 @@ func heldModel(t *testing.T, fake *fakeopenai.Server, marker string) (url_ strin
 		srv.Close()
 	})
 	return srv.URL, release
-}
-
-// heldBody passes the first read through, then waits for release.
-type heldBody struct {
-	io.ReadCloser
-	release chan struct{}
-	reads   int
-}
-
-func (b *heldBody) Read(p []byte) (int, error) {
-	if b.reads++; b.reads == 2 {
-		<-b.release
-	}
-	return b.ReadCloser.Read(p)
 }
 
 // A prompt typed while a turn runs is sent as a follow-up: shown as
@@ -312,8 +333,7 @@ func TestChatHistoryPerProject(t *testing.T) {
 	s.waitFor(0, "› ")
 	m := s.mark()
 	s.typeKeys("remember\x1b\rtwo lines\r")
-	s.waitFor(m, "Noted.")
-	s.waitFor(m, "› ")
+	s.waitIdle(m, "Noted.")
 	s.typeKeys("\x04")
 	if code := s.exit(); code != 0 {
 		t.Fatalf("exit %d\n%s", code, s.text())
@@ -330,8 +350,7 @@ func TestChatHistoryPerProject(t *testing.T) {
 	s.waitFor(0, "› ")
 	m = s.mark()
 	s.typeKeys("\x1b[A\r") // Up, Enter: the last message again
-	s.waitFor(m, "Noted.")
-	s.waitFor(m, "› ")
+	s.waitIdle(m, "Noted.")
 	s.typeKeys("\x04")
 	if code := s.exit(); code != 0 {
 		t.Fatalf("exit %d\n%s", code, s.text())

@@ -42,8 +42,13 @@ type screen struct {
 }
 
 func startScreen(t testing.TB, env map[string]string, args ...string) *screen {
+	return startScreenBin(t, wagentBin(t), env, args...)
+}
+
+// startScreenBin is startScreen with the wagent binary bin.
+func startScreenBin(t testing.TB, bin string, env map[string]string, args ...string) *screen {
 	tt, _ := t.(*testing.T)
-	s := &screen{t: tt, cmd: exec.Command(wagentBin(t), args...), done: make(chan error, 1), exited: make(chan struct{})}
+	s := &screen{t: tt, cmd: exec.Command(bin, args...), done: make(chan error, 1), exited: make(chan struct{})}
 	s.cmd.Env = procEnv(env)
 	tty, err := pty.StartWithSize(s.cmd, &pty.Winsize{Rows: 50, Cols: 160})
 	if err != nil {
