@@ -159,8 +159,12 @@ func Run(o Options) error {
 	}
 	defer ch.restore()
 	ch.hist = lineedit.OpenHistory(historyFile(env))
+	sizeFd := int(stdin.Fd())
+	if outFile != nil {
+		sizeFd = int(outFile.Fd())
+	}
 	ch.ed = lineedit.New(env.Stdout, func() int {
-		w, _, err := xterm.GetSize(int(outFile.Fd()))
+		w, _, err := xterm.GetSize(sizeFd)
 		if err != nil {
 			return 80
 		}

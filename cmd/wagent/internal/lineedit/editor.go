@@ -43,7 +43,7 @@ type Editor struct {
 	text    []rune
 	pos     int
 	hist    *History
-	hidx    int    // the history entry shown (len: the line being typed)
+	hidx    int    // the history entry shown (-1: the line being typed)
 	draft   []rune // the line being typed while history is browsed
 
 	visible bool // the input area is to be shown
@@ -62,7 +62,7 @@ func New(out io.Writer, width func() int, hist *History) *Editor {
 	if hist == nil {
 		hist = &History{}
 	}
-	return &Editor{out: out, width: width, hist: hist, hidx: len(hist.entries)}
+	return &Editor{out: out, width: width, hist: hist, hidx: -1}
 }
 
 // SetCRLF makes the editor write \n as \r\n, for a terminal whose output
@@ -171,21 +171,8 @@ func (e *Editor) SetText(s string) {
 	defer e.mu.Unlock()
 	e.text = []rune(s)
 	e.pos = len(e.text)
-	e.hidx = len(e.hist.entries)
+	e.hidx = -1
 	e.redraw()
-}
-
-// Take returns the text being edited, empties the line and adds the text
-// to the history.
-func (e *Editor) Take() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s := string(e.text)
-	e.hist.Add(s)
-	e.text, e.pos, e.draft = nil, 0, nil
-	e.hidx = len(e.hist.entries)
-	e.redraw()
-	return s
 }
 
 // Edit applies an editing key to the text and reports whether k was one
@@ -258,12 +245,14 @@ func (e *Editor) Edit(k Key) bool {
 			e.pos = column(t, lineStart(t, s-1), s-1, p-s)
 			break
 		}
+		entries := e.hist.Entries()
+		if e.hidx == -1 && len(entries) > 0 {
+			e.draft = append([]rune(nil), t...)
+			e.hidx = len(entries)
+		}
 		if e.hidx > 0 {
-			if e.hidx == len(e.hist.entries) {
-				e.draft = append([]rune(nil), t...)
-			}
 			e.hidx--
-			e.text = []rune(e.hist.entries[e.hidx])
+			e.text = []rune(entries[e.hidx])
 			e.pos = len(e.text)
 		}
 	case Down:
@@ -280,12 +269,13 @@ func (e *Editor) Edit(k Key) bool {
 			e.pos = column(t, next, nextEnd, p-lineStart(t, p))
 			break
 		}
-		if e.hidx < len(e.hist.entries) {
+		if e.hidx >= 0 {
+			entries := e.hist.Entries()
 			e.hidx++
-			if e.hidx == len(e.hist.entries) {
-				e.text = e.draft
+			if e.hidx >= len(entries) {
+				e.text, e.hidx = e.draft, -1
 			} else {
-				e.text = []rune(e.hist.entries[e.hidx])
+				e.text = []rune(entries[e.hidx])
 			}
 			e.pos = len(e.text)
 		}
@@ -347,7 +337,7 @@ func (e *Editor) KeepThen(suffix, prompt string, hideEmpty, set bool) {
 	e.out.Write([]byte("\r\n"))
 	e.drawn, e.midLine = false, false
 	e.text, e.pos, e.draft = nil, 0, nil
-	e.hidx = len(e.hist.entries)
+	e.hidx = -1
 	if set {
 		e.prompt, e.promptW, e.hideEmpty = prompt, StringWidth(stripCSI(prompt)), hideEmpty
 	}

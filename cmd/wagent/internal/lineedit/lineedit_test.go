@@ -161,6 +161,13 @@ func TestHistory(t *testing.T) {
 	if e.Text() != "z" {
 		t.Fatalf("down to the line typed: %q", e.Text())
 	}
+	// A line sent while the editor is open is the first Up brings back.
+	e.Keep("")
+	e.hist.Add("three")
+	e.Edit(Key{Code: Up})
+	if e.Text() != "three" {
+		t.Fatalf("up after sending three: %q", e.Text())
+	}
 }
 
 func TestRuneWidth(t *testing.T) {
