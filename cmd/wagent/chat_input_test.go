@@ -144,7 +144,8 @@ func TestChatCancelMidTurnActsAtOnce(t *testing.T) {
 }
 
 // What is typed while a turn streams is kept on the input line: Ctrl-C
-// cancels the turn and the text is still there at the prompt, to send.
+// cancels the turn and the text is still there at the prompt, to send. At
+// the prompt, Ctrl-C clears the line.
 func TestChatTypingSurvivesCtrlC(t *testing.T) {
 	srv := fakeopenai.New(t,
 		fakeopenai.Rule{Role: "user", Contains: "story", Reply: fakeopenai.Reply{Text: "Once upon a time there was a very long story", Chunks: 8, Stream: fakeopenai.Stream{StallAfter: 3}}},
@@ -165,11 +166,16 @@ func TestChatTypingSurvivesCtrlC(t *testing.T) {
 	s.typeKeys("\r")
 	s.waitFor(m, "Still here.")
 	s.waitFor(m, "› ")
+	// At the prompt Ctrl-C clears a line that is not empty (and does not
+	// leave, nor count towards leaving).
+	m = s.mark()
+	s.typeKeys("junk\x03again\r")
+	s.waitIdle(m, "Still here.")
 	s.typeKeys("\x04")
 	if code := s.exit(); code != 0 {
 		t.Fatalf("exit %d\n%s", code, s.text())
 	}
-	if got, want := userMessages(t, env, "keep"), []string{"tell me a story", "draft words"}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if got, want := userMessages(t, env, "keep"), []string{"tell me a story", "draft words", "again"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("user messages %q, want %q\nthe screen:\n%s", got, want, s.text())
 	}
 }
