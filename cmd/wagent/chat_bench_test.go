@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -22,10 +23,24 @@ import (
 // (p50), so that what is wagent's is the difference.
 //
 //	go test -run '^$' -bench ChatFirstToken -benchtime 50x ./cmd/wagent/
+//
+// With WAGENT_BENCH_BEFORE naming another wagent binary (an older build),
+// it runs as two sub-benchmarks, before (that binary) and after (this
+// tree's), which -count N alternates in one run.
 func BenchmarkChatFirstToken(b *testing.B) {
+	before := os.Getenv("WAGENT_BENCH_BEFORE")
+	if before == "" {
+		chatFirstToken(b, wagentBin(b))
+		return
+	}
+	b.Run("before", func(b *testing.B) { chatFirstToken(b, before) })
+	b.Run("after", func(b *testing.B) { chatFirstToken(b, wagentBin(b)) })
+}
+
+func chatFirstToken(b *testing.B, bin string) {
 	srv := fakeopenai.New(b, fakeopenai.Rule{Role: "user", Reply: fakeopenai.Reply{Text: "pong and then the rest of the answer", Chunks: 6}})
 	env := map[string]string{"WAGENT_HOME": b.TempDir(), "WAGENT_CACHE_DIR": b.TempDir(), "XDG_CONFIG_HOME": b.TempDir(), "TERM": "xterm"}
-	s := startScreen(b, env, "chat", "--session", "bench", "--base-url", srv.URL, "--model", "m")
+	s := startScreenBin(b, bin, env, "chat", "--session", "bench", "--base-url", srv.URL, "--model", "m")
 	// The screen reader says when output arrived; the time of the first
 	// word is taken there, not by polling.
 	notify := make(chan time.Time, 1)

@@ -42,8 +42,13 @@ type screen struct {
 }
 
 func startScreen(t testing.TB, env map[string]string, args ...string) *screen {
+	return startScreenBin(t, wagentBin(t), env, args...)
+}
+
+// startScreenBin is startScreen with the wagent binary bin.
+func startScreenBin(t testing.TB, bin string, env map[string]string, args ...string) *screen {
 	tt, _ := t.(*testing.T)
-	s := &screen{t: tt, cmd: exec.Command(wagentBin(t), args...), done: make(chan error, 1), exited: make(chan struct{})}
+	s := &screen{t: tt, cmd: exec.Command(bin, args...), done: make(chan error, 1), exited: make(chan struct{})}
 	s.cmd.Env = procEnv(env)
 	tty, err := pty.StartWithSize(s.cmd, &pty.Winsize{Rows: 50, Cols: 160})
 	if err != nil {
@@ -90,7 +95,9 @@ func (s *screen) text() string {
 	return plainText(s.buf.String())
 }
 
-var controls = regexp.MustCompile("\x1b\\[[0-9;?]*[A-Za-z]|\x1b\\][^\a]*\a|[\r\b]")
+// ESC 7 and ESC 8 save and restore the cursor, ESC D moves it down (the
+// line editor draws its input line below the output with them).
+var controls = regexp.MustCompile("\x1b\\[[0-9;?]*[A-Za-z~]|\x1b\\][^\a]*\a|\x1b[78DM]|[\r\b]")
 
 func plainText(s string) string { return controls.ReplaceAllString(s, "") }
 
@@ -179,12 +186,12 @@ func TestChatPromptApprovalAndCommands(t *testing.T) {
 
 	m = s.mark()
 	s.typeKeys("please add 2\r")
-	s.waitFor(m, `allow calc_add {"value":2}? [y]es [n]o [a]lways [e]xplain:`)
-	s.typeKeys("e\r")
+	s.waitFor(m, `allow calc_add {"value":2}? [y]es [n]o [a]lways [e]xplain [d]iff:`)
+	s.typeKeys("e") // one key: no Enter
 	s.waitFor(m, "call 2.1.1: calc_add, a tool of calculator")
 	s.waitFor(m, `"value": 2`)
 	m = s.mark()
-	s.typeKeys("y\r")
+	s.typeKeys("y")
 	s.waitFor(m, "✓ 2.1.1 allowed by terminal")
 	s.waitFor(m, "→ calc_add")
 	s.waitFor(m, "← 2")
@@ -194,8 +201,8 @@ func TestChatPromptApprovalAndCommands(t *testing.T) {
 	// "always" allows this call and every later call of the tool.
 	m = s.mark()
 	s.typeKeys("add 3\r")
-	s.waitFor(m, `allow calc_add {"value":3}? [y]es [n]o [a]lways [e]xplain:`)
-	s.typeKeys("a\r")
+	s.waitFor(m, `allow calc_add {"value":3}? [y]es [n]o [a]lways [e]xplain [d]iff:`)
+	s.typeKeys("a")
 	s.waitFor(m, "← 5")
 	s.waitFor(m, "› ")
 	m = s.mark()
@@ -253,7 +260,7 @@ func TestChatPromptApprovalAndCommands(t *testing.T) {
 	}
 }
 
-// At the approval prompt an answer that is not y, n, a or e says what each
+// At the approval prompt a key that is not y, n, a, e or d says what each
 // does and asks again; n denies the call and asks why: it is recorded as
 // the terminal's denial with the reason, the tool does not run, and the
 // model hears of the denial and the reason (issue 28, item 6).
@@ -268,12 +275,12 @@ func TestChatDenyAtThePrompt(t *testing.T) {
 	s.waitFor(0, "› ")
 	m := s.mark()
 	s.typeKeys("please add 2\r")
-	s.waitFor(m, `allow calc_add {"value":2}? [y]es [n]o [a]lways [e]xplain:`)
+	s.waitFor(m, `allow calc_add {"value":2}? [y]es [n]o [a]lways [e]xplain [d]iff:`)
 	m = s.mark()
-	s.typeKeys("maybe\r")
+	s.typeKeys("m") // not an answer
 	s.waitFor(m, "y allows this call, n denies it")
 	m = s.mark()
-	s.typeKeys("n\r")
+	s.typeKeys("n")
 	s.waitFor(m, "why? (the model reads it; Enter for no reason):")
 	m = s.mark()
 	s.typeKeys("not before lunch\r")
@@ -402,8 +409,8 @@ func TestChatAlwaysCoversTheOtherWaitingCalls(t *testing.T) {
 	s.waitFor(0, "› ")
 	m := s.mark()
 	s.typeKeys("please add 2 and 3\r")
-	s.waitFor(m, `allow calc_add {"value":2}? [y]es [n]o [a]lways [e]xplain:`)
-	s.typeKeys("a\r")
+	s.waitFor(m, `allow calc_add {"value":2}? [y]es [n]o [a]lways [e]xplain [d]iff:`)
+	s.typeKeys("a")
 	s.waitFor(m, "Added both.")
 	s.waitFor(m, "› ")
 	if strings.Contains(s.text()[m:], `allow calc_add {"value":3}`) {

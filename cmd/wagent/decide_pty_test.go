@@ -40,7 +40,7 @@ func askPipeline(t *testing.T) string {
 
 // chatAsks is the chat's prompt for calc_add {"value":v}.
 func chatAsks(v int) string {
-	return fmt.Sprintf(`allow calc_add {"value":%d}? [y]es [n]o [a]lways [e]xplain:`, v)
+	return fmt.Sprintf(`allow calc_add {"value":%d}? [y]es [n]o [a]lways [e]xplain [d]iff:`, v)
 }
 
 // after is what the screen shows after the first line at or after mark
@@ -107,7 +107,7 @@ func TestChatTwoScreensOneDecision(t *testing.T) {
 	b.waitFor(0, chatAsks(7))
 
 	ma, mb := a.mark(), b.mark()
-	a.typeKeys("y\r")
+	a.typeKeys("y")
 	a.waitFor(ma, "✓ 1.1.1 allowed by terminal")
 	a.waitFor(ma, "← 7")
 	a.waitFor(ma, "Added.")
@@ -125,7 +125,7 @@ func TestChatTwoScreensOneDecision(t *testing.T) {
 	b.typeKeys("add 8\r")
 	b.waitFor(mb, chatAsks(8))
 	mb = b.mark()
-	b.typeKeys("y\r")
+	b.typeKeys("y")
 	b.waitFor(mb, "✓ 2.1.1 allowed by terminal")
 	b.waitFor(mb, "← 15")
 	b.waitFor(mb, "› ")
@@ -148,7 +148,7 @@ func TestChatTwoScreensOneDecision(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, s := range []*screen{a, b} {
 		wg.Add(1)
-		go func() { defer wg.Done(); s.typeKeys("y\r") }()
+		go func() { defer wg.Done(); s.typeKeys("y") }()
 	}
 	wg.Wait()
 	a.waitFor(ma, "← 24")
@@ -224,7 +224,7 @@ func TestChatPromptEndsWhenApprovedElsewhere(t *testing.T) {
 	m = s.mark()
 	s.typeKeys("add 8\r")
 	s.waitFor(m, chatAsks(8))
-	s.typeKeys("y\r")
+	s.typeKeys("y")
 	s.waitFor(m, "✓ 2.1.1 allowed by terminal")
 	s.waitFor(m, "← 15")
 	s.waitFor(m, "› ")

@@ -9,16 +9,17 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
 
-	"github.com/ergochat/readline"
+	xterm "golang.org/x/term"
 
 	"github.com/wagent/wagent/app"
+	"github.com/wagent/wagent/cmd/wagent/internal/lineedit"
 	"github.com/wagent/wagent/cmd/wagent/internal/session"
 	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/event"
@@ -33,20 +34,20 @@ import (
 // person are asked inline; slash commands are the host's own (listed by
 // /help) and those of the session's ops (from the owner's session info).
 //
-// Line editing and history are github.com/ergochat/readline: a maintained
-// fork of chzyer/readline that reads the terminal only while a line is
-// being edited (chzyer's reader goroutine keeps reading between lines and
-// swallows the next keystroke), so between lines the terminal is in its
-// ordinary mode and Ctrl-C is a signal that cancels the running turn.
-// bubbletea would own the whole screen, which a streamed answer a person
-// scrolls back through and copies from does not want.
+// The terminal is the line editor's (package lineedit) for the chat's
+// whole life: it is read all the time, so what is typed while a turn
+// streams is kept on the input line below the answer, a command typed then
+// acts at once or waits visibly, a prompt is queued as a follow-up, and an
+// approval takes one key. bubbletea would own the whole screen, which a
+// streamed answer a person scrolls back through and copies from does not
+// want.
 
 // hostCommands are the chat's own commands and the host's (compact).
 var hostCommands = []struct{ name, args, what string }{
 	{"help", "", "this list"},
 	{"usage", "", "tokens and the estimated cost, per turn and in all"},
 	{"log", "", "the session so far, as wagent log shows it"},
-	{"cancel", "", "end the open turn and drop queued input"},
+	{"cancel", "", "end the open turn and drop queued input (at once, also while a turn runs)"},
 	{"compact", "[TEXT]", "summarise the older messages in requests from now on (TEXT: what to keep)"},
 	{"clear", "", "start afresh: later requests leave out the messages so far (the log keeps them)"},
 	{"new", "", "start a new session with the same settings (this one stays)"},
@@ -61,12 +62,14 @@ type chatter struct {
 	env *term.Env
 	cl  *server.Client
 	id  string
-	rl  *readline.Instance
-	// in is what readline reads: the terminal, and the interrupts a
-	// decision recorded elsewhere injects to end an open prompt.
-	in  *promptInput
-	out *session.Printer
-	cfg *app.Config
+	// ed is the input line; keys come from the terminal through keyLoop.
+	ed      *lineedit.Editor
+	hist    *lineedit.History
+	lines   chan submitted    // Entered at the prompt, for the main loop
+	answers chan lineedit.Key // keys for the open approval prompt
+	rawOff  func() error      // the terminal back out of raw mode
+	out     *session.Printer
+	cfg     *app.Config
 	// from is the next seq to show.
 	from uint64
 	// commands are the session's op commands (name -> op), commandArgs
@@ -74,11 +77,28 @@ type chatter struct {
 	commands, commandArgs map[string]string
 	// cmd is the command the chat runs as (for /new: its settings).
 	cmd session.Command
+	// mode is the session's permission mode, shown in the prompt.
+	mode string
+
+	restoreOnce sync.Once
 
 	mu sync.Mutex
-	// cancelTurn, while a turn runs, cancels it with a cause.
+	// state is where the chat is: what a key does (input.go).
+	state inputState
+	// swallowEnter: the next key, if Enter, is the one typed after an
+	// approval's key out of habit.
+	swallowEnter bool
+	// cancelTurn, while a turn runs, cancels it with a cause; turnFrom is
+	// where its stream started.
 	cancelTurn context.CancelCauseFunc
-	lastInt    time.Time
+	turnFrom   uint64
+	// dropQueued: the turn is cancelled by /cancel, which drops queued input.
+	dropQueued bool
+	// followups are prompts sent during the turn, later commands typed
+	// during it: they run after it, in order.
+	followups []*followup
+	later     []string
+	lastInt   time.Time
 	// quit: leave once the running turn is settled.
 	quit bool
 	// own follows the input of the line last sent (session.OwnTurn): its
@@ -102,7 +122,8 @@ type Options struct {
 // Run talks with a session at the terminal until the person leaves.
 func Run(o Options) error {
 	env, id := o.Env, o.ID
-	if !env.Interactive || !term.IsTerminal(env.Stdout) {
+	stdin, ok := env.Stdin.(*os.File)
+	if !env.Interactive || !term.IsTerminal(env.Stdout) || !ok || !term.IsTerminal(stdin) {
 		return app.Errorf(app.Invalid, "wagent chat needs a terminal; without one, use wagent run (the prompt as an argument or on standard input)")
 	}
 	if id != "" {
@@ -110,7 +131,7 @@ func Run(o Options) error {
 			return app.Errorf(app.Invalid, "%v", err)
 		}
 	}
-	ch := &chatter{env: env}
+	ch := &chatter{env: env, lines: make(chan submitted, 16), answers: make(chan lineedit.Key, 1024), state: busy}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -136,6 +157,46 @@ func Run(o Options) error {
 		return err
 	}
 	ch.id = info.ID
+	ch.mode = info.Mode
+
+	// From here the terminal is the editor's, and everything printed goes
+	// above its input line. It is put back on every way out: a return, a
+	// panic here or in the key loop, a signal (which cancels ctx).
+	outFile, _ := env.Stdout.(*os.File)
+	restore, crlf, err := lineedit.Raw(int(stdin.Fd()))
+	if err != nil {
+		return app.Errorf(app.Failed, "the terminal: %v", err)
+	}
+	io.WriteString(env.Stdout, "\x1b[?2004h") // bracketed paste on
+	ch.rawOff = func() error {
+		io.WriteString(env.Stdout, "\x1b[?2004l")
+		return restore()
+	}
+	defer ch.restore()
+	ch.hist = lineedit.OpenHistory(historyFile(env))
+	sizeFd := int(stdin.Fd())
+	if outFile != nil {
+		sizeFd = int(outFile.Fd())
+	}
+	ch.ed = lineedit.New(env.Stdout, func() int {
+		w, _, err := xterm.GetSize(sizeFd)
+		if err != nil {
+			return 80
+		}
+		return w
+	}, ch.hist)
+	ch.ed.SetCRLF(crlf)
+	wrapped := *env
+	wrapped.Stdout, wrapped.Stderr = ch.ed.Output(), ch.ed.Output()
+	env = &wrapped
+	ch.env = env
+	ch.ed.SetPrompt(ch.busyPrompt())
+	ch.ed.SetHideEmpty(true)
+	ch.ed.Show()
+	keys := make(chan lineedit.Key, 256)
+	go lineedit.Decode(stdin, keys)
+	go ch.keyLoop(ctx, keys)
+
 	ch.out = session.NewPrinter(env, false, ch.id)
 	ch.out.UsageW, ch.out.NotesW = env.Stdout, env.Stdout // one terminal
 	ch.out.Cost = ch.cfg.Cost
@@ -155,23 +216,6 @@ func Run(o Options) error {
 		ch.from = info.Head + 1
 	}
 
-	ch.in = newPromptInput(env.Stdin)
-	rl, err := readline.NewFromConfig(&readline.Config{
-		Prompt:            ch.prompt(),
-		HistoryFile:       historyFile(env),
-		HistorySearchFold: true,
-		InterruptPrompt:   "^C",
-		EOFPrompt:         "\n",
-		Stdin:             ch.in,
-		Stdout:            ch.in.output(env.Stdout),
-		Stderr:            env.Stderr,
-	})
-	if err != nil {
-		return app.Errorf(app.Failed, "the terminal: %v", err)
-	}
-	defer rl.Close()
-	ch.rl = rl
-
 	// Whatever the session was doing (a turn a crash left open, calls
 	// waiting for a decision) goes on first.
 	if !isNew {
@@ -184,29 +228,24 @@ func Run(o Options) error {
 	}
 	ch.loadCommands(ctx)
 	defer ch.goodbye()
-	for !ch.quitting() {
-		line, err := ch.readInput()
-		switch {
-		case errors.Is(err, readline.ErrInterrupt) && ch.in.injected():
-			// A decision from elsewhere came for a prompt as its answer was
-			// typed: the interrupt that was to end that prompt is read
-			// here, after it. It is not the person's Ctrl-C.
-			continue
-		case errors.Is(err, readline.ErrInterrupt):
-			if ch.interrupted() {
-				return nil
-			}
-			render.Fprintf(env.Stdout, "%s(Ctrl-C again or Ctrl-D to leave)%s\n", c0.Dim, c0.Reset)
-			continue
-		case errors.Is(err, io.EOF):
+	for {
+		if err := ch.afterTurn(ctx); err != nil {
+			return err
+		}
+		if ch.quitting() {
 			return nil
-		case err != nil:
-			return app.Errorf(app.Failed, "reading the terminal: %v", err)
 		}
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
+		ch.setState(idle)
+		var in submitted
+		select {
+		case in = <-ch.lines:
+		case <-ctx.Done():
+			return nil
 		}
+		if in.eof {
+			return nil
+		}
+		line := strings.TrimSpace(in.text)
 		if strings.HasPrefix(line, "/") && !strings.HasPrefix(line, "//") {
 			if done, err := ch.command(ctx, line); done || err != nil {
 				return err
@@ -218,46 +257,94 @@ func Run(o Options) error {
 			return err
 		}
 	}
+}
+
+// afterTurn runs what was queued while the last turn ran: each follow-up
+// as a turn of its own, then the commands typed then.
+func (ch *chatter) afterTurn(ctx context.Context) error {
+	for !ch.quitting() {
+		f, line, ok := ch.next()
+		switch {
+		case ok:
+			if err := ch.follow(ctx, f); err != nil {
+				return err
+			}
+		case line != "":
+			if done, err := ch.command(ctx, line); err != nil {
+				return err
+			} else if done {
+				ch.mu.Lock()
+				ch.quit = true
+				ch.mu.Unlock()
+			}
+		default:
+			return nil
+		}
+	}
 	return nil
 }
 
-// readInput reads a line at the chat's prompt. An interrupt the program
-// injected to end an approval prompt (its call decided elsewhere) can
-// arrive here instead, when the person answered that prompt at the same
-// instant: it is not the person's Ctrl-C, and is counted as read.
-func (ch *chatter) readInput() (string, error) {
-	for {
-		line, err := ch.rl.ReadLine()
-		if errors.Is(err, readline.ErrInterrupt) && ch.in.injected() {
-			continue
-		}
-		return line, err
+// follow shows the turn of a follow-up: the events of the turn it was
+// sent in are read again only to find where it waits (not shown again).
+func (ch *chatter) follow(ctx context.Context, f *followup) error {
+	<-f.sent
+	if f.err != nil {
+		return nil // said when it failed
 	}
+	if f.from < ch.from {
+		evs, err := ch.cl.Events(ctx, ch.id, f.from, 0)
+		if err != nil {
+			return session.APIFail(err)
+		}
+		var seen []*store.Event
+		for i := range evs.Events {
+			if e := &evs.Events[i]; e.Seq < ch.from {
+				seen = append(seen, e)
+			}
+		}
+		f.own.Skip(seen)
+	}
+	ch.own = f.own
+	return ch.turn(ctx, nil)
 }
 
 func (ch *chatter) prompt() string {
-	if ch.env.Colour {
-		return "\x1b[1m›\x1b[0m "
+	p := "›"
+	if ch.mode != "" {
+		p = ch.mode + " ›"
 	}
-	return "› "
+	if ch.env.Colour {
+		return "\x1b[1m" + render.Safe(p) + "\x1b[0m "
+	}
+	return render.Safe(p) + " "
 }
 
-// historyFile keeps the lines typed, in the data directory (readable by
-// its owner only), across chats.
+// busyPrompt is the input line's prompt while a turn runs: what is typed
+// there waits for the turn (a prompt is queued as a follow-up).
+func (ch *chatter) busyPrompt() string {
+	if ch.env.Colour {
+		return "\x1b[2m…\x1b[0m "
+	}
+	return "… "
+}
+
+// historyFile keeps the lines typed in this project folder, in the data
+// directory (readable by its owner only), across chats.
 func historyFile(env *term.Env) string {
 	d := app.DataDir(env.Getenv)
-	if d == "" || os.MkdirAll(d, 0o700) != nil {
+	if d == "" {
 		return ""
 	}
-	p := filepath.Join(d, "chat_history")
-	if f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
-		f.Close()
+	wd, err := os.Getwd()
+	if err != nil {
+		return ""
 	}
-	return p
+	return lineedit.HistoryPath(d, wd)
 }
 
-// signals turns Ctrl-C into a cancelled turn (twice within a second: leave)
-// and SIGTERM or SIGHUP into a cancelled turn and leaving.
+// signals turns SIGINT (sent by kill: at the terminal Ctrl-C is a key)
+// into a cancelled turn (twice within a second: leave), and SIGTERM or
+// SIGHUP into a cancelled turn and leaving.
 func (ch *chatter) signals(sigs chan os.Signal, stop context.CancelCauseFunc) {
 	for sig := range sigs {
 		cause := &session.Stopped{Cause: event.Cause{Kind: event.CauseUser, Reason: "interrupted at the terminal"}}
@@ -278,9 +365,8 @@ func (ch *chatter) signals(sigs chan os.Signal, stop context.CancelCauseFunc) {
 		case cancel != nil:
 			cancel(cause)
 		case quit:
-			// Nothing runs (the chat is starting or leaving): go.
+			// Nothing runs (the chat is starting, idle or leaving): go.
 			stop(cause)
-			ch.rl.Close()
 		}
 	}
 }
@@ -313,7 +399,7 @@ func (ch *chatter) turn(parent context.Context, start func() error) error {
 	for {
 		ctx, cancel := context.WithCancelCause(parent)
 		ch.mu.Lock()
-		ch.cancelTurn = cancel
+		ch.cancelTurn, ch.turnFrom, ch.dropQueued = cancel, ch.from, false
 		quit := ch.quit
 		ch.mu.Unlock()
 		if quit {
@@ -361,28 +447,77 @@ func (ch *chatter) turn(parent context.Context, start func() error) error {
 }
 
 // abort records the cancellation of the open turn and shows its end.
+// /cancel (dropQueued) cancels the session's open turn and drops its
+// queued input, follow-ups included; Ctrl-C only what this chat's input
+// started, keeping the queue.
 func (ch *chatter) abort(cause event.Cause) {
 	bg := context.Background()
-	res, err := ch.own.Cancel(bg, ch.cl, ch.id, server.CancelRequest{Reason: cause.Reason, KeepInbox: true, Cause: cause.Kind, By: fmt.Sprintf("wagent chat (pid %d)", os.Getpid())})
+	req := server.CancelRequest{Reason: cause.Reason, KeepInbox: true, Cause: cause.Kind, By: fmt.Sprintf("wagent chat (pid %d)", os.Getpid())}
+	ch.mu.Lock()
+	drop := ch.dropQueued
+	var dropped int
+	if drop {
+		dropped = len(ch.followups)
+		ch.followups, ch.dropQueued = nil, false
+	}
+	ch.mu.Unlock()
+	var res *server.Canceled
+	var err error
+	if drop {
+		req.KeepInbox = false
+		res, err = ch.cl.Cancel(bg, ch.id, req)
+	} else {
+		res, err = ch.own.Cancel(bg, ch.cl, ch.id, req)
+	}
 	if err == nil && res.Withdrawn {
 		render.Fprintf(ch.env.Stdout, "%s(withdrawn: another turn was running and had not taken it)%s\n", ch.out.C.Dim, ch.out.C.Reset)
+	}
+	if dropped > 0 {
+		render.Fprintf(ch.env.Stdout, "%sdiscarded %s%s\n", ch.out.C.Dim, session.Plural(dropped, "queued message"), ch.out.C.Reset)
 	}
 	_, last, _ := session.StreamOwn(bg, ch.cl, ch.id, ch.from, ch.out, nil, ch.own)
 	ch.from = last + 1
 	ch.out.Finish()
 }
 
-// ask puts each waiting call to the person: y, n, always, or explain
-// (what the call is, who asks and why, its whole arguments). Each answer
+// ask puts each waiting call to the person: one key each, y, n (then a
+// reason, Enter for none), always, explain (what the call is, who asks and
+// why, its whole arguments) or diff (what it would change). Each answer
 // is recorded at once, with the call's key and the digest of what the
-// prompt showed, so every other screen sees it. A call decided elsewhere
-// (another chat, the console, wagent approve, an always) is not asked
-// about, and an open prompt whose call is decided elsewhere ends at once
-// with a line saying who decided it. ok is false when the person pressed
-// Ctrl-C (or Ctrl-D): the turn is to end.
+// prompt showed, so every other screen sees it. Keys typed before a
+// prompt showed are not its answer. A call decided elsewhere (another
+// chat, the console, wagent approve, an always) is not asked about, and
+// an open prompt whose call is decided elsewhere ends at once with a line
+// saying who decided it. ok is false when the person pressed Ctrl-C: the
+// turn is to end.
 func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok bool, err error) {
-	defer ch.rl.SetPrompt(ch.prompt())
-	c := ch.out.C
+	c, ed := ch.out.C, ch.ed
+	// The line typed so far waits while the prompts show.
+	draft := ed.Text()
+	ed.SetText("")
+	ch.mu.Lock()
+	ch.state = asking
+	ch.mu.Unlock()
+	defer func() {
+		ch.mu.Lock()
+		ch.state = busy
+		ch.mu.Unlock()
+		ed.SetPrompt(ch.busyPrompt())
+		ed.SetHideEmpty(true)
+		ed.SetText(draft)
+		// Keys that came for a prompt that has ended edit the line.
+		for {
+			select {
+			case k := <-ch.answers:
+				if k.Code != lineedit.Enter && k.Code != lineedit.Interrupt && k.Code != lineedit.EOF {
+					ed.Edit(k)
+				}
+				continue
+			default:
+			}
+			break
+		}
+	}()
 	feed := session.WatchDecisions(ctx, ch.cl, ch.id, ch.from)
 	defer func() {
 		feed.Stop()
@@ -391,16 +526,12 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 	var mu sync.Mutex
 	elsewhere := map[string]session.CallNews{}
 	mine := map[string]bool{}
-	asking := ""
 	arrived := make(chan struct{}) // closed and replaced at each decision from elsewhere
 	go func() {
 		for d := range feed.C {
 			mu.Lock()
 			if _, seen := elsewhere[d.CallID]; !seen && !mine[d.CallID] {
 				elsewhere[d.CallID] = d
-				if d.CallID == asking {
-					ch.in.interrupt()
-				}
 				close(arrived)
 				arrived = make(chan struct{})
 			}
@@ -408,6 +539,14 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 		}
 	}()
 	var still map[string]bool // what the owner said still waits, after our last answer
+	// decided returns the news of w decided elsewhere, and a channel
+	// closed at the next decision from elsewhere.
+	decided := func(w event.WaitingCall) (session.CallNews, bool, <-chan struct{}) {
+		mu.Lock()
+		defer mu.Unlock()
+		d, done := elsewhere[w.ID]
+		return d, done, arrived
+	}
 	decidedElse := func(w event.WaitingCall) bool {
 		mu.Lock()
 		// A call our last answer decided too (an always): its decision is
@@ -423,27 +562,22 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 			mu.Lock()
 		}
 		d, done := elsewhere[w.ID]
-		if !done {
-			asking = w.ID
-		} else {
-			asking = ""
-		}
 		mu.Unlock()
 		if done {
-			render.Fprintf(ch.env.Stdout, "%s  %s%s\n", c.Dim, session.DecidedElsewhere(w, d), c.Reset)
+			ch.say("%s  %s%s", c.Dim, session.DecidedElsewhere(w, d), c.Reset)
 		}
 		return done
 	}
 	record := func(w event.WaitingCall, d server.Decision) error {
 		mu.Lock()
-		mine[w.ID], asking = true, ""
+		mine[w.ID] = true
 		mu.Unlock()
 		res, err := ch.cl.Decide(ctx, ch.id, server.DecideRequest{Who: "terminal", Decisions: []server.Decision{d}})
 		if err != nil {
 			if !session.RefusedDecision(err) {
 				return app.Errorf(app.Failed, "record decision: %v", session.APIFail(err))
 			}
-			render.Fprintf(ch.env.Stdout, "%s  %s%s\n", c.Dim, render.OneLine(session.APIFail(err).Error(), 200), c.Reset)
+			ch.say("%s  %s%s", c.Dim, render.OneLine(session.APIFail(err).Error(), 200), c.Reset)
 			return nil
 		}
 		s := map[string]bool{}
@@ -455,71 +589,109 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 		mu.Unlock()
 		return nil
 	}
-	// readLine reads an answer; gone is true when the call was decided
-	// elsewhere meanwhile (the prompt was interrupted for it).
-	readLine := func(w event.WaitingCall) (line string, gone bool, err error) {
+	// key waits for a key typed after shown; gone is true when the call was
+	// decided elsewhere meanwhile, interrupted when the turn is to end.
+	key := func(w event.WaitingCall, shown time.Time) (k lineedit.Key, gone bool, err error) {
 		for {
-			line, err := ch.rl.ReadLine()
-			if errors.Is(err, readline.ErrInterrupt) && ch.in.injected() {
-				if decidedElse(w) {
-					return "", true, nil
-				}
-				continue // a late interrupt for a prompt already answered
+			d, done, next := decided(w)
+			if done {
+				ed.SetText("")
+				ed.SetHideEmpty(true)
+				ed.SetPrompt(ch.busyPrompt())
+				ch.say("%s  %s%s", c.Dim, session.DecidedElsewhere(w, d), c.Reset)
+				return k, true, nil
 			}
-			return line, false, err
+			select {
+			case k = <-ch.answers:
+				if k.At.Before(shown) {
+					// Typed before this prompt showed: not its answer; it
+					// joins the line typed so far.
+					if typed := keyText(k); typed != "" {
+						draft += typed
+						ch.say("%s  (%s was typed before this prompt showed; not taken as its answer)%s", c.Dim, render.Compact(typed, 40), c.Reset)
+					}
+					continue
+				}
+				return k, false, nil
+			case <-next:
+			case <-ctx.Done():
+				return k, false, ctx.Err()
+			}
 		}
+	}
+	// Keys that came before the first prompt are the line's, not answers.
+	for {
+		select {
+		case k := <-ch.answers:
+			ed.SetText(draft)
+			ed.Edit(k)
+			draft = ed.Text()
+			ed.SetText("")
+			continue
+		default:
+		}
+		break
+	}
+	if typed := strings.TrimSpace(draft); typed != "" {
+		ch.say("%s  (%s was typed before this prompt showed; not taken as its answer)%s", c.Dim, render.Compact(typed, 40), c.Reset)
 	}
 	for _, w := range waiting {
 		if decidedElse(w) {
 			continue
 		}
-		// What came before this call showed (typed ahead, pasted with a
-		// message) is not its answer.
-		if typed := strings.TrimSpace(ch.in.fresh()); typed != "" {
-			render.Fprintf(ch.env.Stdout, "%s  (%s was typed before this prompt showed; not taken as its answer)%s\n", c.Dim, render.Compact(typed, 40), c.Reset)
-		}
-		ch.rl.SetPrompt(render.Safe(fmt.Sprintf("allow %s %s? [y]es [n]o [a]lways [e]xplain: ", session.CallTitle(w), render.Arguments(w.Arguments, 100))))
+		ed.SetPrompt(render.Safe(fmt.Sprintf("allow %s %s? [y]es [n]o [a]lways [e]xplain [d]iff: ", session.CallTitle(w), render.Arguments(w.Arguments, 100))))
+		ed.SetHideEmpty(false)
+		shown := time.Now()
 	answer:
 		for {
-			line, gone, err := readLine(w)
+			k, gone, err := key(w, shown)
 			if gone {
 				break
 			}
 			if err != nil {
 				return false, nil
 			}
-			answer := strings.TrimSpace(line)
-			// "n REASON" denies with a reason on one line.
-			if word, reason, ok := strings.Cut(answer, " "); ok && (strings.EqualFold(word, "n") || strings.EqualFold(word, "no")) {
-				if err := record(w, session.DecisionFor(w, false, false, strings.TrimSpace(reason))); err != nil {
-					return false, err
-				}
-				break
-			}
 			var d server.Decision
-			switch strings.ToLower(answer) {
-			case "y", "yes":
+			switch {
+			case k.Code == lineedit.Interrupt:
+				ch.keepAnswer("^C")
+				return false, nil
+			case k.Code != lineedit.Rune:
+				continue // Enter, Ctrl-D, arrows: not answers
+			}
+			switch unicode.ToLower(k.Rune) {
+			case 'y':
+				ch.keepAnswer("y")
 				d = session.DecisionFor(w, true, false, "")
-			case "a", "always":
+			case 'a':
+				ch.keepAnswer("a")
 				d = session.DecisionFor(w, true, true, "")
-			case "n", "no":
+			case 'n':
+				ed.Keep("n")
 				// Why, for the model (it reads it in the call's result).
-				ch.rl.SetPrompt("why? (the model reads it; Enter for no reason): ")
-				why, gone, err := readLine(w)
+				why, gone, ok := ch.reason(w, k.At, key)
 				if gone {
 					break answer
 				}
-				if err != nil {
+				if !ok {
 					return false, nil
 				}
-				d = session.DecisionFor(w, false, false, strings.TrimSpace(why))
-			case "e", "explain", "?":
+				d = session.DecisionFor(w, false, false, why)
+			case 'e', '?':
+				ed.Keep(string(k.Rune))
 				ch.explain(w)
 				continue
+			case 'd':
+				ed.Keep("d")
+				ch.preview(w)
+				continue
 			default:
-				render.Fprintf(ch.env.Stdout, "%s  y allows this call, n denies it (n REASON tells the model why), a allows it and every later call of %s in this session, e explains%s\n", c.Dim, w.Name, c.Reset)
+				ch.say("%s  y allows this call, n denies it (and asks why), a allows it and every later call of %s in this session, e explains, d shows what it would change%s", c.Dim, render.Safe(w.Name), c.Reset)
 				continue
 			}
+			ch.mu.Lock()
+			ch.swallowEnter = true
+			ch.mu.Unlock()
 			if err := record(w, d); err != nil {
 				return false, err
 			}
@@ -527,6 +699,81 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 		}
 	}
 	return true, nil
+}
+
+// keepAnswer leaves the prompt and its answer on the screen; the input
+// line hides until the next prompt shows.
+func (ch *chatter) keepAnswer(answer string) {
+	ch.ed.KeepThen(answer, ch.busyPrompt(), true, true)
+}
+
+// reason reads the reason after n: a line, edited as the input line is;
+// Enter ends it (empty: no reason). ok is false on Ctrl-C.
+// Keys typed after the n (at) are the reason, even those that came with
+// it: "n not now" typed in one go denies with "not now".
+func (ch *chatter) reason(w event.WaitingCall, at time.Time, key func(event.WaitingCall, time.Time) (lineedit.Key, bool, error)) (why string, gone, ok bool) {
+	ed := ch.ed
+	ed.SetPrompt("why? (the model reads it; Enter for no reason): ")
+	shown := at
+	for {
+		k, gone, err := key(w, shown)
+		if gone {
+			ed.SetText("")
+			return "", true, false
+		}
+		if err != nil {
+			return "", false, false
+		}
+		switch k.Code {
+		case lineedit.Enter:
+			why := strings.TrimSpace(ed.Text())
+			ch.keepAnswer("")
+			return why, false, true
+		case lineedit.Interrupt:
+			ch.keepAnswer("^C")
+			return "", false, false
+		case lineedit.EOF:
+		default:
+			ed.Edit(k)
+		}
+	}
+}
+
+// keyText is the text a key typed (a character, a paste), or "".
+func keyText(k lineedit.Key) string {
+	switch k.Code {
+	case lineedit.Rune:
+		return string(k.Rune)
+	case lineedit.Paste:
+		return k.Text
+	}
+	return ""
+}
+
+// preview shows what the call would change (its diff, filled by the op
+// that asks), + and - lines coloured when colour is on.
+func (ch *chatter) preview(w event.WaitingCall) {
+	c := ch.out.C
+	if strings.TrimSpace(w.Preview) == "" {
+		ch.say("%s  no preview for this call%s", c.Dim, c.Reset)
+		return
+	}
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(w.Preview, "\n"), "\n") {
+		col := render.ANSI("")
+		switch {
+		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
+			col = c.Dim
+		case strings.HasPrefix(l, "+"):
+			col = c.Green
+		case strings.HasPrefix(l, "-"):
+			col = c.Red
+		case strings.HasPrefix(l, "@@"):
+			col = c.Dim
+		}
+		render.Fprintf(&b, "  %s%s%s\n", col, l, c.Reset)
+	}
+	ch.ed.Print(b.String())
 }
 
 func (ch *chatter) explain(w event.WaitingCall) {
@@ -610,7 +857,11 @@ func (ch *chatter) command(ctx context.Context, line string) (done bool, err err
 		session.PrintUsage(ch.env.Stdout, evs.Events, ch.cfg)
 	default:
 		if _, ok := ch.commands[name]; ok || name == "compact" || name == "clear" {
-			return false, ch.turn(ctx, ch.send(ctx, line))
+			err := ch.turn(ctx, ch.send(ctx, line))
+			if name == "mode" {
+				ch.refreshMode(ctx)
+			}
+			return false, err
 		}
 		if name == "mode" {
 			render.Fprintln(out, "no approval op in this session's pipeline (builtin:approval): it has no permission modes to show or switch")
@@ -619,6 +870,14 @@ func (ch *chatter) command(ctx context.Context, line string) (done bool, err err
 		render.Fprintf(out, "no command /%s; /help lists them (start a line with // to send one that begins with /)\n", name)
 	}
 	return false, nil
+}
+
+// refreshMode reads the session's permission mode again (after /mode),
+// for the prompt.
+func (ch *chatter) refreshMode(ctx context.Context) {
+	if info, err := ch.cl.Session(ctx, ch.id); err == nil {
+		ch.mode = info.Mode
+	}
 }
 
 // skipTo moves past events the chat need not show (a cancellation's).
@@ -644,7 +903,9 @@ func (ch *chatter) help() {
 	for _, n := range names {
 		render.Fprintf(out, "  %-18s %sof the op %s%s\n", "/"+strings.TrimSpace(n+" "+ch.commandArgs[n]), c.Dim, ch.commands[n], c.Reset)
 	}
-	render.Fprintf(out, "%sCtrl-C cancels a running turn, twice within a second leaves; Ctrl-D leaves; // sends a line that starts with /.%s\n", c.Dim, c.Reset)
+	render.Fprintf(out, "%sEnter sends; Alt-Enter or Ctrl-J starts a new line (a paste stays one message). While a turn runs, a line typed is queued as a follow-up and /cancel ends the turn at once.%s\n", c.Dim, c.Reset)
+	render.Fprintf(out, "%sCtrl-C cancels a running turn (what you typed stays) or clears the line; on an empty line twice within a second leaves; Ctrl-D on an empty line leaves; // sends a line that starts with /.%s\n", c.Dim, c.Reset)
+	render.Fprintf(out, "%sApprovals take one key: y yes, n no (then why, Enter for no reason), a always, e explain, d the diff.%s\n", c.Dim, c.Reset)
 }
 
 // send is a chat's start callback for a line: the chat follows that input

@@ -1,172 +1,268 @@
 package chat
 
 import (
-	"bytes"
-	"io"
-	"regexp"
-	"sync"
-	"sync/atomic"
+	"context"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/wagent/wagent/cmd/wagent/internal/lineedit"
+	"github.com/wagent/wagent/cmd/wagent/internal/session"
+	"github.com/wagent/wagent/event"
+	"github.com/wagent/wagent/render"
 )
 
-// promptInput is what a line editor reads: the terminal's bytes, and the
-// interrupts (Ctrl-C, 0x03) injected to end an open prompt whose call was
-// decided elsewhere. The editor cannot be told to stop reading otherwise.
-// It counts the interrupts it injected, so an interrupt the editor returns
-// is known to be the program's, not the person's.
+// The chat reads the terminal all the time, in one goroutine (keyLoop),
+// and what a key does depends on where the chat is:
 //
-// A decision names what was shown: keys that came before an approval
-// prompt are not its answer. So what is typed ahead waits here, where
-// the prompt drops it (fresh), never in the editor: a read gets at most
-// one line (or one interrupt), and while the editor waits for the
-// terminal's answer to its cursor-position query (which it asks before
-// each prompt, keeping what else it reads meanwhile for later) it gets
-// that answer alone.
-type promptInput struct {
-	mu      sync.Mutex
-	ready   *sync.Cond
-	queue   []inputChunk // read from the terminal (or injected), not yet given to the editor
-	err     error        // the terminal's, after the queue
-	cpr     bool         // the editor asked where the cursor is and waits for the answer
-	pending atomic.Int64 // injected interrupts not yet returned by the editor
-}
+//   - idle, at its prompt: keys edit the line; Enter hands it to the main
+//     loop (a command or a turn); Ctrl-C clears the line, or on an empty
+//     line says how to leave (twice within a second leaves); Ctrl-D on an
+//     empty line leaves, else deletes under the cursor.
+//   - busy (a turn streams, a command runs): keys edit the line, shown
+//     below the output; Enter on /cancel ends the turn at once, on /usage,
+//     /log or /help prints at once, on another command queues it for after
+//     the turn, on a prompt sends it as a follow-up (queued in the
+//     session, shown as queued, run as the next turn); Ctrl-C cancels the
+//     turn and keeps the line; Ctrl-D does nothing.
+//   - asking (an approval prompt shows): keys go to the prompt (ask), one
+//     key an answer; the line typed so far waits and comes back after.
 
-type inputChunk struct {
-	b        []byte
-	injected bool
-}
+type inputState int
 
-// cursorQuery is the editor's question, cursorReport the terminal's
-// answer (ESC [ row ; column R), as loosely as the editor reads it: an
-// answer it takes that this did not would leave it waiting.
-var (
-	cursorQuery  = []byte("\x1b[6n")
-	cursorReport = regexp.MustCompile(`\x1b\[[0-9;]*R`)
+const (
+	idle inputState = iota
+	busy
+	asking
 )
 
-func newPromptInput(r io.Reader) *promptInput {
-	p := &promptInput{}
-	p.ready = sync.NewCond(&p.mu)
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := r.Read(buf)
-			p.mu.Lock()
-			if n > 0 {
-				if last := len(p.queue) - 1; last >= 0 && !p.queue[last].injected {
-					p.queue[last].b = append(p.queue[last].b, buf[:n]...)
-				} else {
-					p.queue = append(p.queue, inputChunk{b: bytes.Clone(buf[:n])})
-				}
-			}
-			if err != nil {
-				p.err = err
-			}
-			p.ready.Broadcast()
-			p.mu.Unlock()
-			if err != nil {
-				return
-			}
+// submitted is what the main loop is handed: a line Entered at the
+// prompt, or the end (Ctrl-D, the terminal gone).
+type submitted struct {
+	text string
+	eof  bool
+}
+
+// followup is a prompt sent while a turn ran: queued in the session, it
+// is followed as the next turn once the one running ends.
+type followup struct {
+	own  *session.OwnTurn
+	from uint64 // where the stream stood when it was sent
+	// sent is closed once the owner answered the send; err is its error.
+	sent chan struct{}
+	err  error
+}
+
+// keyLoop reads the keys until the terminal ends.
+func (ch *chatter) keyLoop(ctx context.Context, keys <-chan lineedit.Key) {
+	defer func() {
+		if r := recover(); r != nil {
+			ch.restore() // the terminal back as it was, then the panic
+			panic(r)
 		}
 	}()
-	return p
+	for k := range keys {
+		ch.key(ctx, k)
+	}
+	ch.lines <- submitted{eof: true}
 }
 
-// Read gives the editor what came first, up to the end of its first line
-// or an interrupt; or, while the editor waits for the cursor's position,
-// the terminal's report of it.
-func (p *promptInput) Read(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for {
-		if p.cpr {
-			for i := range p.queue {
-				c := &p.queue[i]
-				if loc := cursorReport.FindIndex(c.b); loc != nil && !c.injected && len(b) >= loc[1]-loc[0] {
-					n := copy(b, c.b[loc[0]:loc[1]])
-					c.b = append(c.b[:loc[0]:loc[0]], c.b[loc[1]:]...)
-					if len(c.b) == 0 {
-						p.queue = append(p.queue[:i], p.queue[i+1:]...)
-					}
-					p.cpr = false
-					return n, nil
+func (ch *chatter) key(ctx context.Context, k lineedit.Key) {
+	ch.mu.Lock()
+	st, swallow := ch.state, ch.swallowEnter
+	ch.swallowEnter = false
+	if st == asking {
+		ch.answers <- k // buffered; under the lock, so ask's end sees it
+		ch.mu.Unlock()
+		return
+	}
+	ch.mu.Unlock()
+	ed := ch.ed
+	switch k.Code {
+	case lineedit.Enter:
+		if swallow {
+			return // the Enter typed after an approval's key, by habit
+		}
+		text := ed.Text()
+		if strings.TrimSpace(text) == "" {
+			return
+		}
+		ch.mu.Lock()
+		switch {
+		case ch.state == idle:
+			ch.state = busy
+			ch.mu.Unlock()
+			ed.KeepThen("", ch.busyPrompt(), true, true)
+			ch.hist.Add(text)
+			ch.lines <- submitted{text: text}
+		case ch.cancelTurn == nil:
+			// No turn runs (the chat is starting, a command runs): the
+			// line is the next the prompt takes.
+			ch.mu.Unlock()
+			ed.SetText("")
+			ch.hist.Add(text)
+			ch.say("%squeued: %s%s", ch.out.C.Dim, render.Compact(text, 80), ch.out.C.Reset)
+			ch.lines <- submitted{text: text}
+		default:
+			ch.mu.Unlock()
+			ch.duringTurn(ctx, text)
+		}
+	case lineedit.Interrupt:
+		if st == idle {
+			if ed.Text() != "" {
+				ed.SetText("")
+				return
+			}
+			if ch.interrupted() {
+				ch.lines <- submitted{eof: true}
+				return
+			}
+			c := ch.out.C
+			ch.say("%s(Ctrl-C again or Ctrl-D to leave)%s", c.Dim, c.Reset)
+			return
+		}
+		ch.interruptTurn(&session.Stopped{Cause: event.Cause{Kind: event.CauseUser, Reason: "interrupted at the terminal"}}, false)
+	case lineedit.EOF:
+		switch {
+		case st != idle:
+			// During a turn Ctrl-D does nothing: never a byte in the line.
+		case ed.Text() == "":
+			ch.lines <- submitted{eof: true}
+		default:
+			ed.Edit(lineedit.Key{Code: lineedit.Delete})
+		}
+	default:
+		ed.Edit(k)
+	}
+}
+
+// interruptTurn cancels the running turn with cause (twice within a
+// second, or quit: and leaves once it has ended).
+func (ch *chatter) interruptTurn(cause *session.Stopped, quit bool) {
+	ch.mu.Lock()
+	if quit || time.Since(ch.lastInt) < DoubleInterrupt {
+		ch.quit = true
+	}
+	ch.lastInt = time.Now()
+	cancel := ch.cancelTurn
+	ch.mu.Unlock()
+	if cancel != nil {
+		cancel(cause)
+	}
+}
+
+// duringTurn acts on a line Entered while a turn runs.
+func (ch *chatter) duringTurn(ctx context.Context, text string) {
+	ed, c := ch.ed, ch.out.C
+	line := strings.TrimSpace(text)
+	if strings.HasPrefix(line, "/") && !strings.HasPrefix(line, "//") {
+		name, _, _ := strings.Cut(strings.TrimPrefix(line, "/"), " ")
+		switch name {
+		case "cancel":
+			ed.SetText("")
+			ch.hist.Add(text)
+			ch.mu.Lock()
+			running := ch.cancelTurn != nil
+			ch.dropQueued = running
+			ch.mu.Unlock()
+			if !running {
+				ed.StartLine()
+				if _, err := ch.command(ctx, line); err != nil {
+					ed.Print(render.Safe(err.Error()))
 				}
+				return
 			}
-		} else if len(p.queue) > 0 {
-			c := &p.queue[0]
-			n := len(c.b)
-			if i := bytes.IndexAny(c.b, "\r\n\x03"); i >= 0 {
-				n = i + 1
+			ch.interruptTurn(&session.Stopped{Cause: event.Cause{Kind: event.CauseUser, Reason: "/cancel at the terminal"}}, false)
+			return
+		case "exit", "quit":
+			ed.SetText("")
+			ch.interruptTurn(&session.Stopped{Cause: event.Cause{Kind: event.CauseUser, Reason: "/exit at the terminal"}}, true)
+			return
+		case "usage", "log", "help":
+			ed.SetText("")
+			ch.hist.Add(text)
+			ed.StartLine()
+			if _, err := ch.command(ctx, line); err != nil {
+				ed.Print(render.Safe(err.Error()))
 			}
-			n = copy(b, c.b[:n])
-			if c.b = c.b[n:]; len(c.b) == 0 {
-				p.queue = p.queue[1:]
-			}
-			return n, nil
+			return
 		}
-		if p.err != nil {
-			return 0, p.err
-		}
-		p.ready.Wait()
+		// Other commands run after the turn, in the order typed.
+		ed.SetText("")
+		ch.hist.Add(text)
+		ch.mu.Lock()
+		ch.later = append(ch.later, line)
+		ch.mu.Unlock()
+		ch.say("%squeued: %s (runs after this turn)%s", c.Dim, render.Compact(line, 80), c.Reset)
+		return
+	}
+	msg := strings.TrimPrefix(line, "/") // "//text" sends "/text"
+	// Listed before it is sent, so that a turn ending meanwhile finds it
+	// (and waits for the send to be answered).
+	f := &followup{own: session.NewOwnTurn(session.InputID()), sent: make(chan struct{})}
+	ch.mu.Lock()
+	f.from = ch.turnFrom
+	ch.followups = append(ch.followups, f)
+	ch.mu.Unlock()
+	f.err = f.own.SendAs(ctx, ch.cl, ch.id, "followup", msg)()
+	close(f.sent)
+	if f.err != nil {
+		ch.say("%s  could not queue it: %s%s", c.Red, render.OneLine(session.APIFail(f.err).Error(), 160), c.Reset)
+		return
+	}
+	ed.SetText("")
+	ch.hist.Add(text)
+	ch.say("%squeued: %s%s", c.Dim, render.Compact(msg, 80), c.Reset)
+}
+
+// next is what runs after a turn: a follow-up sent during it (ok), or
+// else a command queued during it (line); neither: the chat is idle.
+func (ch *chatter) next() (f *followup, line string, ok bool) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if len(ch.followups) > 0 {
+		f, ch.followups = ch.followups[0], ch.followups[1:]
+		return f, "", true
+	}
+	if len(ch.later) > 0 {
+		line, ch.later = ch.later[0], ch.later[1:]
+		return f, line, false
+	}
+	return f, "", false
+}
+
+// setState moves the chat to st and shows its input line as st shows it.
+func (ch *chatter) setState(st inputState) {
+	ch.mu.Lock()
+	ch.state = st
+	ch.mu.Unlock()
+	switch st {
+	case idle:
+		ch.ed.SetPrompt(ch.prompt())
+		ch.ed.SetHideEmpty(false)
+	case busy:
+		ch.ed.SetPrompt(ch.busyPrompt())
+		ch.ed.SetHideEmpty(true)
 	}
 }
 
-// output is w, as the editor's output: its cursor-position queries are
-// noted (see Read).
-func (p *promptInput) output(w io.Writer) io.Writer { return promptOutput{p, w} }
-
-type promptOutput struct {
-	p *promptInput
-	w io.Writer
-}
-
-func (o promptOutput) Write(b []byte) (int, error) {
-	if bytes.Contains(b, cursorQuery) {
-		o.p.mu.Lock()
-		o.p.cpr = true
-		o.p.mu.Unlock()
-	}
-	return o.w.Write(b)
-}
-
-// interrupt ends the line being read (the editor reads the byte when it
-// next reads).
-func (p *promptInput) interrupt() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.pending.Add(1)
-	p.queue = append(p.queue, inputChunk{b: []byte{3}, injected: true})
-	p.ready.Broadcast()
-}
-
-// fresh drops what came before a prompt about a call shows and returns
-// the text of it the person typed (interrupts injected for earlier
-// prompts are dropped too, and no longer counted): the prompt's answer is
-// what is typed after it showed.
-func (p *promptInput) fresh() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var typed []byte
-	for _, c := range p.queue {
-		if c.injected {
-			p.pending.Add(-1)
-			continue
+// restore puts the terminal back as it was (once).
+func (ch *chatter) restore() {
+	ch.restoreOnce.Do(func() {
+		if ch.ed != nil {
+			ch.ed.Hide()
 		}
-		typed = append(typed, c.b...)
-	}
-	p.queue = nil
-	return string(typed)
+		if ch.rawOff != nil {
+			os.Stdout.Sync()
+			ch.rawOff()
+		}
+	})
 }
 
-// injected reports whether an interrupt the editor returned was one the
-// program injected (and counts it as read).
-func (p *promptInput) injected() bool {
-	for {
-		n := p.pending.Load()
-		if n == 0 {
-			return false
-		}
-		if p.pending.CompareAndSwap(n, n-1) {
-			return true
-		}
-	}
+// say prints a line above the input line (strings escaped as render's
+// printers do).
+func (ch *chatter) say(format string, args ...any) {
+	var b strings.Builder
+	render.Fprintf(&b, format, args...)
+	ch.ed.Print(b.String())
 }

@@ -58,10 +58,24 @@ func NewOwnTurn(msg string) *OwnTurn { return &OwnTurn{msg: msg, queued: -1} }
 // its id. The request is not cut short by a signal: once it has begun the
 // run knows whether the owner has the input, to cancel it.
 func (o *OwnTurn) Send(ctx context.Context, cl *server.Client, session, text string) func() error {
+	return o.SendAs(ctx, cl, session, "send", text)
+}
+
+// SendAs is Send with the input's verb (send, followup).
+func (o *OwnTurn) SendAs(ctx context.Context, cl *server.Client, session, verb, text string) func() error {
 	return func() error {
-		_, err := cl.Enqueue(context.WithoutCancel(ctx), session, "send", server.Input{Text: text, ID: o.msg})
+		_, err := cl.Enqueue(context.WithoutCancel(ctx), session, verb, server.Input{Text: text, ID: o.msg})
 		o.sent = err == nil
 		return err
+	}
+}
+
+// Skip follows the input through events already shown (to another
+// input's turn) without showing them: a follow-up sent while a turn ran
+// was queued in it.
+func (o *OwnTurn) Skip(evs []*store.Event) {
+	for _, e := range evs {
+		o.see(e)
 	}
 }
 

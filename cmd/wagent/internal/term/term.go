@@ -60,8 +60,12 @@ func (e *Env) LoadConfig() (*app.Config, error) {
 }
 
 // IsTerminal reports whether x is a terminal (not merely a character
-// device: /dev/null is one too).
+// device: /dev/null is one too), or a writer that says it writes to one
+// (the chat's line editor's output, which keeps its input line below).
 func IsTerminal(x any) bool {
+	if t, ok := x.(interface{ Terminal() bool }); ok {
+		return t.Terminal()
+	}
 	f, ok := x.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }

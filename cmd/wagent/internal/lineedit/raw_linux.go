@@ -1,0 +1,8 @@
+package lineedit
+
+import "golang.org/x/sys/unix"
+
+const (
+	ioctlGet = unix.TCGETS
+	ioctlSet = unix.TCSETS
+)
