@@ -29,11 +29,12 @@
 // Every other hook is the new pipeline's own: guards decide, prompts are
 // admitted, retries scheduled, turns steered or ended, contributions
 // made, compactions asked for, other ops' commands answered (/mode,
-// /skills), faults recorded. Those decisions are then compared, as data, with the recorded ones: approval requests and
-// decisions, tool calls the host starts and results that are not an
-// owner's (denials, the unknown-tool answer), retries, steering, admitted
-// or rewritten prompts, turn ends, request headers (tools, prompt parts,
-// top-of-mind), compactions, command replies, op notes and faults. Each
+// /skills), faults recorded. Those decisions are then compared, as data,
+// with the recorded ones: approval requests and decisions, tool calls the
+// host starts and results that are not an owner's (denials, the
+// unknown-tool answer), retries, steering, admitted or rewritten prompts,
+// turn ends, request headers (tools, prompt parts, top-of-mind),
+// compactions, command replies, op notes and faults. Each
 // is the same, changed, new or missing; Report.Divergences lists those
 // that differ in the order the session met them, with the recorded and
 // replayed events and a cmp-style diff (-recorded +replayed).
