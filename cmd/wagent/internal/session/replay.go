@@ -102,10 +102,12 @@ type replayPipelines struct {
 }
 
 // newReplayPipelines starts what a replay's pipelines run on: a wasm
-// runtime of its own, and a hub of MCP servers that is never started (a
-// replay answers tool sources from the recording).
+// runtime of its own, whose mounts are all read-only (the replay answers
+// what could change the world from the recording; should an op run even
+// so, it writes nothing), and a hub of MCP servers that is never started
+// (a replay answers tool sources from the recording).
 func newReplayPipelines(ctx context.Context, env *term.Env, file string, swaps map[string]string) (*replayPipelines, error) {
-	rt, err := wasmhost.NewRuntime(ctx, NodeOptions(env).RuntimeOptions...)
+	rt, err := wasmhost.NewRuntime(ctx, append(NodeOptions(env).RuntimeOptions, wasmhost.WithReadOnlyMounts())...)
 	if err != nil {
 		return nil, app.Errorf(app.Failed, "start the wasm runtime: %v", err)
 	}
