@@ -150,8 +150,9 @@ type execGrant struct {
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // grant computes requested ∩ granted for man, refusing with one line an
-// op whose request is not granted.
-func grant(man *hostabi.Manifest, g Grants) (*capabilities, error) {
+// op whose request is not granted; with readOnly every mount given is
+// read-only (WithReadOnlyMounts).
+func grant(man *hostabi.Manifest, g Grants, readOnly bool) (*capabilities, error) {
 	c := &capabilities{}
 	// Mounts: each requested one must be granted, read-write if asked so,
 	// but an optional one may be left out.
@@ -170,7 +171,7 @@ func grant(man *hostabi.Manifest, g Grants) (*capabilities, error) {
 		if want.Write && !m.Write {
 			return nil, fmt.Errorf("op %s requests %s read-write, but the pipeline grants it read-only: end the mount with :rw (grants: {mounts: [\"%s:%s:rw\"]}) or leave the op out", man.Name, want.Path, m.HostDir, want.Path)
 		}
-		m.Write = want.Write // read-only when the op asked for no more
+		m.Write = want.Write && !readOnly // read-only when the op asked for no more
 		st, err := os.Stat(m.HostDir)
 		if err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("op %s: mount %s: %s is not a directory", man.Name, m.GuestPath, m.HostDir)

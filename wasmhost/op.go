@@ -127,7 +127,7 @@ func (r *Runtime) NewOp(m *Module, cfg Config) (*Op, error) {
 	// Requested ∩ granted. Something the op requests and is not granted
 	// is refused rather than silently left out: the op would run without
 	// what it was built to use.
-	caps, err := grant(man, cfg.Grants)
+	caps, err := grant(man, cfg.Grants, r.opts.readOnly)
 	if err != nil {
 		return nil, err
 	}

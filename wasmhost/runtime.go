@@ -93,6 +93,7 @@ type options struct {
 	logger      *slog.Logger
 	maxIdle     int
 	maxCalls    int
+	readOnly    bool
 }
 
 // WithCacheDir sets the directory compiled code is cached in. An empty dir
@@ -120,6 +121,13 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 func WithPool(maxIdle, maxCalls int) Option {
 	return func(o *options) { o.maxIdle, o.maxCalls = maxIdle, maxCalls }
 }
+
+// WithReadOnlyMounts opens every mount of every op the Runtime makes
+// read-only, whatever the grants say: grants are checked as usual (an op
+// asking for a read-write mount still needs one granted :rw, and loads),
+// but the op, and any command it runs, sees the mount read-only and every
+// write there fails. For a replay, which must not change the world.
+func WithReadOnlyMounts() Option { return func(o *options) { o.readOnly = true } }
 
 // DefaultCacheDir returns the directory a Runtime caches compiled code in
 // by default ("" when there is none).

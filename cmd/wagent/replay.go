@@ -23,6 +23,9 @@ func replayCommand(env *cliEnv) *cli.Command {
 The session is re-driven through the state machine into a scratch log in
 memory: the model's recorded answers and the tools' recorded results are fed
 back, so no model is asked, nothing is sent to a network and no tool runs.
+Nothing is changed either: a command of an op that can act on the world (the
+files op's /undo) is answered with its recorded reply, and every mount is
+opened read-only.
 Every other decision is the new pipeline's own (approvals, retries, steering,
 admitted prompts, turn ends, contributions, compactions, faults) and is
 compared with the recorded one. A tool that answers differently is not a

@@ -15,8 +15,10 @@ import (
 // each request with the recorded answer of the same step and attempt, and
 // every op stands behind a stand-in that answers a call the host asks it
 // to run with the recorded result (and the notes its owner wrote with
-// it). Tool sources whose list comes from outside (an MCP server) offer
-// the tools the recorded request header says they offered.
+// it), and a command of an op that can act on the world with the
+// recorded reply (and notes). Tool sources whose list comes from outside
+// (an MCP server) offer the tools the recorded request header says they
+// offered.
 
 // Complete answers a request from the recording: the step's answer at
 // the request's attempt, or, for a summary (attempt 0), the summary the
@@ -86,12 +88,15 @@ type standIn struct {
 	man    *hostabi.Manifest
 	r      *run
 	source bool // a tool source (a namespace in its manifest): its list is recorded
+	acts   bool // it can act on the world (actsOnWorld): its commands are recorded
 }
 
 func (s *standIn) Handle(ctx context.Context, v *hostabi.View, rd engine.Reader) ([]hostabi.Effect, error) {
 	switch {
 	case v.Hook == hostabi.HookTool && v.Tool != nil && v.Tool.Run != "":
 		return s.r.recordedRun(s.man.Name, callKey{v.Turn, v.Step, v.Tool.Run})
+	case s.acts && v.Hook == hostabi.HookCommand && v.Command != nil:
+		return s.r.recordedCommand(s.man.Name, v.Turn, v.Command.Name)
 	case s.source && v.Hook == hostabi.HookContribute:
 		return s.r.recordedOffer(s.man.Name), nil
 	case s.source && v.Hook == hostabi.HookTool:
@@ -141,6 +146,53 @@ func (r *run) recordedRun(op string, k callKey) ([]hostabi.Effect, error) {
 	why := fmt.Sprintf("the recording's run of call %s was cut off (%s: %s), which a replay cannot reproduce", id, rn.result.Code, rn.result.Content)
 	r.haltRun(rn.seq, why)
 	return nil, &hostabi.Fault{Kind: hostabi.FaultError, Message: "replay: " + why}
+}
+
+// actsOnWorld reports whether an op's manifest asks for a way to change
+// the world: a read-write mount, commands or HTTP. Its manifest, not
+// what it was granted: an op is given only what it requests (wasmhost
+// refuses one whose request is not granted), and the replay's own
+// pipeline may grant less (read-only mounts) than the recording's did.
+func actsOnWorld(man *hostabi.Manifest) bool {
+	c := man.Capabilities
+	if len(c.HTTP) > 0 || len(c.Exec) > 0 {
+		return true
+	}
+	for _, m := range c.Mounts {
+		if m.Write {
+			return true
+		}
+	}
+	return false
+}
+
+// recordedCommand answers a command of an op that can act on the world
+// from the recording of the turn: the reply it recorded, with the notes
+// it wrote, or its fault. When the recording has no answer of a command
+// in the turn (it took the input as a prompt), the op answers nothing
+// here either; when another op or command answered there, the replay
+// stops: running the command could change the world.
+func (r *run) recordedCommand(op string, turn int, name string) ([]hostabi.Effect, error) {
+	c := r.rec.commands[turn]
+	switch {
+	case c == nil:
+		return nil, nil
+	case c.op != op || c.reply != nil && c.reply.Command != name:
+		what := "op " + c.op + "'s fault"
+		if c.reply != nil {
+			what = fmt.Sprintf("/%s by op %s", c.reply.Command, c.op)
+		}
+		why := fmt.Sprintf("the new pipeline's op %s answers /%s in turn %d, and it can act on the world; the recording has %s there, and a replay does not run a command that can change the world", op, name, turn, what)
+		r.haltRun(c.seq, why)
+		return nil, &hostabi.Fault{Kind: hostabi.FaultError, Message: "replay: " + why}
+	case c.fault != nil:
+		return nil, &hostabi.Fault{Kind: c.fault.Kind, Message: c.fault.Message}
+	}
+	out := make([]hostabi.Effect, 0, len(c.notes)+1)
+	for _, n := range c.notes {
+		out = append(out, hostabi.Effect{Kind: hostabi.KindNote, Key: n.Key, Value: n.Value})
+	}
+	return append(out, hostabi.Effect{Kind: hostabi.KindReply, Text: c.reply.Text}), nil
 }
 
 // haltRun stops at a run the recording cannot feed: the tool/call just
@@ -193,7 +245,7 @@ func (r *run) wrap(p *engine.Pipeline) (*engine.Pipeline, error) {
 	ops := make([]engine.Operation, p.Len())
 	for i := range ops {
 		op, man := p.Op(i)
-		s := &standIn{Operation: op, man: man, r: r}
+		s := &standIn{Operation: op, man: man, r: r, acts: actsOnWorld(man)}
 		for _, t := range man.Tools {
 			if hostabi.IsNamespace(t) {
 				s.source = true

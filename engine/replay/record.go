@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/wagent/wagent/event"
@@ -60,6 +61,17 @@ type ran struct {
 	fault   *event.OpFault // the owner's fault while running it
 }
 
+// commanded is what the recording says of the command hook in one turn:
+// the op that answered, its reply and the notes it wrote with it, or its
+// fault there.
+type commanded struct {
+	op    string
+	reply *event.CommandReply
+	notes []event.OpNote
+	fault *event.OpFault
+	seq   uint64
+}
+
 // group is a run of events appended from outside (input or an abort),
 // fed into the replay when it reaches the same point: once it has made as
 // many boundary moves as the recording had before the group, and, for a
@@ -94,6 +106,7 @@ type recording struct {
 	// and id: a model's call ids are its own and may repeat from one
 	// step or turn to the next.
 	runs     map[callKey]*ran
+	commands map[int]*commanded // by turn
 	results  map[callKey]store.Event
 	persons  map[callKey]event.ApprovalDecision
 	users    map[string]store.Event
@@ -142,7 +155,7 @@ func read(session string, evs []store.Event, start int) (*recording, error) {
 		origin: make([]origin, len(evs)), bc: make([]int, len(evs)), off: make([]int, len(evs)), move: make([]moveKey, len(evs)),
 		answers: map[stepKey][]answer{}, summaries: map[stepKey][]event.ContextCompacted{},
 		headers: map[stepKey]int{}, steers: map[stepKey][]hostabi.InputMessage{},
-		runs: map[callKey]*ran{}, results: map[callKey]store.Event{}, persons: map[callKey]event.ApprovalDecision{},
+		runs: map[callKey]*ran{}, commands: map[int]*commanded{}, results: map[callKey]store.Event{}, persons: map[callKey]event.ApprovalDecision{},
 		users: map[string]store.Event{}, turnMsgs: map[int]int{}, turnEnds: map[int]uint64{}}
 	r.classify()
 
@@ -232,6 +245,7 @@ func read(session string, evs []store.Event, start int) (*recording, error) {
 		if o != byMachine {
 			continue
 		}
+		r.command(e, i)
 		switch e.Type {
 		case event.EvAssistantMessage:
 			var d event.AssistantMessage
@@ -268,6 +282,42 @@ func read(session string, evs []store.Event, start int) (*recording, error) {
 	}
 	r.final = st
 	return r, nil
+}
+
+// command notes what the command hook answered, from a machine event:
+// a command/reply with the notes of its op just before it (accept appends
+// an answer's notes first, in the same move), or an op/fault at the hook.
+func (r *recording) command(e store.Event, i int) {
+	switch e.Type {
+	case event.EvCommandReply:
+		var d event.CommandReply
+		json.Unmarshal(e.Data, &d)
+		c := &commanded{op: d.Op, reply: &d, seq: e.Seq}
+		// The user/message of the command sits between the notes and
+		// the reply.
+		j := i - 1
+		for j >= r.start && r.evs[j].Type == event.EvUserMessage && r.evs[j].Turn == e.Turn {
+			j--
+		}
+		var notes []event.OpNote
+		for ; j >= r.start && r.evs[j].Type == event.EvOpNote && r.evs[j].Turn == e.Turn; j-- {
+			var n event.OpNote
+			json.Unmarshal(r.evs[j].Data, &n)
+			if n.Op != d.Op {
+				break
+			}
+			notes = append(notes, n)
+		}
+		slices.Reverse(notes)
+		c.notes = notes
+		r.commands[e.Turn] = c
+	case event.EvOpFault:
+		var d event.OpFault
+		json.Unmarshal(e.Data, &d)
+		if d.Hook == string(hostabi.HookCommand) {
+			r.commands[e.Turn] = &commanded{op: d.Op, fault: &d, seq: e.Seq}
+		}
+	}
 }
 
 // classify says who appended each event. The machine's own events are

@@ -15,25 +15,34 @@
 //     result and the notes the owner wrote with it: no tool runs (a tool
 //     source such as an MCP server is not even started: the tools it
 //     offered are read from the recorded request header);
+//   - answers the slash command of an op that can act on the world (its
+//     manifest asks for a read-write mount, commands to run or HTTP: the
+//     files op's /undo) with the recorded reply and the notes the op
+//     wrote with it, or its recorded fault: the op is not asked, so the
+//     replay writes no file, runs no program and reaches no host through
+//     it (where the recording answered no command in that turn, the op
+//     answers nothing; where another op answered, the replay stops);
 //   - feeds what came from outside at the point where it came: input, a
 //     person's decision (when the replay waits for it), a cancellation,
 //     changed settings.
 //
 // Every other hook is the new pipeline's own: guards decide, prompts are
 // admitted, retries scheduled, turns steered or ended, contributions
-// made, compactions asked for, faults recorded. Those decisions are then
-// compared, as data, with the recorded ones: approval requests and
-// decisions, tool calls the host starts and results that are not an
-// owner's (denials, the unknown-tool answer), retries, steering, admitted
-// or rewritten prompts, turn ends, request headers (tools, prompt parts,
-// top-of-mind), compactions, command replies, op notes and faults. Each
+// made, compactions asked for, other ops' commands answered (/mode,
+// /skills), faults recorded. Those decisions are then compared, as data,
+// with the recorded ones: approval requests and decisions, tool calls the
+// host starts and results that are not an owner's (denials, the
+// unknown-tool answer), retries, steering, admitted or rewritten prompts,
+// turn ends, request headers (tools, prompt parts, top-of-mind),
+// compactions, command replies, op notes and faults. Each
 // is the same, changed, new or missing; Report.Divergences lists those
 // that differ in the order the session met them, with the recorded and
 // replayed events and a cmp-style diff (-recorded +replayed).
 //
 // A different tool result is not a divergence: recorded results are fed
 // back, so a new version of a tool-owning op is replayed for its other
-// hooks, never for what its tools answer.
+// hooks, never for what its tools answer; nor, for an op that can act on
+// the world, for what its commands reply.
 //
 // When a divergence means the recorded future no longer applies, the
 // replay stops there (Report.Stopped) and says why: the conversation the
@@ -69,8 +78,10 @@ type Options struct {
 	Events []store.Event
 	// Pipeline returns the pipeline to replay with for the session's
 	// settings (session/created's, and again at each recorded
-	// pipeline/changed with the new ones). Its ops' tool runs are answered
-	// from the recording.
+	// pipeline/changed with the new ones). Its ops' tool runs, and the
+	// commands of its ops that can act on the world, are answered from
+	// the recording. Build it so that it cannot change the world even so
+	// (wasmhost.WithReadOnlyMounts).
 	Pipeline func(settings event.SessionCreated) (*engine.Pipeline, error)
 	// From, if above 1, replays from that seq: the events before it are
 	// taken as recorded. The event before it must be a turn boundary

@@ -63,14 +63,11 @@ func Replay(o ReplayOptions) error {
 	if evs.Broken != "" {
 		return app.Errorf(app.Failed, "session %s cannot be replayed: %s", id, evs.Broken)
 	}
-	rt, err := wasmhost.NewRuntime(ctx, NodeOptions(env).RuntimeOptions...)
+	pl, err := newReplayPipelines(ctx, env, o.Pipeline, o.Swaps)
 	if err != nil {
-		return app.Errorf(app.Failed, "start the wasm runtime: %v", err)
+		return err
 	}
-	defer rt.Close(context.Background())
-	hub := mcp.NewHub() // never started: a replay answers tool sources from the recording
-	defer hub.Close()
-	pl := &replayPipelines{env: env, rt: rt, hub: hub, file: o.Pipeline, swaps: o.Swaps}
+	defer pl.close()
 	rep, err := replay.Run(ctx, replay.Options{Session: id, Events: evs.Events, From: o.From, Pipeline: pl.build})
 	if err != nil {
 		if re := (*replay.RecordingError)(nil); errors.As(err, &re) && re.From {
@@ -102,6 +99,24 @@ type replayPipelines struct {
 	file  string
 	swaps map[string]string
 	used  string
+}
+
+// newReplayPipelines starts what a replay's pipelines run on: a wasm
+// runtime of its own, whose mounts are all read-only (the replay answers
+// what could change the world from the recording; should an op run even
+// so, it writes nothing), and a hub of MCP servers that is never started
+// (a replay answers tool sources from the recording).
+func newReplayPipelines(ctx context.Context, env *term.Env, file string, swaps map[string]string) (*replayPipelines, error) {
+	rt, err := wasmhost.NewRuntime(ctx, append(NodeOptions(env).RuntimeOptions, wasmhost.WithReadOnlyMounts())...)
+	if err != nil {
+		return nil, app.Errorf(app.Failed, "start the wasm runtime: %v", err)
+	}
+	return &replayPipelines{env: env, rt: rt, hub: mcp.NewHub(), file: file, swaps: swaps}, nil
+}
+
+func (p *replayPipelines) close() {
+	p.hub.Close()
+	p.rt.Close(context.Background())
 }
 
 func (p *replayPipelines) label() string {
