@@ -149,6 +149,10 @@ func (m *Markdown) Break() {
 	}
 }
 
+// maxUnsettled is the most of a line's undrawn text stream parses again
+// for each word that arrives.
+const maxUnsettled = 4 << 10
+
 var reItemOpen = regexp.MustCompile(`^([ \t]*)([-*+]|\d{1,9}[.)])[ \t]+`)
 
 // stream draws what is settled of the line being received: a paragraph
@@ -160,6 +164,9 @@ func (m *Markdown) stream() {
 		return
 	}
 	if !m.open {
+		if len(m.part) > maxUnsettled {
+			return // not opened in its first 4 KiB: drawn when it ends
+		}
 		body := 0
 		if im := reItemOpen.FindSubmatchIndex(m.part); im != nil {
 			body = im[1]
@@ -179,6 +186,13 @@ func (m *Markdown) stream() {
 		m.open, m.at = true, body
 	}
 	s := m.part[m.at:]
+	if len(s) > maxUnsettled {
+		// So much is undrawn that the words before it never settled (a
+		// lone "*", an unclosed "`") or hold no space: parsing it again
+		// for each new word would cost the square of the line. The rest
+		// of the line is drawn when it ends.
+		return
+	}
 	// Whole words only, one space between them, a word after the space
 	// (the line's end may still make the words before it a hard break).
 	t := bytes.TrimRight(s, " ")

@@ -1,0 +1,46 @@
+package render
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A line that never settles costs the streaming renderer linear time, not
+// quadratic: a long paragraph after a lone delimiter ("2 * 3", an
+// unclosed *) or a long run without a space, streamed a few bytes at a
+// time as a model sends it, is drawn in well under a second, and draws
+// what one write of it draws. Before, every new word parsed the whole
+// line again (8000 words took a second, a 1 MiB line minutes: a hostile
+// or merely long answer froze the terminal).
+func TestMarkdownStreamingALineThatNeverSettlesIsLinear(t *testing.T) {
+	for name, text := range map[string]string{
+		"lone delimiter": "Compute 2 * 3 and then " + strings.Repeat("word ", 64<<10) + "end\n",
+		"unclosed star":  "Start *open " + strings.Repeat("word ", 64<<10) + "end\n",
+		"no space":       "Blob " + strings.Repeat("x", 1<<20) + "\n",
+		"leading spaces": strings.Repeat(" ", 1<<20) + "x\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			var whole bytes.Buffer
+			m := NewMarkdown(&whole, true)
+			m.WriteString(text)
+			m.Flush()
+
+			var streamed bytes.Buffer
+			m = NewMarkdown(&streamed, true)
+			start := time.Now()
+			for i := 0; i < len(text); i += 8 {
+				m.WriteString(text[i:min(i+8, len(text))])
+				if d := time.Since(start); d > 10*time.Second {
+					t.Fatalf("streaming stalled: %d of %d bytes in %v", i, len(text), d)
+				}
+			}
+			m.Flush()
+			t.Logf("%d bytes streamed 8 at a time in %v", len(text), time.Since(start))
+			if streamed.String() != whole.String() {
+				t.Errorf("streamed drawing differs from one write's (%d vs %d bytes)", streamed.Len(), whole.Len())
+			}
+		})
+	}
+}
