@@ -605,8 +605,23 @@ func (m *Markdown) inline(s, base string) int {
 		base = ""
 	}
 	src := []byte(s)
+	if len(src) > maxInline {
+		// The parser's links cost the square of a line made of them
+		// ("[a](" repeated: 200 KB took 20 s); a line this long is drawn
+		// as its text.
+		in := inliner{m: m, src: src, base: base}
+		in.apply()
+		in.text(s)
+		if m.colour && base != "" {
+			m.out.WriteString(sgrReset)
+		}
+		return in.width
+	}
 	return m.inlineDoc(src, inlineParser.Parse(text.NewReader(src)), base)
 }
+
+// maxInline is the longest line whose inline Markdown is parsed.
+const maxInline = 16 << 10
 
 // inlineDoc writes a parsed line (see inline).
 func (m *Markdown) inlineDoc(src []byte, doc ast.Node, base string) int {

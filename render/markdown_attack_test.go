@@ -44,3 +44,29 @@ func TestMarkdownStreamingALineThatNeverSettlesIsLinear(t *testing.T) {
 		})
 	}
 }
+
+// A line of inline Markdown that costs the parser the square of its
+// length ("[a](" repeated: 200 KB took 20 s in one write) is drawn as its
+// text, at once, escapes still neutralised.
+func TestMarkdownAPathologicalLineIsDrawnAtOnce(t *testing.T) {
+	line := "Go " + strings.Repeat("[a](", 50000) + "\x1b]0;title\a end"
+	var out bytes.Buffer
+	m := NewMarkdown(&out, true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.WriteString(line + "\n")
+		m.Flush()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a 200 KB line of links was not drawn within 10 s")
+	}
+	if !strings.Contains(out.String(), "[a]([a](") || !strings.Contains(out.String(), `\x1b]0;title\a end`) {
+		t.Errorf("the line was not drawn as its text, escapes shown: %q…", out.String()[:200])
+	}
+	if strings.Contains(out.String(), "\x1b]") {
+		t.Error("an escape sequence of the model reached the terminal")
+	}
+}
