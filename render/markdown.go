@@ -621,7 +621,7 @@ func (m *Markdown) inline(s, base string) int {
 }
 
 // maxInline is the longest line whose inline Markdown is parsed.
-const maxInline = 16 << 10
+const maxInline = 4 << 10
 
 // inlineDoc writes a parsed line (see inline).
 func (m *Markdown) inlineDoc(src []byte, doc ast.Node, base string) int {
