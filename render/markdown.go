@@ -604,23 +604,36 @@ func (m *Markdown) inline(s, base string) int {
 	if !m.colour {
 		base = ""
 	}
-	src := []byte(s)
-	if len(src) > maxInline {
+	if len(s) > maxInline {
 		// The parser's links cost the square of a line made of them
-		// ("[a](" repeated: 200 KB took 20 s); a line this long is drawn
-		// as its text.
-		in := inliner{m: m, src: src, base: base}
-		in.apply()
-		in.text(s)
-		if m.colour && base != "" {
-			m.out.WriteString(sgrReset)
+		// ("[a](" repeated: 200 KB took 20 s): a line this long is
+		// parsed in pieces cut at a space (a span across a cut shows its
+		// markers).
+		w := 0
+		for len(s) > maxInline {
+			cut, gap := strings.LastIndexByte(s[:maxInline], ' '), 1
+			if cut <= 0 {
+				cut, gap = maxInline, 0
+				for cut > 0 && !utf8.RuneStart(s[cut]) {
+					cut--
+				}
+			}
+			w += m.inline(s[:cut], base)
+			if gap > 0 {
+				// The parser drops a piece's outer spaces: the cut's is
+				// written here.
+				m.out.WriteByte(' ')
+				w++
+			}
+			s = s[cut+gap:]
 		}
-		return in.width
+		return w + m.inline(s, base)
 	}
+	src := []byte(s)
 	return m.inlineDoc(src, inlineParser.Parse(text.NewReader(src)), base)
 }
 
-// maxInline is the longest line whose inline Markdown is parsed.
+// maxInline is the most of a line parsed as one.
 const maxInline = 4 << 10
 
 // inlineDoc writes a parsed line (see inline).

@@ -70,3 +70,26 @@ func TestMarkdownAPathologicalLineIsDrawnAtOnce(t *testing.T) {
 		t.Error("an escape sequence of the model reached the terminal")
 	}
 }
+
+// A paragraph longer than one parse (4 KiB) keeps its emphasis and its
+// spaces, drawn in one write as streamed.
+func TestMarkdownALongParagraphKeepsItsEmphasis(t *testing.T) {
+	text := "Start **bold** and " + strings.Repeat("more words ", 800) + "then *end*.\n"
+	var whole bytes.Buffer
+	m := NewMarkdown(&whole, false)
+	m.WriteString(text)
+	m.Flush()
+	got := whole.String()
+	want := "Start bold and " + strings.Repeat("more words ", 800) + "then end.\n"
+	if got != want {
+		t.Errorf("a long paragraph drew %d bytes, want %d; differs at %q", len(got), len(want), got[firstDiff(got, want):min(len(got), firstDiff(got, want)+40)])
+	}
+}
+
+func firstDiff(a, b string) int {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	return i
+}
