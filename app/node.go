@@ -899,6 +899,15 @@ func (n *Node) knows(name string) bool {
 	return ok
 }
 
+// Forget drops what the node remembers of who created the session id:
+// call it once the session is deleted, so that a session made later
+// under the same id is its new creator's alone.
+func (n *Node) Forget(id string) {
+	n.mu.Lock()
+	delete(n.creators, id)
+	n.mu.Unlock()
+}
+
 // MayAccess says whether p may see and act on the session id: always,
 // unless p's policy limits it to its own sessions; a session that does
 // not exist (yet) is p's to create.

@@ -9,6 +9,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -228,12 +229,35 @@ func WritableProject(dir string) (ok bool, why string) {
 	if real == filepath.Dir(real) {
 		return false, "is the root of the file system"
 	}
-	if home, err := os.UserHomeDir(); err == nil {
-		if h, err := filepath.EvalSymlinks(home); err == nil && h == real {
+	for _, home := range homeDirs() {
+		h, err := filepath.EvalSymlinks(home)
+		if err != nil {
+			continue
+		}
+		if h == real {
 			return false, "is your home directory"
+		}
+		// A folder holding the home (/home, /Users) would give the tools
+		// its files one folder down.
+		if rel, err := filepath.Rel(real, h); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return false, "holds your home directory"
 		}
 	}
 	return true, ""
+}
+
+// homeDirs are the home directories to keep the tools out of: $HOME and
+// the user database's, which a process started without HOME (a service,
+// a cron job) still has.
+func homeDirs() []string {
+	var out []string
+	if home, err := os.UserHomeDir(); err == nil && home != "" {
+		out = append(out, home)
+	}
+	if u, err := user.Current(); err == nil && u.HomeDir != "" {
+		out = append(out, u.HomeDir)
+	}
+	return out
 }
 
 // DefaultNotes are what a person is told, once, about a session that runs

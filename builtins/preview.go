@@ -20,6 +20,12 @@ import (
 // reads: past it the preview is one line saying so, no diff.
 const MaxPreviewBytes = 256 << 10
 
+// MaxPreviewDiff is the most of a diff a preview holds: it is kept in the
+// session's summary for each waiting call (up to 64 at once), sent with
+// every read of the session and printed at the approval. A longer diff is
+// cut at a line, with one line saying how many more it has.
+const MaxPreviewDiff = 64 << 10
+
 // preview makes the files op's previews (pipeline.Previews): a unified
 // diff of what a pending write_file or edit_file would change, read by
 // the host through the op's mount with the op's own path resolution and
@@ -106,7 +112,18 @@ func FilesPreview(dir string, mounts []wasmhost.Mount, tool string, args json.Ra
 	if strings.IndexByte(before, 0) >= 0 || strings.IndexByte(after, 0) >= 0 {
 		return fmt.Sprintf("%s is binary: no diff shown (%d bytes now, %d after)", name, len(before), len(after))
 	}
-	return textedit.Unified(name, before, after, existed)
+	return cutDiff(textedit.Unified(name, before, after, existed))
+}
+
+// cutDiff keeps a diff's lines up to MaxPreviewDiff bytes, and says how
+// many lines more it has.
+func cutDiff(d string) string {
+	if len(d) <= MaxPreviewDiff {
+		return d
+	}
+	keep := strings.LastIndexByte(d[:MaxPreviewDiff], '\n') + 1
+	more := strings.Count(d[keep:], "\n")
+	return d[:keep] + fmt.Sprintf("… the diff goes on for %d lines more\n", more)
 }
 
 type tooBigError struct{ size int64 }

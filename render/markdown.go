@@ -149,6 +149,10 @@ func (m *Markdown) Break() {
 	}
 }
 
+// maxUnsettled is the most of a line's undrawn text stream parses again
+// for each word that arrives.
+const maxUnsettled = 4 << 10
+
 var reItemOpen = regexp.MustCompile(`^([ \t]*)([-*+]|\d{1,9}[.)])[ \t]+`)
 
 // stream draws what is settled of the line being received: a paragraph
@@ -160,6 +164,9 @@ func (m *Markdown) stream() {
 		return
 	}
 	if !m.open {
+		if len(m.part) > maxUnsettled {
+			return // not opened in its first 4 KiB: drawn when it ends
+		}
 		body := 0
 		if im := reItemOpen.FindSubmatchIndex(m.part); im != nil {
 			body = im[1]
@@ -179,6 +186,13 @@ func (m *Markdown) stream() {
 		m.open, m.at = true, body
 	}
 	s := m.part[m.at:]
+	if len(s) > maxUnsettled {
+		// So much is undrawn that the words before it never settled (a
+		// lone "*", an unclosed "`") or hold no space: parsing it again
+		// for each new word would cost the square of the line. The rest
+		// of the line is drawn when it ends.
+		return
+	}
 	// Whole words only, one space between them, a word after the space
 	// (the line's end may still make the words before it a hard break).
 	t := bytes.TrimRight(s, " ")
@@ -590,9 +604,37 @@ func (m *Markdown) inline(s, base string) int {
 	if !m.colour {
 		base = ""
 	}
+	if len(s) > maxInline {
+		// The parser's links cost the square of a line made of them
+		// ("[a](" repeated: 200 KB took 20 s): a line this long is
+		// parsed in pieces cut at a space (a span across a cut shows its
+		// markers).
+		w := 0
+		for len(s) > maxInline {
+			cut, gap := strings.LastIndexByte(s[:maxInline], ' '), 1
+			if cut <= 0 {
+				cut, gap = maxInline, 0
+				for cut > 0 && !utf8.RuneStart(s[cut]) {
+					cut--
+				}
+			}
+			w += m.inline(s[:cut], base)
+			if gap > 0 {
+				// The parser drops a piece's outer spaces: the cut's is
+				// written here.
+				m.out.WriteByte(' ')
+				w++
+			}
+			s = s[cut+gap:]
+		}
+		return w + m.inline(s, base)
+	}
 	src := []byte(s)
 	return m.inlineDoc(src, inlineParser.Parse(text.NewReader(src)), base)
 }
+
+// maxInline is the most of a line parsed as one.
+const maxInline = 4 << 10
 
 // inlineDoc writes a parsed line (see inline).
 func (m *Markdown) inlineDoc(src []byte, doc ast.Node, base string) int {

@@ -145,6 +145,7 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	delete(s.summaries, id)
 	s.mu.Unlock()
+	s.node.Forget(id)
 	writeJSON(w, http.StatusOK, Deleted{ID: id, Events: evs[len(evs)-1].Seq})
 }
 

@@ -144,6 +144,25 @@ type target struct {
 	first change
 	turn  int // of first
 	last  string
+	// gap is the turn of a later change that did not start from what the
+	// session last wrote (someone changed or removed the file between the
+	// session's writes); 0 when none did.
+	gap int
+}
+
+// startsFrom reports whether change x was made on the content whose hash
+// is last (what the session wrote before it), as far as its record tells:
+// a file that was not there had been removed, and a kept content must
+// hash to last. A content over the cap was not kept and cannot be told.
+func startsFrom(x change, last string) bool {
+	if !x.Existed {
+		return false
+	}
+	if !x.Kept {
+		return true
+	}
+	b, err := base64.StdEncoding.DecodeString(x.Before)
+	return err == nil && hashOf(b) == last
 }
 
 func (cfg *filesConfig) undo(c *pdk.Call) string {
@@ -184,6 +203,9 @@ func (cfg *filesConfig) undo(c *pdk.Call) string {
 				return fmt.Sprintf("cannot undo: the record of change %d of turn %d is missing or damaged; nothing was restored", k, t)
 			}
 			if tg, ok := files[x.Path]; ok {
+				if tg.gap == 0 && !startsFrom(x, tg.last) {
+					tg.gap = t
+				}
 				tg.last = x.After
 				continue
 			}
@@ -196,6 +218,9 @@ func (cfg *filesConfig) undo(c *pdk.Call) string {
 		tg, name := files[p], cfg.rel(p)
 		if tg.first.Existed && !tg.first.Kept {
 			return fmt.Sprintf("cannot undo: %s was over %d KiB before turn %d, so its content was not kept; nothing was restored", name, maxUndoBytes>>10, tg.turn)
+		}
+		if tg.gap != 0 {
+			return fmt.Sprintf("cannot undo: %s was changed by someone else between this session's writes (before its change in turn %d), and restoring it would lose that; nothing was restored", name, tg.gap)
 		}
 		st, err := os.Stat(p)
 		switch {
