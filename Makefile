@@ -72,6 +72,7 @@ e2e: deps-e2e
 # deps-* install what a target's tests need when it is missing (a second
 # run installs nothing), or say in one line what to install by hand.
 deps-test:
+	@sh scripts/deps.sh shells
 	@sh scripts/deps.sh test
 deps-e2e:
 	@sh scripts/deps.sh e2e

@@ -4,8 +4,9 @@
 # Makefile runs it before the targets that need it; .ci/run has no install
 # step of its own for these.
 #
-#   scripts/deps.sh test     zsh and fish (from Debian, as root), and the
-#                            real MCP servers from npm (make test), into
+#   scripts/deps.sh shells   zsh and fish, for the completion tests (make
+#                            test): from Debian when run as root
+#   scripts/deps.sh test     the real MCP servers from npm (make test), into
 #                            $WAGENT_TEST_NPM (default ~/.cache/wagent/npm);
 #                            the versions are internal/npmtest/packages.txt
 #   scripts/deps.sh e2e      the same, and a check for Chromium (make e2e);
@@ -100,7 +101,7 @@ need_shells() {
 		command -v "$sh" >/dev/null 2>&1 || missing="$missing $sh"
 	done
 	[ -n "$missing" ] || return 0
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+	if [ "$(id -u 2>/dev/null)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 		echo "deps: make test (the completion scripts): installing$missing from Debian"
 		# shellcheck disable=SC2086 # a list of package names
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null ||
@@ -112,18 +113,15 @@ need_shells() {
 }
 
 case "${1:-}" in
-test)
-	need_shells
-	npm_test
-	;;
+test) npm_test ;;
+shells) need_shells ;;
 e2e)
 	need_chromium
-	need_shells
 	npm_test
 	;;
 guests) npm_install "the AssemblyScript example op" "${WAGENT_GUEST_NPM:-$cache/asc}" assemblyscript@0.28.20 ;;
 *)
-	echo "usage: scripts/deps.sh test|e2e|guests" >&2
+	echo "usage: scripts/deps.sh test|shells|e2e|guests" >&2
 	exit 2
 	;;
 esac

@@ -117,7 +117,9 @@ func TestTwoRunsOnOneSessionEachPrintTheirOwnAnswer(t *testing.T) {
 		{second, "second", []string{"Answer two."}, []string{"Answer one.", "slow_read"}},
 	} {
 		code, stderr := r.p.wait(t)
-		out := r.p.stdout()
+		// The answer is on stdout, the tool call's line on stderr: each
+		// run shows its own of both.
+		out := r.p.stdout() + stderr
 		if code != exitOK {
 			t.Errorf("the %s run: exit %d\n%s\n%s", r.name, code, out, stderr)
 		}

@@ -67,7 +67,7 @@ func TestCompleteCandidates(t *testing.T) {
 	}{
 		{[]string{"se"}, []string{"send", "serve", "sessions"}},
 		{[]string{"comp"}, []string{"completion"}},
-		{[]string{"run", "--mo"}, []string{"--model"}},
+		{[]string{"run", "--mo"}, []string{"--mode", "--model"}},
 		{[]string{"log", "-"}, []string{"--follow", "--help", "--json", "--store", "-f", "-h"}},
 		{[]string{"ops", "in"}, []string{"inspect"}},
 		{[]string{"log", ""}, []string{"alpha-1", "beta-2"}},
@@ -126,7 +126,7 @@ func TestCompletionInTheShells(t *testing.T) {
 	}{
 		{"bash", []string{"-c", `source "$1"; COMP_WORDS=(wagent sess); COMP_CWORD=1; _wagent; printf '%s\n' "${COMPREPLY[@]}"`, "x", script("bash")}, "sessions"},
 		{"bash", []string{"-c", `source "$1"; COMP_WORDS=(wagent log ''); COMP_CWORD=2; _wagent; printf '%s\n' "${COMPREPLY[@]}"`, "x", script("bash")}, "gamma-3"},
-		{"fish", []string{"-c", `source $argv[1]; complete -C 'wagent run --mod'`, script("fish")}, "--model"},
+		{"fish", []string{"-c", `source $argv[1]; complete -C 'wagent run --mode'`, script("fish")}, "--mode\n--model"},
 		{"fish", []string{"-c", `source $argv[1]; complete -C 'wagent resume g'`, script("fish")}, "gamma-3"},
 	} {
 		c := exec.Command(shell(t, tc.sh), tc.args...)

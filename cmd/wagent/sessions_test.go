@@ -57,7 +57,7 @@ func TestResumeRetriesAFailedTurn(t *testing.T) {
 	if s["status"] != "error" || !strings.Contains(s["error"].(string), "bad day") {
 		t.Fatalf("sessions --json lists the failed session as %v", s)
 	}
-	if r := wag(t, home, "sessions"); !strings.Contains(r.stdout, "error: ") || !strings.Contains(r.stdout, "bad day") {
+	if r := wag(t, home, "sessions"); !strings.Contains(r.stdout, "error: bad_request (HTTP 400)") {
 		t.Errorf("sessions does not say error and why:\n%s", r.stdout)
 	}
 	r = wag(t, home, append([]string{"resume", "f"}, flags...)...)

@@ -22,7 +22,11 @@ func nearest(typed string, candidates []string) string {
 		if len(typed) >= 3 && strings.HasPrefix(c, typed) {
 			d = 0
 		}
-		if d <= limit && (bestD < 0 || d < bestD) {
+		// On a tie, the one as long as what was typed: a swap or a wrong
+		// letter (--modle, --modal for --model) is a likelier slip than a
+		// letter too many (--modle for --mode).
+		tie := d == bestD && len(c) == len(typed) && len(best) != len(typed)
+		if d <= limit && (bestD < 0 || d < bestD || tie) {
 			best, bestD = c, d
 		}
 	}

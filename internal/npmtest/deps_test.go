@@ -155,7 +155,7 @@ func TestDepsFailures(t *testing.T) {
 		{name: "npm installs another version", extra: []string{"NPM_WRONG=1"}, args: []string{"test"}, want: "after npm install: remove"},
 		{name: "no chromium", extra: []string{"WAGENT_CHROMIUM="}, args: []string{"e2e"}, want: "apt-get install chromium"},
 		{name: "chromium not a program", extra: []string{"WAGENT_CHROMIUM=/nonexistent/chromium"}, args: []string{"e2e"}, want: "is not a program to run"},
-		{name: "usage", args: []string{"everything"}, want: "usage: scripts/deps.sh test|e2e|guests"},
+		{name: "usage", args: []string{"everything"}, want: "usage: scripts/deps.sh test|shells|e2e|guests"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

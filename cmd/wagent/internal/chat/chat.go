@@ -164,6 +164,7 @@ func Run(o Options) error {
 	// panic here or in the key loop, a signal (which cancels ctx).
 	outFile, _ := env.Stdout.(*os.File)
 	restore, crlf, err := lineedit.Raw(int(stdin.Fd()))
+	ahead := lineedit.TypedAhead(int(stdin.Fd()))
 	if err != nil {
 		return app.Errorf(app.Failed, "the terminal: %v", err)
 	}
@@ -194,7 +195,7 @@ func Run(o Options) error {
 	ch.ed.SetHideEmpty(true)
 	ch.ed.Show()
 	keys := make(chan lineedit.Key, 256)
-	go lineedit.Decode(stdin, keys)
+	go lineedit.DecodeAhead(stdin, keys, ahead)
 	go ch.keyLoop(ctx, keys)
 
 	ch.out = session.NewPrinter(env, false, ch.id)

@@ -62,7 +62,15 @@ const (
 // kept as \n (a terminal sends Enter as \r inside a paste too). Bytes
 // that are not valid UTF-8 are dropped, never replaced: nothing reaches a
 // message that was not typed or pasted.
-func Decode(r io.Reader, keys chan<- Key) {
+func Decode(r io.Reader, keys chan<- Key) { DecodeAhead(r, keys, 0) }
+
+// DecodeAhead is Decode for a terminal whose first ahead bytes were typed
+// before it was put in raw mode (TypedAhead): the line discipline made
+// their Enter a \n, which in raw mode is Ctrl-J (a new line in the
+// message), so there a \n is Enter, as it was typed. Nothing else
+// differs: no paste can be among them (bracketed paste is asked for after
+// raw mode).
+func DecodeAhead(r io.Reader, keys chan<- Key, ahead int) {
 	type chunk struct {
 		b  []byte
 		at time.Time
@@ -73,6 +81,11 @@ func Decode(r io.Reader, keys chan<- Key) {
 		for {
 			b := make([]byte, 4096)
 			n, err := r.Read(b)
+			for i := 0; i < n && ahead > 0; i, ahead = i+1, ahead-1 {
+				if b[i] == '\n' {
+					b[i] = '\r'
+				}
+			}
 			if n > 0 {
 				chunks <- chunk{b[:n], time.Now()}
 			}

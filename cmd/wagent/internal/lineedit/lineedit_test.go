@@ -2,6 +2,7 @@ package lineedit
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -175,5 +176,20 @@ func TestRuneWidth(t *testing.T) {
 		if got := RuneWidth(r); got != w {
 			t.Errorf("RuneWidth(%q) = %d, want %d", r, got, w)
 		}
+	}
+}
+
+// Keys typed before raw mode come with Enter as \n (the line discipline's
+// ICRNL): in those bytes it is Enter, after them Ctrl-J, a new line.
+func TestDecodeAheadTakesTypedEnter(t *testing.T) {
+	keys := make(chan Key, 16)
+	go DecodeAhead(strings.NewReader("/mode\na\nb"), keys, 6)
+	var got []Code
+	for k := range keys {
+		got = append(got, k.Code)
+	}
+	want := []Code{Rune, Rune, Rune, Rune, Rune, Enter, Rune, Newline, Rune}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("keys %v, want %v", got, want)
 	}
 }

@@ -8,3 +8,7 @@ const (
 	ioctlGet = unix.TIOCGETA
 	ioctlSet = unix.TIOCSETA
 )
+
+// TypedAhead is 0 here: the count of waiting bytes is not asked for (a
+// key typed before the chat started reads as Ctrl-J would).
+func TypedAhead(fd int) int { return 0 }

@@ -13,3 +13,7 @@ func Raw(fd int) (restore func() error, crlf bool, err error) {
 	}
 	return func() error { return term.Restore(fd, st) }, true, nil
 }
+
+// TypedAhead is 0 here: the count of waiting bytes is not asked for (a
+// key typed before the chat started reads as Ctrl-J would).
+func TypedAhead(fd int) int { return 0 }
