@@ -149,7 +149,7 @@ func (s *screen) exit() int {
 }
 
 func chatEnv(t *testing.T) map[string]string {
-	return map[string]string{"WAGENT_HOME": t.TempDir(), "WAGENT_CACHE_DIR": sharedE2ECache(t), "XDG_CONFIG_HOME": t.TempDir(), "TERM": "xterm"}
+	return map[string]string{"WAGENT_HOME": t.TempDir(), "WAGENT_CACHE_DIR": sharedE2ECache(t), "XDG_CONFIG_HOME": keyedConfigHome(t), "TERM": "xterm"}
 }
 
 // Type a prompt, see the answer stream, answer an approval (after asking

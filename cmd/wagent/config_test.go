@@ -149,7 +149,7 @@ func TestConfigPrecedence(t *testing.T) {
 // With no file, the defaults; the API key is masked, and named by the
 // variable it came from.
 func TestConfigShowDefaultsAndMasks(t *testing.T) {
-	env := map[string]string{"XDG_CONFIG_HOME": t.TempDir(), "OPENAI_API_KEY": "sk-test-0123456789abcdef"}
+	env := map[string]string{"XDG_CONFIG_HOME": keyedConfigHome(t), "OPENAI_API_KEY": "sk-test-0123456789abcdef"}
 	r := wagIn(t, env, "", "config", "show")
 	if r.code != exitOK {
 		t.Fatalf("exit %d %s", r.code, r.stderr)
@@ -162,7 +162,7 @@ func TestConfigShowDefaultsAndMasks(t *testing.T) {
 	if strings.Contains(r.stdout, "0123456789") {
 		t.Errorf("the key is shown:\n%s", r.stdout)
 	}
-	s := configShow(t, map[string]string{"XDG_CONFIG_HOME": t.TempDir()}, "--base-url", "http://me:hunter2@proxy.example/v1")
+	s := configShow(t, map[string]string{"XDG_CONFIG_HOME": keyedConfigHome(t)}, "--base-url", "http://me:hunter2@proxy.example/v1")
 	if v := s["base_url"].Value; strings.Contains(v, "hunter2") || !strings.Contains(v, "me:xxxxx@proxy.example") {
 		t.Errorf("base_url shown as %q", v)
 	}
@@ -270,7 +270,7 @@ func TestConfigReachesTheSession(t *testing.T) {
 // a usage error that writes nothing.
 func TestPromptFromStandardInput(t *testing.T) {
 	home := t.TempDir()
-	env := map[string]string{"WAGENT_HOME": home, "XDG_CONFIG_HOME": t.TempDir()}
+	env := map[string]string{"WAGENT_HOME": home, "XDG_CONFIG_HOME": keyedConfigHome(t)}
 	script := testdata("plain-replies.yaml")
 	if r := wagIn(t, env, "what is in the pipe?\n", "run", "--session", "p1", "--script", script); r.code != exitOK || !strings.Contains(r.stdout, "Hello from the script.") {
 		t.Fatalf("piped: %d %s%s", r.code, r.stdout, r.stderr)
@@ -317,7 +317,7 @@ func TestSystemPromptAndAgentsMD(t *testing.T) {
 	script, _ := filepath.Abs(testdata("plain-replies.yaml"))
 	t.Chdir(project)
 	home := t.TempDir()
-	env := map[string]string{"WAGENT_HOME": home, "XDG_CONFIG_HOME": t.TempDir()}
+	env := map[string]string{"WAGENT_HOME": home, "XDG_CONFIG_HOME": keyedConfigHome(t)}
 	pipe := writeFile(t, t.TempDir(), "p.yaml", "ops:\n  - use: builtin:agents-md\n")
 	for id, args := range map[string][]string{
 		"default": {"--system", "@" + sys},

@@ -67,7 +67,7 @@ func TestDefaultPipelineIsACodingAgentOnTheFolder(t *testing.T) {
 	script, _ := filepath.Abs(testdata("plain-replies.yaml"))
 	t.Chdir(project)
 	home := t.TempDir()
-	env := map[string]string{"WAGENT_HOME": home, "XDG_CONFIG_HOME": t.TempDir()}
+	env := map[string]string{"WAGENT_HOME": home, "XDG_CONFIG_HOME": keyedConfigHome(t)}
 	r := wagIn(t, env, "", "run", "--session", "d", "--script", script, "hi")
 	if r.code != exitOK {
 		t.Fatalf("run: %d %s", r.code, r.stderr)
@@ -185,7 +185,7 @@ func TestDefaultPipelineDoesNotOpenTheHomeDirectory(t *testing.T) {
 	t.Setenv("HOME", home)
 	t.Chdir(home)
 	store := t.TempDir()
-	env := map[string]string{"WAGENT_HOME": store, "XDG_CONFIG_HOME": t.TempDir()}
+	env := map[string]string{"WAGENT_HOME": store, "XDG_CONFIG_HOME": keyedConfigHome(t)}
 	r := wagIn(t, env, "", "run", "--session", "h", "--script", script, "hi")
 	if r.code != exitOK {
 		t.Fatalf("run: %d %s", r.code, r.stderr)
@@ -229,7 +229,7 @@ func TestCodingAgentExampleReadsAgentsMD(t *testing.T) {
 	script, _ := filepath.Abs(testdata("plain-replies.yaml"))
 	t.Chdir(project)
 	home := t.TempDir()
-	env := map[string]string{"WAGENT_HOME": home, "XDG_CONFIG_HOME": t.TempDir()}
+	env := map[string]string{"WAGENT_HOME": home, "XDG_CONFIG_HOME": keyedConfigHome(t)}
 	r := wagIn(t, env, "", "run", "--session", "ex", "--pipeline", "agent.yaml", "--script", script, "hi")
 	if r.code != exitOK {
 		t.Fatalf("run: %d %s", r.code, r.stderr)
@@ -248,7 +248,7 @@ func TestSkillsCommandWithoutASkillsFolder(t *testing.T) {
 	wagentBin(t) // built here, in the module
 	t.Chdir(project)
 	skills := filepath.Join(t.TempDir(), "no-such-skills")
-	env := map[string]string{"WAGENT_HOME": t.TempDir(), "XDG_CONFIG_HOME": t.TempDir(), "WAGENT_SKILLS": skills, "WAGENT_CACHE_DIR": sharedE2ECache(t)}
+	env := map[string]string{"WAGENT_HOME": t.TempDir(), "XDG_CONFIG_HOME": keyedConfigHome(t), "WAGENT_SKILLS": skills, "WAGENT_CACHE_DIR": sharedE2ECache(t)}
 	s := startScreen(t, env, "chat", "--session", "sk", "--script", script)
 	s.waitFor(0, "session sk")
 	s.waitFor(0, "› ")
@@ -272,7 +272,7 @@ func TestConfigShowsTheDefaults(t *testing.T) {
 	if got.Value != "files, agents_md, skills, system_prompt; fetch: go.dev" || !strings.Contains(got.Source, cfg) {
 		t.Errorf("defaults %+v", got)
 	}
-	got = configShow(t, map[string]string{"WAGENT_HOME": t.TempDir(), "XDG_CONFIG_HOME": t.TempDir()})["defaults"]
+	got = configShow(t, map[string]string{"WAGENT_HOME": t.TempDir(), "XDG_CONFIG_HOME": keyedConfigHome(t)})["defaults"]
 	if got.Value != "files, shell, agents_md, skills, system_prompt; fetch: off" {
 		t.Errorf("defaults with no config %+v", got)
 	}

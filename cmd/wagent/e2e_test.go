@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -330,3 +331,32 @@ func TestE2EBinaryApprovalWaitsWithoutTerminal(t *testing.T) {
 		t.Errorf("approval requests %+v, want one for 1.1.1", reqs)
 	}
 }
+
+// keyedConfigHome is a fresh configuration directory holding the key of
+// the shared compile cache (sharedE2ECache): the cache is bound to the key
+// in the user's configuration directory, so a test with a configuration
+// of its own and no key would find every entry failing its check, say so
+// on its screen and compile everything again.
+func keyedConfigHome(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if cacheDir == "" {
+		return dir
+	}
+	keyOnce.Do(func() {
+		sharedKey = make([]byte, 32)
+		rand.Read(sharedKey)
+	})
+	if err := os.MkdirAll(filepath.Join(dir, "wagent"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "wagent", "cache.key"), sharedKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+var (
+	keyOnce   sync.Once
+	sharedKey []byte
+)

@@ -45,7 +45,7 @@ func TestDefaultPipelineOffersTheDataDirectorysSkills(t *testing.T) {
 	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
 		t.Fatal(err)
 	}
-	r := wagIn(t, map[string]string{"WAGENT_HOME": home, "XDG_CONFIG_HOME": t.TempDir()}, "", "run", "--session", "sk", "--script", testdata("plain-replies.yaml"), "hi")
+	r := wagIn(t, map[string]string{"WAGENT_HOME": home, "XDG_CONFIG_HOME": keyedConfigHome(t)}, "", "run", "--session", "sk", "--script", testdata("plain-replies.yaml"), "hi")
 	if r.code != exitOK {
 		t.Fatalf("run: %d %s", r.code, r.stderr)
 	}
