@@ -113,10 +113,28 @@ type Parts struct {
 }
 
 // ShellCommands are the commands the default pipeline's shell may run:
-// ones that only read the project (and so are safe in any of them) and
-// that a coding agent needs to see what changed. Each still waits for a
-// person under approval's ask mode, and runs confined to the project.
-var ShellCommands = []string{"git status **", "git diff **", "git log **", "git show **", "ls **"}
+// ones that only read the project and that a coding agent needs to see
+// what changed. Each still waits for a person under approval's ask mode,
+// and runs confined to the project (where it could still write).
+//
+// The git commands are exact: a free argument ("*" or "**") could be
+// --output=FILE (which writes any file in the project, .git/config
+// included, and git then runs the programs that config names:
+// core.fsmonitor, diff.external, a pager), --ext-diff or -c NAME=VALUE.
+// After "--" every argument is a path, so git diff -- ** can name files.
+// ls writes nothing whatever its arguments.
+var ShellCommands = []string{
+	"git status", "git status --short",
+	"git diff", "git diff --staged", "git diff --stat", "git diff --staged --stat", "git diff -- **",
+	"git log --oneline -n 30", "git log -n 5",
+	"git show", "git show --stat",
+	"ls **",
+}
+
+// shellEnv is the environment of the default shell's commands besides
+// PATH: git reads no system-wide config (its global one is in the fresh
+// HOME the host gives each command, so there is none).
+var shellEnv = []string{"PATH", "GIT_CONFIG_NOSYSTEM=1"}
 
 // DefaultPipeline is the pipeline a session runs with when it names none,
 // in no project directory.
@@ -190,7 +208,7 @@ func DefaultPipelineWith(skillsDir, projectDir string, p Parts) *pipeline.Spec {
 	if shell {
 		op := pipeline.OpSpec{Use: "builtin:shell", Mounts: []string{projectDir + ":/work:rw"}}
 		for _, c := range ShellCommands {
-			op.Exec = append(op.Exec, wasmhost.ExecGrant{Cmd: c, Env: []string{"PATH"}})
+			op.Exec = append(op.Exec, wasmhost.ExecGrant{Cmd: c, Env: slices.Clone(shellEnv)})
 		}
 		ops = append(ops, op)
 	}
@@ -296,9 +314,9 @@ func systemPrompt(dir string, files, shell bool, fetch []string) string {
 	if shell {
 		cmds := make([]string, len(ShellCommands))
 		for i, c := range ShellCommands {
-			cmds[i] = strings.TrimSuffix(c, " **")
+			cmds[i] = strings.Replace(c, " **", " …", 1)
 		}
-		b.WriteString("- shell runs, in /work and with any arguments, only: " + strings.Join(cmds, ", ") + ". Each command waits for the person to approve it; any other command is refused. Pass the command line as it would be typed; no pipes, redirections or shell syntax.\n")
+		b.WriteString("- shell runs, in /work, only these commands, exactly as written (… is any arguments): " + strings.Join(cmds, ", ") + ". Each command waits for the person to approve it; any other command or argument is refused. Pass the command line as it would be typed; no pipes, redirections or shell syntax.\n")
 	}
 	if len(fetch) > 0 {
 		b.WriteString("- fetch reads web pages from " + strings.Join(fetch, ", ") + ".\n")

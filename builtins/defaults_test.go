@@ -3,10 +3,13 @@ package builtins_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/wagent/wagent/builtins"
+	"github.com/wagent/wagent/hostabi"
+	"github.com/wagent/wagent/wasmhost"
 )
 
 // The default pipeline never mounts the home directory or / read-write,
@@ -58,4 +61,47 @@ func TestDefaultPipelineKeepsSkillsWithoutTheFolder(t *testing.T) {
 		}
 	}
 	t.Error("no skills op without the skills folder")
+}
+
+// The default shell's git grants take no free argument that could make
+// git write a file (--output, -o) or run a program (--ext-diff, -c
+// diff.external=…, a config it wrote), and its commands read no system
+// config.
+func TestDefaultShellGrantsNoGitWriteOrProgram(t *testing.T) {
+	spec := builtins.DefaultPipelineIn("", t.TempDir())
+	var grants []wasmhost.ExecGrant
+	for _, op := range spec.Ops {
+		if op.Use == "builtin:shell" {
+			grants = op.Exec
+		}
+	}
+	if !wasmhost.CanConfine() {
+		t.Fatal("this system cannot confine commands: the default pipeline offers no shell here, nothing to test")
+	}
+	if len(grants) == 0 {
+		t.Fatal("the default pipeline has no shell grants")
+	}
+	hostile := []string{"--output=.git/config", "-o", "--ext-diff", "-c", "--textconv", "--no-index"}
+	for _, g := range grants {
+		p, err := hostabi.ParseCommandPattern(g.Cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(g.Env, "GIT_CONFIG_NOSYSTEM=1") {
+			t.Errorf("%q: env %v does not turn off git's system config", g.Cmd, g.Env)
+		}
+		for _, base := range [][]string{{"git", "status"}, {"git", "diff"}, {"git", "diff", "--staged"}, {"git", "log"}, {"git", "log", "--oneline", "-n", "30"}, {"git", "show"}} {
+			for _, h := range hostile {
+				for at := 1; at <= len(base); at++ {
+					argv := append(append(slices.Clone(base[:at]), h), base[at:]...)
+					if p.Match(argv) {
+						t.Errorf("grant %q allows %q", g.Cmd, argv)
+					}
+					if argv := append(slices.Clone(base), h, "x"); p.Match(argv) {
+						t.Errorf("grant %q allows %q", g.Cmd, argv)
+					}
+				}
+			}
+		}
+	}
 }
