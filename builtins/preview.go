@@ -43,16 +43,23 @@ func preview(op string, config json.RawMessage) wasmhost.PreviewFunc {
 			dir = path.Clean(v)
 		}
 	}
+	protect := textedit.DefaultProtect
+	if raw, ok := hostabi.Field(config, "protect"); ok {
+		var v []string
+		if err := json.Unmarshal(raw, &v); err == nil {
+			protect = v
+		}
+	}
 	return func(mounts []wasmhost.Mount, tool string, args json.RawMessage) string {
-		return FilesPreview(dir, mounts, tool, args)
+		return FilesPreview(dir, protect, mounts, tool, args)
 	}
 }
 
 // FilesPreview returns the preview of a files op call of tool with args,
-// the op working on the project at guest path dir through mounts: a
-// unified diff, one line saying why the call would fail or why no diff is
+// the op working on the project at guest path dir through mounts and
+// refusing writes under the path components protect names: a unified diff, one line saying why the call would fail or why no diff is
 // shown, or "" for a tool that changes nothing.
-func FilesPreview(dir string, mounts []wasmhost.Mount, tool string, args json.RawMessage) string {
+func FilesPreview(dir string, protect []string, mounts []wasmhost.Mount, tool string, args json.RawMessage) string {
 	if tool != "write_file" && tool != "edit_file" {
 		return ""
 	}
@@ -73,6 +80,9 @@ func FilesPreview(dir string, mounts []wasmhost.Mount, tool string, args json.Ra
 	name := strings.TrimPrefix(strings.TrimPrefix(full, dir), "/")
 	if name == "" {
 		return fail("give the path of a file")
+	}
+	if err := textedit.Protected(dir, full, protect); err != nil {
+		return tool + " would be refused: " + err.Error()
 	}
 	before, existed, err := readMounted(mounts, full)
 	var big *tooBigError

@@ -114,3 +114,21 @@ func TestFilesPreviewAttacks(t *testing.T) {
 		})
 	}
 }
+
+// A write under .git is previewed as the refusal the op will answer, not
+// as a diff a person might approve; protect: [] previews it.
+func TestFilesPreviewSaysAGitWriteIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, ".git"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".git", "config"), []byte("[core]\n"), 0o644)
+	for _, args := range []string{`{"path":".git/config","content":"[core]\n\tfsmonitor = x\n"}`, `{"path":"a/.Git/hooks/pre-commit","content":"x"}`} {
+		got := previewIn(t, dir, "write_file", args)
+		if !strings.HasPrefix(got, "write_file would be refused: ") || !strings.Contains(got, "which the files op does not change") {
+			t.Errorf("%s: %q", args, got)
+		}
+	}
+	got := preview("files", json.RawMessage(`{"protect":[]}`))([]wasmhost.Mount{{HostDir: dir, GuestPath: "/work", Write: true}}, "edit_file", json.RawMessage(`{"path":".git/config","old_string":"core","new_string":"x"}`))
+	if !strings.Contains(got, "+[x]") {
+		t.Errorf("with protect []: %q", got)
+	}
+}

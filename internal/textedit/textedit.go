@@ -36,6 +36,30 @@ func Resolve(dir, p string) (string, error) {
 	return full, nil
 }
 
+// DefaultProtect is the files op's protect config when none is given:
+// the path components under which write_file and edit_file write
+// nothing.
+var DefaultProtect = []string{".git"}
+
+// Protected refuses a write to full (a path Resolve returned inside dir)
+// when one of its components below dir is one of protect: a change in
+// .git (its config, its hooks) makes git run commands of the writer's
+// choosing. Names compare as a case-insensitive file system (macOS,
+// Windows) would see them, trailing dots and spaces ignored as Windows
+// does. It looks at no file.
+func Protected(dir, full string, protect []string) error {
+	rel := strings.TrimPrefix(strings.TrimPrefix(full, dir), "/")
+	for _, c := range strings.Split(rel, "/") {
+		c = strings.TrimRight(c, ". ")
+		for _, p := range protect {
+			if q := strings.TrimRight(p, ". "); q != "" && strings.EqualFold(c, q) {
+				return fmt.Errorf("%s is inside %s, which the files op does not change (a change there could make git run commands): leave it to the person, or say what should change there", clip(rel), p)
+			}
+		}
+	}
+	return nil
+}
+
 // clip shortens a path the model gave to 256 bytes for a message (as
 // hostabi.Clip does; this package imports nothing of the module).
 func clip(s string) string {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,7 +44,10 @@ import (
 //
 // Config: dir [/work] (the mount), max_read_bytes [262144] (what one
 // result may hold), max_results [500] (entries, files or matches), skip
-// [.git, node_modules] (directories glob and grep do not enter).
+// [.git, node_modules] (directories glob and grep do not enter), protect
+// [.git] (path components under which write_file and edit_file change
+// nothing, an error result saying so: a change to .git/config or its
+// hooks makes git run commands of the model's choosing; [] allows them).
 func Files() Op {
 	ro := &hostabi.ToolAnnotations{ReadOnly: true, Idempotent: true}
 	rw := &hostabi.ToolAnnotations{Destructive: true}
@@ -56,7 +60,8 @@ func Files() Op {
 			ConfigSchema: strictSchema(`"dir":{"type":"string","pattern":"^/"},` +
 				`"max_read_bytes":{"type":"integer","minimum":1024,"maximum":1048576},` +
 				`"max_results":{"type":"integer","minimum":1,"maximum":100000},` +
-				`"skip":{"type":"array","items":{"type":"string"}}`),
+				`"skip":{"type":"array","items":{"type":"string"}},` +
+				`"protect":{"type":"array","items":{"type":"string"}}`),
 		},
 		Tools: []pdk.OwnedTool{
 			pdk.Tool(hostabi.ToolSpec{Name: "read_file", Annotations: ro, Description: "Read a text file of the project, with line numbers. " +
@@ -79,12 +84,13 @@ type filesConfig struct {
 	MaxReadBytes int      `json:"max_read_bytes"`
 	MaxResults   int      `json:"max_results"`
 	Skip         []string `json:"skip"`
+	Protect      []string `json:"protect"`
 }
 
 var filesCache configCache[filesConfig]
 
 func parseFiles(raw []byte) (filesConfig, error) {
-	c := filesConfig{Dir: "/work", MaxReadBytes: 256 << 10, MaxResults: 500, Skip: []string{".git", "node_modules"}}
+	c := filesConfig{Dir: "/work", MaxReadBytes: 256 << 10, MaxResults: 500, Skip: []string{".git", "node_modules"}, Protect: slices.Clone(textedit.DefaultProtect)}
 	if err := decodeConfig(raw, &c); err != nil {
 		return c, fmt.Errorf("files: %v", err)
 	}
@@ -298,6 +304,9 @@ func (cfg *filesConfig) write(a writeArgs, ch *changes) (string, error) {
 	if full == cfg.Dir {
 		return "", errors.New("give the path of a file")
 	}
+	if err := textedit.Protected(cfg.Dir, full, cfg.Protect); err != nil {
+		return "", err
+	}
 	mode := fs.FileMode(0o644)
 	was := "a new file"
 	existed, kept := false, true
@@ -354,6 +363,9 @@ func editFile(c *pdk.Call, a editArgs) (string, error) {
 func (cfg *filesConfig) edit(a editArgs, ch *changes) (string, error) {
 	full, err := cfg.resolve(a.Path)
 	if err != nil {
+		return "", err
+	}
+	if err := textedit.Protected(cfg.Dir, full, cfg.Protect); err != nil {
 		return "", err
 	}
 	st, err := os.Stat(full)
