@@ -63,7 +63,9 @@ Examples:
 				return err
 			}
 			render.Fprintln(env.Stdout, reply)
-			if !strings.HasPrefix(reply, "undid ") {
+			// A partly failed undo names what FAILED (and starts otherwise);
+			// either way some file is not back, which is a failure.
+			if !strings.HasPrefix(reply, "undid ") || strings.Contains(reply, "FAILED") {
 				return fail(exitFailure, "")
 			}
 			return nil

@@ -24,6 +24,10 @@ import (
 //	undo/T       how many changes turn T made, "2"
 //	undo/T/K     change K (from 1) of turn T, JSON (change below)
 //	undone/T     the turn whose /undo took turn T back, "9"
+//	undo/partial the files an /undo that failed for others put back,
+//	             JSON ["/work/a.txt"]; its turns stay undoable, and the
+//	             next /undo passes over these when they are still as it
+//	             left them
 //
 // The host lets an op read a note by key and offers no listing, hence the
 // index notes. The content before a change is kept up to maxUndoBytes
@@ -34,7 +38,17 @@ import (
 // latest turn with changes not undone yet) as it was before turn N, and
 // removes the files those turns created. It refuses, restoring nothing,
 // when a file's content is no longer what the session last wrote (someone
-// changed it since) or its earlier content was not kept.
+// changed it since) or its earlier content was not kept, or when a file
+// or a folder on its way is now a symbolic link (a write would follow it
+// to another file). When a file still cannot be put back (a write fails)
+// no turn is marked undone: the reply says which failed, and /undo again
+// retries, passing over the files already restored.
+
+// writeBack and removeBack make undo's changes (tests make them fail).
+var (
+	writeBack  = os.WriteFile
+	removeBack = os.Remove
+)
 
 // maxUndoBytes is the largest file whose content before a change is kept.
 const maxUndoBytes = 256 << 10
@@ -214,6 +228,8 @@ func (cfg *filesConfig) undo(c *pdk.Call) string {
 		}
 	}
 	// Refuse before touching anything.
+	partial := partlyRestored(c)
+	done := map[string]bool{}
 	for _, p := range order {
 		tg, name := files[p], cfg.rel(p)
 		if tg.first.Existed && !tg.first.Kept {
@@ -222,7 +238,14 @@ func (cfg *filesConfig) undo(c *pdk.Call) string {
 		if tg.gap != 0 {
 			return fmt.Sprintf("cannot undo: %s was changed by someone else between this session's writes (before its change in turn %d), and restoring it would lose that; nothing was restored", name, tg.gap)
 		}
-		st, err := os.Stat(p)
+		if link := cfg.linkOn(p); link != "" {
+			return fmt.Sprintf("cannot undo: %s is now a symbolic link, and writing through it would change another file; nothing was restored", link)
+		}
+		if partial[p] && tg.isBefore(p) {
+			done[p] = true
+			continue
+		}
+		st, err := os.Lstat(p)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return fmt.Sprintf("cannot undo: %s was removed since this session last wrote it; nothing was restored", name)
@@ -242,25 +265,68 @@ func (cfg *filesConfig) undo(c *pdk.Call) string {
 		}
 	}
 	var restored, removed, failed []string
+	var put []string
 	for _, p := range order {
 		tg, name := files[p], cfg.rel(p)
+		if done[p] {
+			put = append(put, p)
+			if tg.first.Existed {
+				restored = append(restored, name)
+			} else {
+				removed = append(removed, name)
+			}
+			continue
+		}
 		if !tg.first.Existed {
-			if err := os.Remove(p); err != nil {
+			if err := removeBack(p); err != nil {
 				failed = append(failed, fmt.Sprintf("%s (%v)", name, unwrapPath(err)))
 				continue
 			}
 			removed = append(removed, name)
+			put = append(put, p)
 			continue
 		}
 		before, err := base64.StdEncoding.DecodeString(tg.first.Before)
 		if err == nil {
-			err = os.WriteFile(p, before, fs.FileMode(tg.first.Mode).Perm())
+			err = writeBack(p, before, fs.FileMode(tg.first.Mode).Perm())
 		}
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("%s (%v)", name, unwrapPath(err)))
 			continue
 		}
 		restored = append(restored, name)
+		put = append(put, p)
+	}
+	what := "turn " + strconv.Itoa(undoing[0])
+	if len(undoing) > 1 {
+		what = "turns " + joinTurns(undoing)
+	}
+	if len(failed) > 0 {
+		// No turn is marked undone: /undo again puts back what failed,
+		// passing over what was put back now.
+		b, _ := json.Marshal(put)
+		c.SetNote("undo/partial", string(b))
+		var out strings.Builder
+		fmt.Fprintf(&out, "undo of %s FAILED for %s", what, strings.Join(failed, ", "))
+		if len(restored) > 0 {
+			fmt.Fprintf(&out, "; restored %s", strings.Join(restored, ", "))
+		}
+		if len(removed) > 0 {
+			fmt.Fprintf(&out, "; removed %s (created then)", strings.Join(removed, ", "))
+		}
+		retry := "/undo"
+		if c.View.Command.Args != "" {
+			retry = "/undo --turn " + strconv.Itoa(from)
+		}
+		stay := " stays"
+		if len(undoing) > 1 {
+			stay = " stay"
+		}
+		fmt.Fprintf(&out, "; %s%s undoable: fix what failed and run %s again", what, stay, retry)
+		return out.String()
+	}
+	if len(partial) > 0 {
+		c.SetNote("undo/partial", "[]")
 	}
 	now := strconv.Itoa(c.View.Turn)
 	var keep []int
@@ -272,10 +338,6 @@ func (cfg *filesConfig) undo(c *pdk.Call) string {
 		}
 	}
 	c.SetNote("undo/turns", joinTurns(keep))
-	what := "turn " + strconv.Itoa(undoing[0])
-	if len(undoing) > 1 {
-		what = "turns " + joinTurns(undoing)
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "undid the file changes of %s", what)
 	if len(restored) > 0 {
@@ -284,8 +346,54 @@ func (cfg *filesConfig) undo(c *pdk.Call) string {
 	if len(removed) > 0 {
 		fmt.Fprintf(&b, "; removed %s (created then)", strings.Join(removed, ", "))
 	}
-	if len(failed) > 0 {
-		fmt.Fprintf(&b, "; FAILED for %s", strings.Join(failed, ", "))
-	}
 	return b.String()
+}
+
+// partlyRestored are the files an /undo that failed for others put back
+// (note undo/partial).
+func partlyRestored(c *pdk.Call) map[string]bool {
+	v, _ := c.Note("undo/partial")
+	var list []string
+	json.Unmarshal([]byte(v), &list)
+	out := map[string]bool{}
+	for _, p := range list {
+		out[p] = true
+	}
+	return out
+}
+
+// isBefore reports whether p is as it was before the target's first
+// change: absent for a file the session created, else a regular file
+// with the content kept.
+func (tg *target) isBefore(p string) bool {
+	st, err := os.Lstat(p)
+	if !tg.first.Existed {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	if err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	want, err := base64.StdEncoding.DecodeString(tg.first.Before)
+	if err != nil || int64(len(want)) != st.Size() {
+		return false
+	}
+	b, err := readInto(p, nil, maxUndoBytes+1)
+	return err == nil && hashOf(b) == hashOf(want)
+}
+
+// linkOn names the first component of guest path p below the project
+// (the file itself included) that is a symbolic link, or "" when none is.
+func (cfg *filesConfig) linkOn(p string) string {
+	at := cfg.Dir
+	for _, c := range strings.Split(strings.TrimPrefix(strings.TrimPrefix(p, cfg.Dir), "/"), "/") {
+		at += "/" + c
+		st, err := os.Lstat(at)
+		if err != nil {
+			return ""
+		}
+		if st.Mode()&fs.ModeSymlink != 0 {
+			return cfg.rel(at)
+		}
+	}
+	return ""
 }
