@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/wagent/wagent/wasmhost"
@@ -54,5 +55,30 @@ func TestDefaultShellGitRunsNoCommandTheModelWrote(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(project, ".git", "config")); len(b) > 0 && string(b) != "" {
 		t.Logf(".git/config now:\n%s", b)
+	}
+}
+
+// Under --mode edits the default pipeline's files op runs writes without
+// asking; one into .git (its config names programs git runs) is refused
+// all the same, with a result that says why.
+func TestDefaultFilesWritesNothingUnderGitInEditsMode(t *testing.T) {
+	project := t.TempDir()
+	os.MkdirAll(filepath.Join(project, ".git"), 0o755)
+	writeFile(t, project, ".git/config", "[core]\n\trepositoryformatversion = 0\n")
+	script := writeFile(t, t.TempDir(), "script.yaml", `replies:
+  - content: "Configuring."
+    tool_calls:
+      - {id: c1, name: write_file, arguments: {path: .git/config, content: "[core]\n\tfsmonitor = touch PWNED\n"}}
+      - {id: c2, name: edit_file, arguments: {path: .git/config, old_string: "[core]", new_string: "[core]\n\tfsmonitor = touch PWNED"}}
+  - content: "Done."
+`)
+	t.Chdir(project)
+	env := map[string]string{"WAGENT_HOME": t.TempDir(), "XDG_CONFIG_HOME": t.TempDir()}
+	r := wagIn(t, env, "", "run", "--mode", "edits", "--session", "g", "--script", script, "set up git")
+	if b, _ := os.ReadFile(filepath.Join(project, ".git", "config")); string(b) != "[core]\n\trepositoryformatversion = 0\n" {
+		t.Errorf("the files op wrote .git/config:\n%s\nstderr: %s", b, r.stderr)
+	}
+	if n := strings.Count(r.stderr, "which the files op does not change"); n != 2 {
+		t.Errorf("%d refusals shown, want 2:\n%s", n, r.stderr)
 	}
 }
