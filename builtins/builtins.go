@@ -307,7 +307,7 @@ func systemPrompt(dir string, files, shell bool, fetch []string) string {
 	b.WriteString(".\n\nWhat you can do:\n")
 	switch {
 	case files:
-		b.WriteString("- The project is at /work. read_file, list_dir, glob and grep read it and run at once; write_file and edit_file change it, and each change waits for the person to approve it.\n")
+		b.WriteString("- The project is at /work. read_file, list_dir, glob and grep read it and run at once; write_file and edit_file change it (never inside .git), and each change waits for the person to approve it.\n")
 	default:
 		b.WriteString("- No folder is open to you: you cannot read or change files here. Say what you would change, and where.\n")
 	}
@@ -316,7 +316,7 @@ func systemPrompt(dir string, files, shell bool, fetch []string) string {
 		for i, c := range ShellCommands {
 			cmds[i] = strings.Replace(c, " **", " …", 1)
 		}
-		b.WriteString("- shell runs, in /work, only these commands, exactly as written (… is any arguments): " + strings.Join(cmds, ", ") + ". Each command waits for the person to approve it; any other command or argument is refused. Pass the command line as it would be typed; no pipes, redirections or shell syntax.\n")
+		b.WriteString("- shell runs, in /work, only these commands, exactly as written: " + strings.Join(cmds, ", ") + " (… is any arguments). Each command waits for the person to approve it; any other command or argument is refused. Pass the command line as it would be typed; no pipes, redirections or shell syntax.\n")
 	}
 	if len(fetch) > 0 {
 		b.WriteString("- fetch reads web pages from " + strings.Join(fetch, ", ") + ".\n")
