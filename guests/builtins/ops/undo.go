@@ -46,9 +46,24 @@ import (
 
 // writeBack and removeBack make undo's changes (tests make them fail).
 var (
-	writeBack  = os.WriteFile
+	writeBack  = writeNoFollow
 	removeBack = os.Remove
 )
+
+// writeNoFollow is os.WriteFile that fails on a link put in the file's
+// place since undo looked (os.Remove removes a link itself, never its
+// target).
+func writeNoFollow(p string, b []byte, mode fs.FileMode) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|noFollow, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // maxUndoBytes is the largest file whose content before a change is kept.
 const maxUndoBytes = 256 << 10

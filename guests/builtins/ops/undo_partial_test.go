@@ -26,9 +26,9 @@ func TestUndoPartlyFailedStaysUndoable(t *testing.T) {
 		if p == todo {
 			return &fs.PathError{Op: "open", Path: p, Err: errors.New("read-only file system")}
 		}
-		return os.WriteFile(p, b, m)
+		return writeNoFollow(p, b, m)
 	}
-	defer func() { writeBack = os.WriteFile }()
+	defer func() { writeBack = writeNoFollow }()
 	s.turn = 2
 	got := s.command(t, cfg, "")
 	if got != "undo of turn 1 FAILED for notes/todo.txt (read-only file system); restored main.go; removed new.txt (created then); turn 1 stays undoable: fix what failed and run /undo again" {
@@ -45,7 +45,7 @@ func TestUndoPartlyFailedStaysUndoable(t *testing.T) {
 	}
 
 	// Fixed: /undo again restores todo.txt, passing over the rest.
-	writeBack = os.WriteFile
+	writeBack = writeNoFollow
 	s.turn = 3
 	if got := s.command(t, cfg, ""); got != "undid the file changes of turn 1; restored main.go, notes/todo.txt; removed new.txt (created then)" {
 		t.Errorf("retry: %q", got)
@@ -95,5 +95,22 @@ func TestUndoRefusesALink(t *testing.T) {
 				t.Errorf("undo/turns %q", s.notes["undo/turns"])
 			}
 		})
+	}
+}
+
+// A link put in the file's place after undo looked is not written
+// through either.
+func TestUndoWriteFollowsNoLink(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "b.txt"), []byte("b\n"), 0o644)
+	os.Symlink("b.txt", filepath.Join(dir, "a.txt"))
+	if err := writeNoFollow(filepath.Join(dir, "a.txt"), []byte("x\n"), 0o644); err == nil {
+		t.Error("wrote through a link")
+	}
+	if read(t, filepath.Join(dir, "b.txt")) != "b\n" {
+		t.Error("the link's target changed")
+	}
+	if err := writeNoFollow(filepath.Join(dir, "c.txt"), []byte("c\n"), 0o600); err != nil || read(t, filepath.Join(dir, "c.txt")) != "c\n" {
+		t.Errorf("a plain write: %v", err)
 	}
 }
