@@ -250,3 +250,30 @@ func TestApproveListsWaitingCallsWithDiffs(t *testing.T) {
 		t.Errorf("the preview wrote new.txt: %v", err)
 	}
 }
+
+// A file replaced by a link to another file holding the same content:
+// undo (run by the wasm op, through the mount) refuses, exits 1, and
+// writes nothing into the link's target.
+func TestUndoRefusesAFileNowALink(t *testing.T) {
+	dir, pipeline, script := editsProject(t, `  - tool_calls: [{id: w1, name: write_file, arguments: {path: a.txt, content: "by the agent\n"}}]
+  - content: "Written."
+`)
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("before\n"), 0o644)
+	home := t.TempDir()
+	r := wag(t, home, "run", "--session", "u3", "--mode", "auto", "--provider", "script", "--script", script, "--pipeline", pipeline, "write a")
+	if r.code != exitOK {
+		t.Fatalf("run: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	os.WriteFile(filepath.Join(dir, "b.txt"), []byte("by the agent\n"), 0o644)
+	os.Remove(filepath.Join(dir, "a.txt"))
+	if err := os.Symlink("b.txt", filepath.Join(dir, "a.txt")); err != nil {
+		t.Fatal(err)
+	}
+	u := wag(t, home, "undo", "u3")
+	if u.code != exitFailure || strings.TrimSpace(u.stdout) != "cannot undo: a.txt is now a symbolic link, and writing through it would change another file; nothing was restored" {
+		t.Fatalf("undo: exit %d\nstdout: %s\nstderr: %s", u.code, u.stdout, u.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "b.txt")); string(b) != "by the agent\n" {
+		t.Errorf("undo wrote through the link into b.txt: %q", b)
+	}
+}
