@@ -126,3 +126,18 @@ func TestUnifiedAppliesWithPatch(t *testing.T) {
 		}
 	}
 }
+
+func TestProtected(t *testing.T) {
+	for p, refused := range map[string]bool{
+		"/work/.git/config": true, "/work/a/.git/hooks/x": true, "/work/.GIT/config": true,
+		"/work/.git./config": true, "/work/.git": true,
+		"/work/.gitignore": false, "/work/a.git/x": false, "/work/src/git/x": false,
+	} {
+		if err := Protected("/work", p, DefaultProtect); (err != nil) != refused {
+			t.Errorf("%s: %v", p, err)
+		}
+		if err := Protected("/work", p, nil); err != nil {
+			t.Errorf("%s with no protect: %v", p, err)
+		}
+	}
+}
