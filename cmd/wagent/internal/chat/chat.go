@@ -201,17 +201,11 @@ func Run(o Options) error {
 	ch.out = session.NewPrinter(env, false, ch.id)
 	ch.out.UsageW, ch.out.NotesW = env.Stdout, env.Stdout // one terminal
 	ch.out.Cost = ch.cfg.Cost
-	var set app.Settings
-	json.Unmarshal(info.Settings, &set)
-	model := set.Model
-	if model == "" {
-		model = set.Provider
-	}
 	c0 := ch.out.C
 	if isNew {
-		render.Fprintf(env.Stdout, "%ssession %s · %s · /help lists the commands, Ctrl-D leaves%s\n", c0.Dim, named(info), model, c0.Reset)
-		ch.from = 1
+		ch.banner(info)
 	} else {
+		model := modelOf(info)
 		session.ShowRecap(ctx, ch.cl, env, ch.id) // the last turns, then where we are
 		render.Fprintf(env.Stdout, "%ssession %s · %s · %s so far · /help lists the commands, Ctrl-D leaves%s\n", c0.Dim, named(info), model, session.Plural(info.Turns, "turn"), c0.Reset)
 		ch.from = info.Head + 1

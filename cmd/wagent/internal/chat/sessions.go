@@ -27,18 +27,22 @@ func named(info *server.Session) string {
 	return info.ID
 }
 
-// banner opens a session the chat switched to (/new), as Run's opens the
-// first: the model is the one the settings name.
+// banner opens a new session (the chat's first, or one /new switched to):
+// the model is the one the settings name.
 func (ch *chatter) banner(info *server.Session) {
+	c := ch.out.C
+	render.Fprintf(ch.env.Stdout, "%ssession %s · %s · /help lists the commands, Ctrl-D leaves%s\n", c.Dim, named(info), modelOf(info), c.Reset)
+	ch.from = 1
+}
+
+// modelOf is the model a session's settings name (else its provider).
+func modelOf(info *server.Session) string {
 	var set app.Settings
 	json.Unmarshal(info.Settings, &set)
-	model := set.Model
-	if model == "" {
-		model = set.Provider
+	if set.Model != "" {
+		return set.Model
 	}
-	c := ch.out.C
-	render.Fprintf(ch.env.Stdout, "%ssession %s · %s · /help lists the commands, Ctrl-D leaves%s\n", c.Dim, named(info), model, c.Reset)
-	ch.from = 1
+	return set.Provider
 }
 
 // settingsNow are the settings the session runs with now: those it was
