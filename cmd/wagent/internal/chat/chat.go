@@ -66,6 +66,10 @@ type chatter struct {
 	ed      *lineedit.Editor
 	hist    *lineedit.History
 	lines   chan submitted    // Entered at the prompt, for the main loop
+	// wake tells the main loop that a follow-up or a command was queued
+	// during a turn: one queued as the turn ended, after the loop looked,
+	// would otherwise wait at the idle prompt for the next turn's end.
+	wake chan struct{}
 	answers chan lineedit.Key // keys for the open approval prompt
 	rawOff  func() error      // the terminal back out of raw mode
 	out     *session.Printer
@@ -131,7 +135,7 @@ func Run(o Options) error {
 			return app.Errorf(app.Invalid, "%v", err)
 		}
 	}
-	ch := &chatter{env: env, lines: make(chan submitted, 16), answers: make(chan lineedit.Key, 1024), state: busy}
+	ch := &chatter{env: env, lines: make(chan submitted, 16), wake: make(chan struct{}, 1), answers: make(chan lineedit.Key, 1024), state: busy}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -234,6 +238,13 @@ func Run(o Options) error {
 		var in submitted
 		select {
 		case in = <-ch.lines:
+		case <-ch.wake:
+			// Queued as the last turn ended: run it (afterTurn) unless a
+			// line Entered at the prompt meanwhile made the chat busy.
+			if ch.toBusy() {
+				continue
+			}
+			in = <-ch.lines
 		case <-ctx.Done():
 			return nil
 		}

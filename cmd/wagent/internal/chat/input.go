@@ -193,6 +193,7 @@ func (ch *chatter) duringTurn(ctx context.Context, text string) {
 		ch.mu.Lock()
 		ch.later = append(ch.later, line)
 		ch.mu.Unlock()
+		ch.poke()
 		ch.say("%squeued: %s (runs after this turn)%s", c.Dim, render.Compact(line, 80), c.Reset)
 		return
 	}
@@ -204,6 +205,7 @@ func (ch *chatter) duringTurn(ctx context.Context, text string) {
 	f.from = ch.turnFrom
 	ch.followups = append(ch.followups, f)
 	ch.mu.Unlock()
+	ch.poke()
 	f.err = f.own.SendAs(ctx, ch.cl, ch.id, "followup", msg)()
 	close(f.sent)
 	if f.err != nil {
@@ -229,6 +231,28 @@ func (ch *chatter) next() (f *followup, line string, ok bool) {
 		return f, line, false
 	}
 	return f, "", false
+}
+
+// poke wakes the main loop for what was just queued (see chatter.wake).
+func (ch *chatter) poke() {
+	select {
+	case ch.wake <- struct{}{}:
+	default: // a wake is pending already
+	}
+}
+
+// toBusy moves an idle chat to busy, for the main loop to run what was
+// queued; false when a line Entered at the prompt got there first (the
+// chat is busy with it, and the main loop takes that line).
+func (ch *chatter) toBusy() bool {
+	ch.mu.Lock()
+	if ch.state != idle {
+		ch.mu.Unlock()
+		return false
+	}
+	ch.mu.Unlock()
+	ch.setState(busy)
+	return true
 }
 
 // setState moves the chat to st and shows its input line as st shows it.
