@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mattn/go-runewidth"
 	xterm "golang.org/x/term"
 
 	"github.com/wagent/wagent/cmd/wagent/internal/term"
@@ -169,9 +170,14 @@ func (p *picker) draw() {
 		lines = append(lines, fmt.Sprintf("  … %d in all", len(p.shown)))
 	}
 	for i, l := range lines {
-		if utf8.RuneCountInString(l) >= p.width {
-			lines[i] = string([]rune(l)[:p.width-2]) + "…"
+		// One row each: no line break or tab of a name, title or status
+		// (from the log, or a remote owner) reaches the terminal, and a
+		// row is cut by the columns it takes (a wide character is two).
+		l = strings.NewReplacer("\n", " ", "\t", " ").Replace(l)
+		if runewidth.StringWidth(l) >= p.width {
+			l = runewidth.Truncate(l, p.width-1, "…")
 		}
+		lines[i] = l
 	}
 	var b strings.Builder
 	b.WriteString("\r\x1b[J")
@@ -180,7 +186,7 @@ func (p *picker) draw() {
 	if n := len(lines) - 1; n > 0 {
 		fmt.Fprintf(&b, "\x1b[%dA", n)
 	}
-	fmt.Fprintf(&b, "\r\x1b[%dC", utf8.RuneCountInString(lines[0]))
+	fmt.Fprintf(&b, "\r\x1b[%dC", runewidth.StringWidth(lines[0]))
 	io.WriteString(p.out, b.String())
 }
 
