@@ -493,30 +493,42 @@ func (ch *chatter) abort(cause event.Cause) {
 // turn is to end.
 func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok bool, err error) {
 	c, ed := ch.out.C, ch.ed
-	// The line typed so far waits while the prompts show.
-	draft := ed.Text()
-	ed.SetText("")
+	// The line typed so far waits while the prompts show: taken under
+	// the lock an editing key is applied under (key), so no key lands in
+	// it after it was taken.
 	ch.mu.Lock()
 	ch.state = asking
+	draft := ed.Text()
+	ed.SetText("")
 	ch.mu.Unlock()
 	defer func() {
-		ch.mu.Lock()
-		ch.state = busy
-		ch.mu.Unlock()
 		ed.SetPrompt(ch.busyPrompt())
 		ed.SetHideEmpty(true)
 		ed.SetText(draft)
-		// Keys that came for a prompt that has ended edit the line.
+		// Keys that came for a prompt that has ended edit the line, in
+		// the order typed (the state changes under the lock keys are
+		// handed over under); a Ctrl-C among them ends the turn.
+		ch.mu.Lock()
+		ch.state = busy
+		interrupted := false
 		for {
 			select {
 			case k := <-ch.answers:
-				if k.Code != lineedit.Enter && k.Code != lineedit.Interrupt && k.Code != lineedit.EOF {
+				switch k.Code {
+				case lineedit.Interrupt:
+					interrupted = true
+				case lineedit.Enter, lineedit.EOF:
+				default:
 					ed.Edit(k)
 				}
 				continue
 			default:
 			}
 			break
+		}
+		ch.mu.Unlock()
+		if interrupted && err == nil {
+			ok = false
 		}
 	}()
 	feed := session.WatchDecisions(ctx, ch.cl, ch.id, ch.from)
@@ -604,7 +616,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 			}
 			select {
 			case k = <-ch.answers:
-				if k.At.Before(shown) {
+				if k.At.Before(shown) && k.Code != lineedit.Interrupt {
 					// Typed before this prompt showed: not its answer; it
 					// joins the line typed so far.
 					if typed := keyText(k); typed != "" {
@@ -620,10 +632,14 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 			}
 		}
 	}
-	// Keys that came before the first prompt are the line's, not answers.
+	// Keys that came before the first prompt are the line's, not answers
+	// (a Ctrl-C answers nothing: it ends the turn).
 	for {
 		select {
 		case k := <-ch.answers:
+			if k.Code == lineedit.Interrupt {
+				return false, nil
+			}
 			ed.SetText(draft)
 			ed.Edit(k)
 			draft = ed.Text()
