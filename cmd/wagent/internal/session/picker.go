@@ -2,6 +2,7 @@ package session
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -63,8 +64,9 @@ func StatusWord(s event.Summary) string {
 const pickRows = 10
 
 // Pick shows the picker at the terminal env.Stdin and env.Stdout and
-// returns the id picked, or ErrPickCanceled.
-func Pick(env *term.Env, list []event.Summary) (string, error) {
+// returns the id picked, or ErrPickCanceled (also once ctx ends: a
+// signal the chat caught, which must not wait for a key).
+func Pick(ctx context.Context, env *term.Env, list []event.Summary) (string, error) {
 	in, ok := env.Stdin.(*os.File)
 	if !ok || !term.IsTerminal(in) {
 		return "", fmt.Errorf("the session picker needs a terminal")
@@ -81,9 +83,32 @@ func Pick(env *term.Env, list []event.Summary) (string, error) {
 	p.filter()
 	p.draw()
 	defer p.clear()
-	r := bufio.NewReader(in)
+	// Keys are read one at a time, each when asked for, so that no read
+	// is left waiting to take a key typed after the picker (only when ctx
+	// ends, and the program with it).
+	type read struct {
+		k    key
+		text string
+		err  error
+	}
+	ask, got := make(chan struct{}), make(chan read, 1)
+	defer close(ask)
+	go func() {
+		r := bufio.NewReader(in)
+		for range ask {
+			k, text, err := readKey(r)
+			got <- read{k, text, err}
+		}
+	}()
 	for {
-		k, text, err := readKey(r)
+		ask <- struct{}{}
+		var rd read
+		select {
+		case rd = <-got:
+		case <-ctx.Done():
+			return "", ErrPickCanceled
+		}
+		k, text, err := rd.k, rd.text, rd.err
 		if err != nil {
 			return "", ErrPickCanceled
 		}

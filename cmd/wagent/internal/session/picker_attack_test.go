@@ -2,12 +2,16 @@ package session
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/mattn/go-runewidth"
 
+	"github.com/wagent/wagent/cmd/wagent/internal/term"
 	"github.com/wagent/wagent/event"
 )
 
@@ -52,4 +56,48 @@ func stripSeq(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// The picker ends when its context does (the chat caught SIGTERM), not
+// at the next key: a chat showing it is not left unkillable.
+func TestPickEndsWithItsContext(t *testing.T) {
+	ptm, tty, err := pty.Open()
+	if err != nil {
+		t.Fatalf("a pseudo-terminal: %v", err)
+	}
+	defer ptm.Close()
+	defer tty.Close()
+	shown := make(chan struct{})
+	go func() {
+		var seen []byte
+		b := make([]byte, 4096)
+		for {
+			n, err := ptm.Read(b)
+			seen = append(seen, b[:n]...)
+			if bytes.Contains(seen, []byte("resume a session")) {
+				close(shown)
+				io.Copy(io.Discard, ptm)
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Pick(ctx, &term.Env{Stdin: tty, Stdout: tty}, []event.Summary{{ID: "s-1"}})
+		done <- err
+	}()
+	<-shown
+	cancel()
+	select {
+	case err := <-done:
+		if err != ErrPickCanceled {
+			t.Errorf("Pick returned %v; want ErrPickCanceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the picker still waits for a key after its context ended")
+	}
 }
