@@ -312,7 +312,8 @@ func (ch *chatter) follow(ctx context.Context, f *followup) error {
 func (ch *chatter) prompt() string {
 	p := "›"
 	if ch.mode != "" {
-		p = ch.mode + " ›"
+		// The mode is an op's note: on one short line, whatever it holds.
+		p = render.Compact(ch.mode, 16) + " ›"
 	}
 	if ch.env.Colour {
 		return "\x1b[1m" + render.Safe(p) + "\x1b[0m "
