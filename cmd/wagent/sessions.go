@@ -175,7 +175,7 @@ func pickSession(env *cliEnv, cont, resume bool) func(context.Context, *server.C
 			if len(list.Sessions) == 0 {
 				return "", fail(exitFailure, "no sessions yet: wagent chat starts one")
 			}
-			id, err := session.Pick(env, list.Sessions)
+			id, err := session.Pick(ctx, env, list.Sessions)
 			if errors.Is(err, session.ErrPickCanceled) {
 				return "", fail(exitFailure, "")
 			}

@@ -317,7 +317,8 @@ func (ch *chatter) follow(ctx context.Context, f *followup) error {
 func (ch *chatter) prompt() string {
 	p := "›"
 	if ch.mode != "" {
-		p = ch.mode + " ›"
+		// The mode is an op's note: on one short line, whatever it holds.
+		p = render.Compact(ch.mode, 16) + " ›"
 	}
 	if ch.env.Colour {
 		return "\x1b[1m" + render.Safe(p) + "\x1b[0m "
@@ -498,30 +499,42 @@ func (ch *chatter) abort(cause event.Cause) {
 // turn is to end.
 func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok bool, err error) {
 	c, ed := ch.out.C, ch.ed
-	// The line typed so far waits while the prompts show.
-	draft := ed.Text()
-	ed.SetText("")
+	// The line typed so far waits while the prompts show: taken under
+	// the lock an editing key is applied under (key), so no key lands in
+	// it after it was taken.
 	ch.mu.Lock()
 	ch.state = asking
+	draft := ed.Text()
+	ed.SetText("")
 	ch.mu.Unlock()
 	defer func() {
-		ch.mu.Lock()
-		ch.state = busy
-		ch.mu.Unlock()
 		ed.SetPrompt(ch.busyPrompt())
 		ed.SetHideEmpty(true)
 		ed.SetText(draft)
-		// Keys that came for a prompt that has ended edit the line.
+		// Keys that came for a prompt that has ended edit the line, in
+		// the order typed (the state changes under the lock keys are
+		// handed over under); a Ctrl-C among them ends the turn.
+		ch.mu.Lock()
+		ch.state = busy
+		interrupted := false
 		for {
 			select {
 			case k := <-ch.answers:
-				if k.Code != lineedit.Enter && k.Code != lineedit.Interrupt && k.Code != lineedit.EOF {
+				switch k.Code {
+				case lineedit.Interrupt:
+					interrupted = true
+				case lineedit.Enter, lineedit.EOF:
+				default:
 					ed.Edit(k)
 				}
 				continue
 			default:
 			}
 			break
+		}
+		ch.mu.Unlock()
+		if interrupted && err == nil {
+			ok = false
 		}
 	}()
 	feed := session.WatchDecisions(ctx, ch.cl, ch.id, ch.from)
@@ -609,7 +622,7 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 			}
 			select {
 			case k = <-ch.answers:
-				if k.At.Before(shown) {
+				if k.At.Before(shown) && k.Code != lineedit.Interrupt {
 					// Typed before this prompt showed: not its answer; it
 					// joins the line typed so far.
 					if typed := keyText(k); typed != "" {
@@ -625,10 +638,14 @@ func (ch *chatter) ask(ctx context.Context, waiting []event.WaitingCall) (ok boo
 			}
 		}
 	}
-	// Keys that came before the first prompt are the line's, not answers.
+	// Keys that came before the first prompt are the line's, not answers
+	// (a Ctrl-C answers nothing: it ends the turn).
 	for {
 		select {
 		case k := <-ch.answers:
+			if k.Code == lineedit.Interrupt {
+				return false, nil
+			}
 			ed.SetText(draft)
 			ed.Edit(k)
 			draft = ed.Text()

@@ -76,6 +76,15 @@ func (ch *chatter) key(ctx context.Context, k lineedit.Key) {
 		ch.mu.Unlock()
 		return
 	}
+	switch k.Code {
+	case lineedit.Enter, lineedit.Interrupt, lineedit.EOF:
+	default:
+		// An editing key, applied under the lock: an approval prompt
+		// taking the line typed so far (ask) takes it with this key in it.
+		ch.ed.Edit(k)
+		ch.mu.Unlock()
+		return
+	}
 	ch.mu.Unlock()
 	ed := ch.ed
 	switch k.Code {

@@ -51,3 +51,15 @@ func TestPromptShowsTheMode(t *testing.T) {
 		t.Errorf("prompt %q in mode edits", p)
 	}
 }
+
+// The mode comes from an op's note, which any op may write: the prompt
+// shows it on one short line, its control characters escaped, never a
+// raw line break, tab or escape sequence and never wider than a few words.
+func TestPromptModeFromANoteIsTamed(t *testing.T) {
+	ch, _ := testChatter(false)
+	ch.mode = "ask\n\n\x1b]0;owned\a\t" + strings.Repeat("x", 500)
+	p := ch.prompt()
+	if strings.ContainsAny(p, "\n\t\x1b\a") || len([]rune(p)) > 24 {
+		t.Errorf("prompt %q: a raw control character, or %d runes", p, len([]rune(p)))
+	}
+}

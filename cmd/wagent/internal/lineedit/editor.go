@@ -467,8 +467,34 @@ type place struct{ row, col int }
 // is. The text's lines after the first are indented as far as the prompt;
 // a character that does not fit goes to the next row.
 func (e *Editor) layout(b *strings.Builder, w int) (rows int, cursor place) {
-	b.WriteString(e.prompt)
-	row, col := e.promptW/w, e.promptW%w
+	// The prompt as the text is: its colour sequences written as they
+	// are, every other control character shown (a mode or a tool name in
+	// it is not the program's), a wide character that does not fit at a
+	// row's end on the next row, as the terminal puts it.
+	row, col := 0, 0
+	p := e.prompt
+	for len(p) > 0 {
+		if n := csiLen(p); n > 0 {
+			b.WriteString(p[:n])
+			p = p[n:]
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(p)
+		p = p[n:]
+		shown, rw := visible(r)
+		if col+rw > w {
+			b.WriteString("\r\n")
+			row++
+			col = 0
+		}
+		b.WriteString(shown)
+		col += rw
+	}
+	if col >= w {
+		b.WriteString("\r\n")
+		row++
+		col = 0
+	}
 	indent := min(e.promptW, w/2)
 	for i, r := range e.text {
 		if i == e.pos {
@@ -542,15 +568,29 @@ func StringWidth(s string) int {
 	return n
 }
 
+// csiLen is the length of the CSI sequence (ESC [ … final) at the start
+// of s, or 0: only parameter and intermediate bytes may come before its
+// final byte, so no control character hides inside one.
+func csiLen(s string) int {
+	if len(s) < 3 || s[0] != 0x1b || s[1] != '[' {
+		return 0
+	}
+	for j := 2; j < len(s); j++ {
+		switch c := s[j]; {
+		case isFinal(c):
+			return j + 1
+		case c < 0x20 || c > 0x3f:
+			return 0
+		}
+	}
+	return 0
+}
+
 func stripCSI(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
-		if s[i] == 0x1b && i+1 < len(s) && s[i+1] == '[' {
-			j := i + 2
-			for j < len(s) && !isFinal(s[j]) {
-				j++
-			}
-			i = j + 1
+		if n := csiLen(s[i:]); n > 0 {
+			i += n
 			continue
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // History is the lines sent before, oldest first, kept in a file (one
@@ -90,7 +91,8 @@ func (h *History) Add(s string) {
 	if os.MkdirAll(filepath.Dir(h.path), 0o700) != nil {
 		return
 	}
-	f, err := os.OpenFile(h.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	// Never through a link put in the file's place.
+	f, err := os.OpenFile(h.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return
 	}

@@ -54,6 +54,9 @@ const (
 	pasteEnd   = "\x1b[201~"
 	// escWait is how long a lone Esc waits for the rest of a sequence.
 	escWait = 30 * time.Millisecond
+	// pasteWait is how long a paste waits for more before it is taken as
+	// ended without its end mark.
+	pasteWait = 2 * time.Second
 )
 
 // Decode reads the terminal's bytes from r until it fails and sends the
@@ -106,12 +109,16 @@ func DecodeAhead(r io.Reader, keys chan<- Key, ahead int) {
 			}
 			d.buf, d.at = append(d.buf, c.b...), c.at
 		case <-timer:
-			// An Esc with nothing after it: the Esc key.
+			// An Esc with nothing after it: the Esc key. A paste with no
+			// end mark after a pause: the paste (typed into the line,
+			// never sent by itself), and the keys after it keys.
 			d.flush()
 		}
 		timer = nil
 		if d.decode() {
 			timer = time.After(escWait)
+		} else if d.paste != nil {
+			timer = time.After(pasteWait)
 		}
 	}
 }
@@ -192,10 +199,11 @@ func (d *decoder) decode() (wait bool) {
 	return false
 }
 
-// pasteText is a paste's text with its line breaks as \n. Nothing else is
-// changed.
+// pasteText is a paste's text with its line breaks as \n, and bytes that
+// are not UTF-8 dropped (as typed ones are). Nothing else is changed.
 func pasteText(b []byte) string {
-	s := strings.ReplaceAll(string(b), "\r\n", "\n")
+	s := strings.ToValidUTF8(string(b), "")
+	s = strings.ReplaceAll(s, "\r\n", "\n")
 	return strings.ReplaceAll(s, "\r", "\n")
 }
 

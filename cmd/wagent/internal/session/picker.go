@@ -2,6 +2,7 @@ package session
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mattn/go-runewidth"
 	xterm "golang.org/x/term"
 
 	"github.com/wagent/wagent/cmd/wagent/internal/term"
@@ -62,8 +64,9 @@ func StatusWord(s event.Summary) string {
 const pickRows = 10
 
 // Pick shows the picker at the terminal env.Stdin and env.Stdout and
-// returns the id picked, or ErrPickCanceled.
-func Pick(env *term.Env, list []event.Summary) (string, error) {
+// returns the id picked, or ErrPickCanceled (also once ctx ends: a
+// signal the chat caught, which must not wait for a key).
+func Pick(ctx context.Context, env *term.Env, list []event.Summary) (string, error) {
 	in, ok := env.Stdin.(*os.File)
 	if !ok || !term.IsTerminal(in) {
 		return "", fmt.Errorf("the session picker needs a terminal")
@@ -80,9 +83,32 @@ func Pick(env *term.Env, list []event.Summary) (string, error) {
 	p.filter()
 	p.draw()
 	defer p.clear()
-	r := bufio.NewReader(in)
+	// Keys are read one at a time, each when asked for, so that no read
+	// is left waiting to take a key typed after the picker (only when ctx
+	// ends, and the program with it).
+	type read struct {
+		k    key
+		text string
+		err  error
+	}
+	ask, got := make(chan struct{}), make(chan read, 1)
+	defer close(ask)
+	go func() {
+		r := bufio.NewReader(in)
+		for range ask {
+			k, text, err := readKey(r)
+			got <- read{k, text, err}
+		}
+	}()
 	for {
-		k, text, err := readKey(r)
+		ask <- struct{}{}
+		var rd read
+		select {
+		case rd = <-got:
+		case <-ctx.Done():
+			return "", ErrPickCanceled
+		}
+		k, text, err := rd.k, rd.text, rd.err
 		if err != nil {
 			return "", ErrPickCanceled
 		}
@@ -169,9 +195,14 @@ func (p *picker) draw() {
 		lines = append(lines, fmt.Sprintf("  … %d in all", len(p.shown)))
 	}
 	for i, l := range lines {
-		if utf8.RuneCountInString(l) >= p.width {
-			lines[i] = string([]rune(l)[:p.width-2]) + "…"
+		// One row each: no line break or tab of a name, title or status
+		// (from the log, or a remote owner) reaches the terminal, and a
+		// row is cut by the columns it takes (a wide character is two).
+		l = strings.NewReplacer("\n", " ", "\t", " ").Replace(l)
+		if runewidth.StringWidth(l) >= p.width {
+			l = runewidth.Truncate(l, p.width-1, "…")
 		}
+		lines[i] = l
 	}
 	var b strings.Builder
 	b.WriteString("\r\x1b[J")
@@ -180,7 +211,7 @@ func (p *picker) draw() {
 	if n := len(lines) - 1; n > 0 {
 		fmt.Fprintf(&b, "\x1b[%dA", n)
 	}
-	fmt.Fprintf(&b, "\r\x1b[%dC", utf8.RuneCountInString(lines[0]))
+	fmt.Fprintf(&b, "\r\x1b[%dC", runewidth.StringWidth(lines[0]))
 	io.WriteString(p.out, b.String())
 }
 
