@@ -251,6 +251,11 @@ func Run(o Options) error {
 		if in.eof {
 			return nil
 		}
+		// A line Entered while the chat was starting or running a command
+		// came through lines with the chat busy; the loop went idle for it
+		// since: busy again before it runs, or its turn would stream under
+		// the idle prompt.
+		ch.setState(busy)
 		line := strings.TrimSpace(in.text)
 		if strings.HasPrefix(line, "/") && !strings.HasPrefix(line, "//") {
 			if done, err := ch.command(ctx, line); done || err != nil {
