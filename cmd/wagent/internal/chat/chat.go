@@ -63,13 +63,13 @@ type chatter struct {
 	cl  *server.Client
 	id  string
 	// ed is the input line; keys come from the terminal through keyLoop.
-	ed      *lineedit.Editor
-	hist    *lineedit.History
-	lines   chan submitted    // Entered at the prompt, for the main loop
+	ed    *lineedit.Editor
+	hist  *lineedit.History
+	lines chan submitted // Entered at the prompt, for the main loop
 	// wake tells the main loop that a follow-up or a command was queued
 	// during a turn: one queued as the turn ended, after the loop looked,
 	// would otherwise wait at the idle prompt for the next turn's end.
-	wake chan struct{}
+	wake    chan struct{}
 	answers chan lineedit.Key // keys for the open approval prompt
 	rawOff  func() error      // the terminal back out of raw mode
 	out     *session.Printer
