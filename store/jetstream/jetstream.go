@@ -224,14 +224,17 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
+	js, err := natsjs.New(nc, natsjs.WithDefaultTimeout(opts.Timeout))
+	if err != nil {
+		return nil, fmt.Errorf("open jetstream store: %w", err)
+	}
+	if err := checkServer(ctx, nc, js); err != nil {
+		return nil, err
+	}
 	need := int64(opts.MaxAppendBytes + store.MaxAppendEvents + headerBudget)
 	if mp := nc.MaxPayload(); mp < need {
 		return nil, fmt.Errorf("%w: open jetstream store: the server's max_payload is %d bytes, appends of up to %d bytes need %d: set max_payload to at least %d in the server's configuration, or lower Options.MaxAppendBytes to %d",
 			store.ErrInvalid, mp, opts.MaxAppendBytes, need, need, max(0, mp-store.MaxAppendEvents-headerBudget))
-	}
-	js, err := natsjs.New(nc, natsjs.WithDefaultTimeout(opts.Timeout))
-	if err != nil {
-		return nil, fmt.Errorf("open jetstream store: %w", err)
 	}
 	st, err := settleStream(ctx, js, opts, int32(need))
 	if err != nil {
