@@ -93,6 +93,17 @@
 // creates the stream with a max_msg_size to match. To run on a smaller
 // max_payload anyway, lower Options.MaxAppendBytes: appends over it are
 // refused with store.ErrInvalid before anything is written.
+//
+// # Servers
+//
+// The store, with the workers' bus (package worker) beside it, needs
+// nats-server MinServerVersion (2.12.0) or later: the wake-up stream uses
+// message schedules, which came with 2.12, and the log stream direct gets
+// (2.9). Open reads the version the server sent on connecting (the
+// JetStream API level, one request, only when that version does not
+// parse) and refuses an older server with one line naming the feature
+// missing, the release that has it and how to run one, before it creates
+// anything. See requirements in version.go.
 package jetstream
 
 import (
@@ -216,6 +227,9 @@ var _ store.Log = (*Log)(nil)
 // Likewise, whoever deletes the stream and creates it again must restart
 // them: stream sequences start again, and a Log's memory of each session's
 // last record would point at other records.
+//
+// A server older than MinServerVersion is refused first, with
+// store.ErrInvalid (see "Servers" in the package documentation).
 func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Log, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: open jetstream store: nil connection", store.ErrInvalid)

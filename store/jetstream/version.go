@@ -103,9 +103,18 @@ func checkAPILevel(url, version string, level int) error {
 }
 
 func tooOld(url, version string, r requirement) error {
-	return fmt.Errorf("%w: nats-server at %s is %s; the store needs %s (nats-server %s or later): %s",
-		store.ErrInvalid, url, version, r.feature, r.version, installHint)
+	return oldServerError(fmt.Sprintf("nats-server at %s is %s; the store needs %s (nats-server %s or later): %s",
+		url, version, r.feature, r.version, installHint))
 }
+
+// oldServerError is the line tooOld writes. It is a store.ErrInvalid
+// without that error's prefix, so the line reads the same wherever it is
+// shown.
+type oldServerError string
+
+func (e oldServerError) Error() string { return string(e) }
+
+func (e oldServerError) Is(target error) bool { return target == store.ErrInvalid }
 
 // checkServer refuses a server that lacks a feature the store uses. It
 // reads the version from the INFO the server sent on connecting, which
