@@ -55,6 +55,8 @@ test: deps-test
 #    servers SIGKILLed and workers SIGSTOPped past their lease at random
 #    moments (build tag e2e; -workers.sessions=N for more, -workers.seed=S
 #    to repeat a schedule the log printed);
+#  - the store on Debian's nats-server 2.9.10 (deps-e2e installs it;
+#    $$WAGENT_OLD_NATS_SERVER names another): refused in one line;
 #  - go install github.com/wagent/wagent/cmd/wagent@latest from the
 #    committed files served by a file proxy (build tag e2e), then wagent
 #    version.
@@ -68,6 +70,7 @@ e2e: deps-e2e
 	$(GO) test -run '^$$' -bench 'MCPStart' -benchtime 5x ./tools/mcp/
 	$(GO) test -tags e2e $(TESTFLAGS) -v -run '^TestE2EWorkers' ./cmd/wagent/
 	$(GO) test -tags e2e $(TESTFLAGS) -run '^TestGoInstallFromTheModule' ./cmd/wagent/
+	$(GO) test -tags e2e $(TESTFLAGS) -run '^TestE2EOldServer' ./store/jetstream/
 
 # deps-* install what a target's tests need when it is missing (a second
 # run installs nothing), or say in one line what to install by hand.

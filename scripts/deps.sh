@@ -10,7 +10,8 @@
 #                            $WAGENT_TEST_NPM (default ~/.cache/wagent/npm);
 #                            the versions are internal/npmtest/packages.txt
 #   scripts/deps.sh e2e      the same, and a check for Chromium (make e2e);
-#                            the NATS server is built from the Go module
+#                            the NATS server is built from the Go module, and
+#                            Debian's old one (2.9.10) installed when root
 #   scripts/deps.sh guests   AssemblyScript, to rebuild the AssemblyScript
 #                            example op (make check), into $WAGENT_GUEST_NPM
 #                            (default ~/.cache/wagent/asc)
@@ -92,6 +93,26 @@ need_chromium() {
 		fail "make e2e needs Chromium for the web console's browser tests: install it (Debian: apt-get install chromium fonts-dejavu-core) or name one with WAGENT_CHROMIUM"
 }
 
+# need_old_nats: a nats-server older than the store needs (Debian's
+# 2.9.10), for the test that the store refuses it in one line. Installed
+# from Debian when this runs as root with apt-get; $WAGENT_OLD_NATS_SERVER
+# names another binary.
+need_old_nats() {
+	if [ -n "${WAGENT_OLD_NATS_SERVER:-}" ]; then
+		[ -x "$WAGENT_OLD_NATS_SERVER" ] || fail "WAGENT_OLD_NATS_SERVER=$WAGENT_OLD_NATS_SERVER is not a program to run: name an old nats-server binary, or unset it to use Debian's"
+		return 0
+	fi
+	[ -x /usr/sbin/nats-server ] && return 0
+	if [ "$(id -u 2>/dev/null)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "deps: make e2e (the old-server check): installing nats-server from Debian"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null ||
+			{ apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null; } ||
+			fail "apt-get could not install nats-server: install it by hand, or name an old one with WAGENT_OLD_NATS_SERVER, and run it again"
+		return 0
+	fi
+	fail "make e2e needs Debian's nats-server (2.9.10) for the old-server check: install it (apt-get install nats-server) or name an old one with WAGENT_OLD_NATS_SERVER"
+}
+
 # need_shells: zsh and fish, whose completion scripts make test parses and
 # runs (bash is there already). Installed from Debian when this runs as
 # root with apt-get; otherwise it says what to install.
@@ -117,6 +138,7 @@ test) npm_test ;;
 shells) need_shells ;;
 e2e)
 	need_chromium
+	need_old_nats
 	npm_test
 	;;
 guests) npm_install "the AssemblyScript example op" "${WAGENT_GUEST_NPM:-$cache/asc}" assemblyscript@0.28.20 ;;
