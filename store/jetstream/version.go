@@ -32,8 +32,8 @@ var requirements = []requirement{
 }
 
 // MinServerVersion is the oldest nats-server release that has every
-// feature the store uses.
-var MinServerVersion = requirements[len(requirements)-1].version.String()
+// feature the store uses: the newest release in requirements.
+const MinServerVersion = "2.12.0"
 
 // installHint says how to run a server that has everything.
 const installHint = "upgrade it (docker run -p 4222:4222 nats:2.12 -js, or go install github.com/nats-io/nats-server/v2@v2.15.2 and run nats-server -js)"

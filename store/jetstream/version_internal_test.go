@@ -97,9 +97,33 @@ func TestCheckAPILevel(t *testing.T) {
 	}
 }
 
-// The minimum the README states is the one the check enforces.
+// MinServerVersion, which the README states, is the newest release the
+// requirements name.
 func TestMinServerVersion(t *testing.T) {
-	if MinServerVersion != "2.12.0" {
-		t.Errorf("MinServerVersion = %s; update the README's NATS section and this test together", MinServerVersion)
+	var newest serverVersion
+	for _, r := range requirements {
+		if newest.less(r.version) {
+			newest = r.version
+		}
 	}
+	if MinServerVersion != newest.String() {
+		t.Errorf("MinServerVersion = %s, the requirements need %s: update it and the README's NATS section", MinServerVersion, newest)
+	}
+}
+
+// parseVersion reads what a server sends: whatever it accepts prints back
+// as a version it reads the same, and nothing makes it panic.
+func FuzzParseVersion(f *testing.F) {
+	for _, s := range []string{"2.9.10", "v2.12.0", "2.11.0-RC.1", "", "2..0", "-1.2.3", "2.+1.0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, ok := parseVersion(s)
+		if !ok {
+			return
+		}
+		if w, ok := parseVersion(v.String()); !ok || w != v {
+			t.Errorf("parseVersion(%q) = %v, which reads back as %v, %v", s, v, w, ok)
+		}
+	})
 }
