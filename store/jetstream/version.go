@@ -126,9 +126,16 @@ func checkServer(ctx context.Context, nc *nats.Conn, js natsjs.JetStream) error 
 	if _, ok := parseVersion(version); ok {
 		return checkVersion(url, version)
 	}
+	// An empty version is a connection between servers (reconnecting):
+	// the request waits for the next one, as Open's own requests would.
 	info, err := js.AccountInfo(ctx)
 	if err != nil {
-		return fmt.Errorf("open jetstream store: nats-server at %s (version %q): account info: %w", url, version, err)
+		return fmt.Errorf("open jetstream store: read the server's JetStream API level (its version %q says nothing): %w", version, err)
+	}
+	if url, version = nc.ConnectedUrlRedacted(), nc.ConnectedServerVersion(); version != "" {
+		if _, ok := parseVersion(version); ok {
+			return checkVersion(url, version)
+		}
 	}
 	return checkAPILevel(url, version, info.API.Level)
 }
