@@ -131,6 +131,9 @@ const (
 	// DefaultTimeout bounds each request to the server when the caller's
 	// context has no deadline.
 	DefaultTimeout = 5 * time.Second
+	// DefaultElectionWait bounds how long a read keeps trying while the
+	// stream has no leader: longer than a cluster takes to elect one.
+	DefaultElectionWait = 30 * time.Second
 )
 
 // RequiredMaxPayload is the smallest NATS max_payload that carries the
@@ -179,8 +182,17 @@ type Options struct {
 	MaxAppendBytes int
 
 	// Timeout bounds each request to the server when the caller's context
-	// has no deadline. Zero means DefaultTimeout.
+	// has no deadline, and each request of a read whatever the deadline.
+	// Zero means DefaultTimeout.
 	Timeout time.Duration
+
+	// ElectionWait bounds how long a read (Head, Read, Sessions, Watch's
+	// start, the look at the head before an Append) keeps trying while no
+	// server leads the stream, as while a cluster elects a new leader
+	// after losing one: the read fails at most about ElectionWait plus one
+	// Timeout after it started, or when its context is done. Appends are
+	// not tried again (see Append). Zero means DefaultElectionWait.
+	ElectionWait time.Duration
 
 	// Logger receives what the Log cannot report to a caller: a watch
 	// that could not follow other writers' appends. Nil means slog.Default.
@@ -304,6 +316,12 @@ func (o Options) normalise() (Options, error) {
 	}
 	if o.Timeout < 0 {
 		return bad("timeout %v: want a positive duration (0 for the default)", o.Timeout)
+	}
+	if o.ElectionWait == 0 {
+		o.ElectionWait = DefaultElectionWait
+	}
+	if o.ElectionWait < 0 {
+		return bad("election wait %v: want a positive duration (0 for the default)", o.ElectionWait)
 	}
 	return o, nil
 }
@@ -570,8 +588,13 @@ func (l *Log) Append(ctx context.Context, session string, expectedHead uint64, e
 				return 0, fmt.Errorf("%w: %s: the server refused %d bytes: %v", store.ErrInvalid, op, len(payload), err)
 			}
 			// The server may have stored the record and lost only the
-			// acknowledgement: the caller must read the head to know.
-			return 0, fmt.Errorf("%s at head %d (the outcome is unknown; read the head): %w", op, expectedHead, err)
+			// acknowledgement (a leader killed after it replicated the
+			// record, before it replied): the caller must read the head
+			// to know. That is also why an append is not tried again
+			// across an election as reads are: a second publish of a
+			// record that committed would be refused as a conflict with
+			// itself.
+			return 0, fmt.Errorf("%s at head %d may or may not have committed (read the head to know): %w", op, expectedHead, err)
 		}
 		// Refused: what this Log remembered was stale, another writer got
 		// there first (the next look says so), or the server was not done
@@ -614,7 +637,11 @@ func (l *Log) publish(ctx context.Context, session string, t tip, head, count ui
 // freshTip reads the session's last record from the server and checks that
 // the session is at expectedHead.
 func (l *Log) freshTip(ctx context.Context, op, session string, expectedHead uint64) (tip, error) {
-	t, err := l.lastTip(ctx, op, session)
+	var t tip
+	err := l.reading(ctx, func() (err error) {
+		t, err = l.lastTip(ctx, op, session)
+		return err
+	})
 	if err != nil {
 		return tip{}, err
 	}
@@ -636,7 +663,9 @@ func (l *Log) lastTip(ctx context.Context, op, session string) (tip, error) {
 // lastRecord gets the session's last record: ErrNotFound if the subject is
 // empty, ErrCorrupt if what is there is not a record of it.
 func (l *Log) lastRecord(ctx context.Context, op, session string) (record, error) {
-	m, err := l.stream.GetLastMsgForSubject(ctx, l.subject(session))
+	rctx, cancel := l.request(ctx)
+	m, err := l.stream.GetLastMsgForSubject(rctx, l.subject(session))
+	cancel()
 	if err != nil {
 		if errors.Is(err, natsjs.ErrMsgNotFound) {
 			l.tips.drop(session)
@@ -689,7 +718,11 @@ func (l *Log) Head(ctx context.Context, session string) (uint64, error) {
 		return 0, err
 	}
 	defer l.mu.RUnlock()
-	r, err := l.lastRecord(ctx, op, session)
+	var r record
+	err := l.reading(ctx, func() (err error) {
+		r, err = l.lastRecord(ctx, op, session)
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -708,7 +741,13 @@ func (l *Log) Sessions(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	defer l.mu.RUnlock()
-	info, err := l.stream.Info(ctx, natsjs.WithSubjectFilter(l.prefix+"*"))
+	var info *natsjs.StreamInfo
+	err := l.reading(ctx, func() (err error) {
+		rctx, cancel := l.request(ctx)
+		defer cancel()
+		info, err = l.stream.Info(rctx, natsjs.WithSubjectFilter(l.prefix+"*"))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}

@@ -485,6 +485,7 @@ func TestOptionsChecked(t *testing.T) {
 		{"negative max append", jetstream.Options{MaxAppendBytes: -1}, "max append bytes"},
 		{"max append over the store's", jetstream.Options{MaxAppendBytes: store.MaxAppendBytes + 1}, "max append bytes"},
 		{"negative timeout", jetstream.Options{Timeout: -time.Second}, "timeout"},
+		{"negative election wait", jetstream.Options{ElectionWait: -time.Second}, "election wait"},
 	} {
 		_, err := jetstream.Open(t.Context(), nc, tc.opts)
 		if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {

@@ -36,12 +36,25 @@ const readPullBytes = 16 << 20
 // that is gone when Read comes to fetch it means the session was deleted
 // while the Read ran (the stream denies deleting single messages), which
 // is store.ErrNotFound.
+//
+// A Read that finds no stream leader starts again, from the last record,
+// until one answers (see Options.ElectionWait).
 func (l *Log) Read(ctx context.Context, session string, from uint64, limit int) ([]store.Event, error) {
 	op := "read " + session
 	if err := l.enter(ctx, op, session); err != nil {
 		return nil, err
 	}
 	defer l.mu.RUnlock()
+	var out []store.Event
+	err := l.reading(ctx, func() (err error) {
+		out, err = l.read(ctx, op, session, from, limit)
+		return err
+	})
+	return out, err
+}
+
+// read is one try of Read.
+func (l *Log) read(ctx context.Context, op, session string, from uint64, limit int) ([]store.Event, error) {
 	last, err := l.lastRecord(ctx, op, session)
 	if err != nil {
 		return nil, err
@@ -124,7 +137,9 @@ func follows(session string, prev, next record) error {
 // recordAt gets the record at stream sequence seq, which must be one of
 // session's, ending at head.
 func (l *Log) recordAt(ctx context.Context, op, session string, seq, head uint64) (record, error) {
-	m, err := l.stream.GetMsg(ctx, seq)
+	rctx, cancel := l.request(ctx)
+	m, err := l.stream.GetMsg(rctx, seq)
+	cancel()
 	if errors.Is(err, natsjs.ErrMsgNotFound) {
 		// Deleted under us (the session was deleted since we read its
 		// last record), or a hole in the log.
@@ -240,7 +255,8 @@ func (e errLost) Unwrap() error { return e.err }
 // pull completes as soon as they are delivered instead of waiting for its
 // expiry. The consumer is deleted before consume returns.
 func (l *Log) consume(ctx context.Context, op, session string, start uint64, walked, guess int, take func(seq uint64, m natsjs.Msg) (bool, error)) (bool, error) {
-	cons, err := l.stream.CreateConsumer(ctx, natsjs.ConsumerConfig{
+	cctx, ccancel := l.request(ctx)
+	cons, err := l.stream.CreateConsumer(cctx, natsjs.ConsumerConfig{
 		FilterSubject:     l.subject(session),
 		DeliverPolicy:     natsjs.DeliverByStartSequencePolicy,
 		OptStartSeq:       start,
@@ -249,6 +265,7 @@ func (l *Log) consume(ctx context.Context, op, session string, start uint64, wal
 		Replicas:          1,
 		InactiveThreshold: 30 * time.Second, // a crashed reader's consumer goes soon
 	})
+	ccancel()
 	if err != nil {
 		return false, err
 	}
@@ -332,7 +349,9 @@ func (l *Log) locate(ctx context.Context, op, session string, target, lo uint64,
 			mid = lo + 1 + uint64(float64(hi-lo-1)*float64(target-loFirst)/float64(hiFirst-loFirst))
 		}
 		mid = min(max(mid, lo+1), hi-1)
-		m, err := l.stream.GetMsg(ctx, mid, natsjs.WithGetMsgSubject(subj))
+		rctx, cancel := l.request(ctx)
+		m, err := l.stream.GetMsg(rctx, mid, natsjs.WithGetMsgSubject(subj))
+		cancel()
 		if err != nil && !errors.Is(err, natsjs.ErrMsgNotFound) {
 			return 0, fmt.Errorf("%s: %w", op, err)
 		}

@@ -24,10 +24,11 @@ import (
 //	nats://a:4222,nats://b:4222,nats://c:4222?stream=LOGS&subject=logs&storage=file
 //
 // Query keys: stream, subject, replicas, storage (file or memory),
-// max_append_bytes, timeout (a Go duration) and creds (a credentials file),
-// each as the Options field of that name. An unknown key is an error, so a
-// misspelt option does not silently fall back to a default. With no server
-// before the query, NATS_URL is used, or nats.DefaultURL.
+// max_append_bytes, timeout and election_wait (Go durations) and creds (a
+// credentials file), each as the Options field of that name. An unknown key
+// is an error, so a misspelt option does not silently fall back to a
+// default. With no server before the query, NATS_URL is used, or
+// nats.DefaultURL.
 //
 // Credentials come from the first of: the creds key, a user or token in the
 // URL itself (nats://user:password@host, nats://token@host, which nats.go
@@ -132,10 +133,14 @@ func parseURL(rawURL string, getenv func(string) string) (storeURL, error) {
 			if u.opts.Timeout, err = time.ParseDuration(v); err != nil {
 				return bad("timeout %q is not a duration such as 5s", v)
 			}
+		case "election_wait":
+			if u.opts.ElectionWait, err = time.ParseDuration(v); err != nil {
+				return bad("election_wait %q is not a duration such as 30s", v)
+			}
 		case "creds":
 			creds = v
 		default:
-			return bad("unknown option %q (want stream, subject, replicas, storage, max_append_bytes, timeout or creds)", key)
+			return bad("unknown option %q (want stream, subject, replicas, storage, max_append_bytes, timeout, election_wait or creds)", key)
 		}
 	}
 	if _, err := u.opts.normalise(); err != nil {

@@ -21,8 +21,8 @@ func TestParseURL(t *testing.T) {
 	}{
 		{"defaults", "", nil, storeURL{servers: nats.DefaultURL}},
 		{"NATS_URL", "?stream=S", map[string]string{"NATS_URL": "nats://n:4222"}, storeURL{servers: "nats://n:4222", opts: Options{Stream: "S"}}},
-		{"every option", "nats://h:1?stream=S&subject=a.b&replicas=3&storage=memory&max_append_bytes=1000&timeout=2s", nil,
-			storeURL{servers: "nats://h:1", opts: Options{Stream: "S", Subject: "a.b", Replicas: 3, Storage: MemoryStorage, MaxAppendBytes: 1000, Timeout: 2 * time.Second}}},
+		{"every option", "nats://h:1?stream=S&subject=a.b&replicas=3&storage=memory&max_append_bytes=1000&timeout=2s&election_wait=1m", nil,
+			storeURL{servers: "nats://h:1", opts: Options{Stream: "S", Subject: "a.b", Replicas: 3, Storage: MemoryStorage, MaxAppendBytes: 1000, Timeout: 2 * time.Second, ElectionWait: time.Minute}}},
 		{"several servers", "nats://a:1,tls://b:2?replicas=3", nil, storeURL{servers: "nats://a:1,tls://b:2", opts: Options{Replicas: 3}}},
 		{"creds in the URL", "nats://h:1?creds=/x.creds", map[string]string{"NATS_CREDS": "/env.creds"},
 			storeURL{servers: "nats://h:1", auth: urlAuth{Creds: "/x.creds"}}},
@@ -60,6 +60,7 @@ func TestParseURLRefuses(t *testing.T) {
 		{"nats://h:1?replicas=x", nil, "replicas"},
 		{"nats://h:1?max_append_bytes=x", nil, "max_append_bytes"},
 		{"nats://h:1?timeout=5", nil, "timeout"},
+		{"nats://h:1?election_wait=30", nil, "election_wait"},
 		{"nats://h:1?storage=disk", nil, "storage"},
 		{"nats://h:1?replicas=9", nil, "replicas 9"},
 		{"http://h:1", nil, "scheme"},

@@ -172,12 +172,18 @@ func (f *follower) close() {
 // appends that committed before the watch. f.mu is held.
 func (f *follower) start() error {
 	l := f.l
-	ctx, cancel := context.WithTimeout(context.Background(), l.opts.Timeout)
-	defer cancel()
-	info, err := l.stream.Info(ctx)
+	var info *natsjs.StreamInfo
+	err := l.reading(context.Background(), func() (err error) {
+		ctx, cancel := l.request(context.Background())
+		defer cancel()
+		info, err = l.stream.Info(ctx)
+		return err
+	})
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.Timeout)
+	defer cancel()
 	cons, err := l.stream.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{
 		FilterSubjects: []string{l.prefix + "*"},
 		DeliverPolicy:  natsjs.DeliverByStartSequencePolicy,
