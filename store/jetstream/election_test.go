@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/wagent/wagent/internal/natstest"
 	"github.com/wagent/wagent/store"
@@ -122,5 +123,59 @@ func TestReadsRideOutLeaderLoss(t *testing.T) {
 	}
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("Head without a quorum took %v with a 1s ElectionWait", d)
+	}
+}
+
+// TestPublishWaitsForListener deletes the log's stream, so that a Create's
+// publish reaches nobody, and creates the stream again only once the
+// server has seen the publish sent more often than the client library
+// sends one by itself (three times): the Create must go on sending until
+// the stream hears it, since a message nobody heard cannot have been
+// stored.
+func TestPublishWaitsForListener(t *testing.T) {
+	ns := startServer(t)
+	nc := connect(t, ns)
+	l := openLog(t, nc, "unheard", jetstream.Options{Timeout: 10 * time.Second})
+	t.Cleanup(func() { _ = l.Close() })
+	stream, _ := names("unheard")
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	if err := js.DeleteStream(ctx, stream); err != nil {
+		t.Fatal(err)
+	}
+	inMsgs := func() int64 {
+		v, err := ns.Varz(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.InMsgs
+	}
+	before := inMsgs()
+	done := make(chan error, 1)
+	go func() { done <- l.Create(ctx, "s") }()
+	for inMsgs() < before+4 {
+		select {
+		case err := <-done:
+			t.Fatalf("Create on a stream nobody hears: %v; want it to wait", err)
+		default:
+			time.Sleep(5 * time.Millisecond) // polling the server's counter
+		}
+	}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Create once the stream is back: %v", err)
+	}
+	if head, err := l.Head(ctx, "s"); err != nil || head != 0 {
+		t.Fatalf("Head: %d, %v; want 0", head, err)
 	}
 }

@@ -476,7 +476,7 @@ func (l *Log) Create(ctx context.Context, session string) error {
 	subj := l.subject(session)
 	for attempt := 0; ; attempt++ {
 		m := &nats.Msg{Subject: subj, Header: markerHeader()}
-		ack, err := l.js.PublishMsg(ctx, m, natsjs.WithExpectLastSequencePerSubject(0), natsjs.WithExpectStream(l.opts.Stream))
+		ack, err := l.js.PublishMsg(ctx, m, l.unheard(natsjs.WithExpectLastSequencePerSubject(0), natsjs.WithExpectStream(l.opts.Stream))...)
 		if err == nil {
 			l.tips.put(session, tip{seq: ack.Sequence, head: 0, base: ack.Sequence})
 			return nil
@@ -631,8 +631,24 @@ func pause(ctx context.Context, attempt int) error {
 // publish writes the record of count events ending at head after tip t.
 func (l *Log) publish(ctx context.Context, session string, t tip, head, count uint64, payload []byte) (*natsjs.PubAck, error) {
 	m := &nats.Msg{Subject: l.subject(session), Header: appendHeader(head, count, t.seq, t.base), Data: payload}
-	return l.js.PublishMsg(ctx, m, natsjs.WithExpectLastSequencePerSubject(t.seq), natsjs.WithExpectStream(l.opts.Stream))
+	return l.js.PublishMsg(ctx, m, l.unheard(natsjs.WithExpectLastSequencePerSubject(t.seq), natsjs.WithExpectStream(l.opts.Stream))...)
 }
+
+// unheard adds to a publish's options that it is sent again, every
+// unheardWait, while nobody listens on its subject: until the request's
+// context ends (after Options.Timeout when the caller gives no deadline),
+// and for no longer than Options.ElectionWait. A "no responders" answer
+// means no stream received the message, so sending it again cannot store
+// it twice; the client library does so twice, half a second in all, which
+// a cluster still telling its servers about a new stream's subjects can
+// outlast. A publish that went unanswered is never sent again (see
+// Append).
+func (l *Log) unheard(opts ...natsjs.PublishOpt) []natsjs.PublishOpt {
+	return append(opts, natsjs.WithRetryWait(unheardWait), natsjs.WithRetryAttempts(int(l.opts.ElectionWait/unheardWait)))
+}
+
+// unheardWait is the pause before a publish nobody heard is sent again.
+const unheardWait = 250 * time.Millisecond
 
 // freshTip reads the session's last record from the server and checks that
 // the session is at expectedHead.
