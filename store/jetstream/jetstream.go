@@ -36,6 +36,11 @@
 // acknowledgement. It is never half stored. Read the head to find out; an
 // Append retried at the old head fails with ErrConflict if the first landed.
 //
+// Reads (Head, Read, Sessions, Watch's start, the look before an Append)
+// are tried again while the stream has no leader, as while a cluster
+// elects a new one after losing the old, for up to Options.ElectionWait.
+// An Append is not: see above.
+//
 // # Costs
 //
 // In round trips to the server (about 0.1 ms each on one machine):
