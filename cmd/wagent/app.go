@@ -87,7 +87,7 @@ func fail(code int, format string, args ...any) error {
 func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	env := &cliEnv{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: getenv,
 		Interactive: term.IsTerminal(stdin), Colour: term.IsTerminal(stdout) && getenv("NO_COLOR") == "",
-		Terminal: term.IsTerminal(stdout)}
+		Terminal: term.IsTerminal(stdout), Hints: &term.Hints{}}
 	cliApp := newApp(env)
 	args = interspersed(cliApp, args)
 	err := cliApp.Run(args)

@@ -58,7 +58,7 @@ Examples:
    wagent run --session 20261130-a1b2c3 "and now subtract 2"
    wagent run --store nats://127.0.0.1:4222 --detach --model gpt-4o-mini --api-key-env OPENAI_API_KEY "hello"`,
 		Flags: append([]cli.Flag{storeFlag, &cli.StringFlag{Name: "session", Usage: "session `ID` to continue or create (default: a new one)"},
-			&cli.BoolFlag{Name: "detach", Usage: "queue the prompt, wake the session and print its id without waiting for it"}, modeFlag}, providerFlags...),
+			&cli.BoolFlag{Name: "detach", Usage: "queue the prompt, wake the session and print its id without waiting for it"}, modeFlag, workerWaitFlag}, providerFlags...),
 		Action: func(c *cli.Context) error {
 			if err := needArgs(c, 0, 1, "[flags] [PROMPT | -]"); err != nil {
 				return err
@@ -87,6 +87,11 @@ Examples:
 		},
 	}
 }
+
+// workerWaitFlag bounds how long a run on a NATS store follows a session
+// no worker has claimed.
+var workerWaitFlag = &cli.DurationFlag{Name: "worker-wait", EnvVars: []string{"WAGENT_WORKER_WAIT"}, Value: session.DefaultWorkerWait,
+	Usage: "on a NATS store, how long to wait for a worker to claim the session before saying none did and exiting (the session stays queued)"}
 
 // maxPromptBytes bounds a prompt read from standard input (a message is
 // one log event).
@@ -148,7 +153,7 @@ func preloadFor(c *cli.Context, env *cliEnv) []byte {
 // done or waits for a person (session.Drive).
 func drive(c *cli.Context, env *cliEnv, id, prompt string) error {
 	return session.Drive(session.DriveOptions{Command: sessionCommand(c, env), ID: id, Prompt: prompt,
-		Detach: c.Bool("detach"), JSON: c.Bool("json"), APIKey: c.String("api-key") != "",
+		Detach: c.Bool("detach"), JSON: c.Bool("json"), APIKey: c.String("api-key") != "", WorkerWait: c.Duration("worker-wait"),
 		Connect: func(ctx context.Context, m session.Mode) (*session.Conn, error) { return connect(ctx, c, env, m) }})
 }
 

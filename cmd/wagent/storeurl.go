@@ -65,6 +65,9 @@ func storeLocation(c *cli.Context, env *cliEnv) (storeLoc, error) {
 			break
 		}
 	}
+	// Follow-up commands it prints name the store it was given (one from
+	// the environment or the config file they find themselves).
+	env.Hints.SetStore(v)
 	if v == "" {
 		v = env.Getenv("WAGENT_STORE")
 	}

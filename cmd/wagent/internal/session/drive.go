@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +59,10 @@ type DriveOptions struct {
 	JSON   bool
 	// APIKey: --api-key was given.
 	APIKey bool
+	// WorkerWait: on a NATS store, how long a run waits for a worker to
+	// claim the session before it says none did and exits (0: the
+	// default, DefaultWorkerWait).
+	WorkerWait time.Duration
 	// Connect connects to the store's owner, or makes this process the
 	// owner (Connect, with the command's store).
 	Connect func(context.Context, Mode) (*Conn, error)
@@ -120,12 +125,23 @@ func Drive(o DriveOptions) error {
 		return detached(ctx, env, cn, o.JSON, id, isNew, prompt)
 	}
 	if cn.Remote {
-		render.Fprintf(env.Stderr, "wagent: workers run session %s; following it (Ctrl-C cancels its turn)\n", id)
+		render.Fprintf(env.Stderr, "wagent: workers run session %s; following it (Ctrl-C stops following and leaves it to the workers)\n", id)
 	}
 	out := NewPrinter(env, o.JSON, id)
 	out.Cost = PriceList(env) // the config's prices over the built-in table
 	out.Start(isNew)
-	f := &follower{env: env, cl: cl, id: id, out: out, by: fmt.Sprintf("wagent %s (pid %d)", o.Name, os.Getpid())}
+	f := &follower{env: env, cl: cl, id: id, out: out, by: fmt.Sprintf("wagent %s (pid %d)", o.Name, os.Getpid()), remote: cn.Remote}
+	if cn.Remote {
+		// Workers drive the session: nothing here will, so a session no
+		// worker claims is said so after a while, not followed forever.
+		wait := o.WorkerWait
+		if wait <= 0 {
+			wait = DefaultWorkerWait
+		}
+		var stopWait func()
+		ctx, stopWait = f.awaitWorker(ctx, wait)
+		defer stopWait()
+	}
 	start := startInput(ctx, cl, id, prompt)
 	if prompt == "" && o.Name == "resume" {
 		// wagent resume after a turn that ended in error makes it again
@@ -313,6 +329,62 @@ type follower struct {
 	// shown, and only what it started is cancelled on a signal. Without
 	// it (resume) the session is shown until it is idle.
 	own *OwnTurn
+	// remote: workers drive the session (a NATS store) and this command
+	// only follows it: leaving, on a signal, changes nothing.
+	remote bool
+	// claimed is closed when a worker is seen driving the session.
+	claimed   chan struct{}
+	claimOnce sync.Once
+}
+
+// DefaultWorkerWait is how long a run on a NATS store waits for a worker
+// to claim its session before it says none did.
+const DefaultWorkerWait = 30 * time.Second
+
+// NoWorkerError is a follower's cause when no worker claimed the session
+// in the wait.
+type NoWorkerError struct {
+	ID   string
+	Wait time.Duration
+	Hint string // the command that starts a worker on this store
+}
+
+func (e *NoWorkerError) Error() string {
+	return fmt.Sprintf("no worker has claimed session %s after %v; is a worker running? (%s); the session stays queued", e.ID, e.Wait, e.Hint)
+}
+
+// awaitWorker returns ctx, cancelled with a *NoWorkerError when no worker
+// has claimed the session within wait (seen), and a func that stops the
+// timer.
+func (f *follower) awaitWorker(parent context.Context, wait time.Duration) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	f.claimed = make(chan struct{})
+	hint := f.env.Hint("worker")
+	t := time.AfterFunc(wait, func() {
+		select {
+		case <-f.claimed:
+		default:
+			cancel(&NoWorkerError{ID: f.id, Wait: wait, Hint: hint})
+		}
+	})
+	return ctx, func() { t.Stop(); cancel(nil) }
+}
+
+// seen notes what the stream showed: an event or live output only a
+// driver writes means a worker has claimed the session. (A status says
+// nothing: on a NATS store a session with queued input reads as running
+// whether or not a worker has it.)
+func (f *follower) seen(kind, typ string) {
+	if f.claimed == nil {
+		return
+	}
+	switch {
+	case kind == "delta" || kind == "log" || kind == "progress":
+	case kind == "event" && typ != event.EvSessionCreated && typ != event.EvSessionRenamed && typ != event.EvPipelineChanged && typ != event.EvInboxSpliced:
+	default:
+		return
+	}
+	f.claimOnce.Do(func() { close(f.claimed) })
 }
 
 // follow prints a session's events from seq from until it is idle or
@@ -324,7 +396,7 @@ func (f *follower) follow(ctx context.Context, from uint64, start func() error) 
 	in := NewLineReader(env.Stdin)
 	var woke uint64 // from, when the session was last woken for the input
 	for {
-		status, last, err := StreamOwn(ctx, cl, id, from, out, start, own)
+		status, last, err := streamOwn(ctx, cl, id, from, out, start, own, f.seen)
 		var se StartError
 		if errors.As(err, &se) {
 			out.Finish()
@@ -402,7 +474,22 @@ func (f *follower) follow(ctx context.Context, from uint64, start func() error) 
 // running turn, or with own only what the input started. last is the last
 // seq shown.
 func (f *follower) interrupted(ctx context.Context, last uint64) error {
+	var nw *NoWorkerError
+	if errors.As(context.Cause(ctx), &nw) {
+		f.out.Finish()
+		return app.Errorf(app.Failed, "%v", nw)
+	}
 	why := StopCause(ctx)
+	if f.remote {
+		// A follower of a session workers drive leaves it as it is: only
+		// an explicit cancel stops a turn (a local run, which drives the
+		// session itself, cancels its turn instead).
+		f.out.Finish()
+		if why.Quiet {
+			return &app.Error{Reason: app.Failed}
+		}
+		return app.Errorf(app.Failed, "%s; stopped following session %s, which goes on with the workers as it is (its input stays queued): %s follows it again", why.Cause.Reason, f.id, f.env.Hint("log", "-f", f.id))
+	}
 	bg := context.Background()
 	id, out, own := f.id, f.out, f.own
 	req := server.CancelRequest{Reason: why.Cause.Reason, KeepInbox: true, Cause: why.Cause.Kind, By: f.by}
@@ -470,6 +557,12 @@ func Stream(ctx context.Context, cl *server.Client, id string, from uint64, out 
 // StreamOwn is Stream showing, with own, only the turn of own's input, and
 // returning as soon as that has ended (or the input was discarded).
 func StreamOwn(ctx context.Context, cl *server.Client, id string, from uint64, out *Printer, start func() error, own *OwnTurn) (status string, last uint64, err error) {
+	return streamOwn(ctx, cl, id, from, out, start, own, nil)
+}
+
+// streamOwn is StreamOwn telling seen, if not nil, the kind of each thing
+// streamed (with an event's type, a status's status).
+func streamOwn(ctx context.Context, cl *server.Client, id string, from uint64, out *Printer, start func() error, own *OwnTurn, seen func(kind, typ string)) (status string, last uint64, err error) {
 	last = from - 1
 	if own != nil && own.Done() {
 		return "", last, nil
@@ -486,6 +579,16 @@ func StreamOwn(ctx context.Context, cl *server.Client, id string, from uint64, o
 	}
 	skipInitial := start != nil
 	err = cl.StreamFrom(ctx, id, from, connected, func(ev server.StreamEvent) error {
+		if seen != nil {
+			switch ev.Kind {
+			case "event":
+				seen(ev.Kind, ev.Event.Type)
+			case "status":
+				seen(ev.Kind, ev.Status)
+			default:
+				seen(ev.Kind, "")
+			}
+		}
 		if ev.Kind == "status" {
 			skip := ev.Initial && skipInitial
 			skipInitial = false // only the first connection's

@@ -39,6 +39,9 @@ type Env struct {
 	// Terminal: standard output is a terminal (with colour or without):
 	// answers are drawn from their Markdown.
 	Terminal bool
+	// Hints: the store the command was given, for the follow-up commands
+	// it prints (Hint).
+	Hints *Hints
 	// config is the config file once read (LoadConfig); copies of an Env
 	// share it.
 	config *loadedConfig
