@@ -104,11 +104,11 @@ Examples:
 				}
 				render.Fprintf(env.Stdout, "still waiting: %s\n", strings.Join(left, " "))
 			case cn.Remote:
-				render.Fprintf(env.Stdout, "a worker goes on with the session; follow it with: wagent log -f %s\n", id)
+				render.Fprintf(env.Stdout, "a worker goes on with the session; follow it with: %s\n", env.Hint("log", "-f", id))
 			case cn.Own != nil:
-				render.Fprintf(env.Stdout, "continue with: wagent resume %s\n", id)
+				render.Fprintf(env.Stdout, "continue with: %s\n", env.Hint("resume", id))
 			default:
-				render.Fprintf(env.Stdout, "the session goes on in its owner (pid %d); follow it with: wagent log -f %s\n", ownerPID(ctx, cn), id)
+				render.Fprintf(env.Stdout, "the session goes on in its owner (pid %d); follow it with: %s\n", ownerPID(ctx, cn), env.Hint("log", "-f", id))
 			}
 			return nil
 		},

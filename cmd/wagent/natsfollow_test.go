@@ -36,10 +36,10 @@ func TestNATSFollowStopsOnSignal(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d\n%s", sig, code, exitFailure, p.errb.String())
 		}
 		stderr := p.errb.String()
-		if !strings.Contains(stderr, "stays queued") && !strings.Contains(stderr, "goes on") {
+		id := sessionOf(t, stderr)
+		if !strings.Contains(stderr, "which the workers go on with as it is (wagent log -f "+id+" --store "+url) {
 			t.Errorf("%v: stderr does not say the session is left as it is:\n%s", sig, stderr)
 		}
-		id := sessionOf(t, stderr)
 		for _, e := range natsEvents(t, home, url, id) {
 			if e.Type == event.EvTurnEnd || strings.Contains(e.Type, "cancel") {
 				t.Errorf("%v: the follower changed the session: %s", sig, e.Type)

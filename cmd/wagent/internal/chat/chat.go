@@ -401,7 +401,7 @@ func (ch *chatter) quitting() bool {
 
 func (ch *chatter) goodbye() {
 	c := ch.out.C
-	render.Fprintf(ch.env.Stdout, "%ssession %s; go on with: wagent chat %s%s\n", c.Dim, ch.id, ch.id, c.Reset)
+	render.Fprintf(ch.env.Stdout, "%ssession %s; go on with: %s%s\n", c.Dim, ch.id, ch.env.Hint("chat", ch.id), c.Reset)
 }
 
 // turn shows the session until it is idle: it calls start (which sends

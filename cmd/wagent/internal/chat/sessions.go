@@ -96,7 +96,7 @@ func (ch *chatter) newSession(ctx context.Context) error {
 	ch.out = session.NewPrinter(ch.env, false, ch.id)
 	ch.out.UsageW, ch.out.NotesW = ch.env.Stdout, ch.env.Stdout // one terminal
 	ch.out.Cost = ch.cfg.Cost
-	render.Fprintf(ch.env.Stdout, "%s(session %s stays as it is: wagent chat %s goes back to it)%s\n", ch.out.C.Dim, old, old, ch.out.C.Reset)
+	render.Fprintf(ch.env.Stdout, "%s(session %s stays as it is: %s goes back to it)%s\n", ch.out.C.Dim, old, ch.env.Hint("chat", old), ch.out.C.Reset)
 	ch.banner(info)
 	ch.loadCommands(ctx)
 	return nil

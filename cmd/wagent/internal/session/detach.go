@@ -30,9 +30,12 @@ func detached(ctx context.Context, env *term.Env, cn *Conn, asJSON bool, id stri
 	}
 	switch {
 	case cn.Remote:
-		render.Fprintf(env.Stderr, "wagent: queued for the workers; follow it with: wagent log -f %s\n", id)
+		render.Fprintf(env.Stderr, "wagent: queued for the workers; follow it with: %s\n", env.Hint("log", "-f", id))
+		if st, _ := env.StoreHint(); st != "" {
+			render.Fprintf(env.Stderr, "wagent: (export WAGENT_STORE=%s to leave out --store)\n", st)
+		}
 	case cn.Own != nil:
-		render.Fprintf(env.Stderr, "wagent: queued; no process runs this store now: wagent resume %s runs it (or wagent serve)\n", id)
+		render.Fprintf(env.Stderr, "wagent: queued; no process runs this store now: %s runs it (or %s)\n", env.Hint("resume", id), env.Hint("serve"))
 	}
 	return nil
 }

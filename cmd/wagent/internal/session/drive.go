@@ -413,7 +413,7 @@ func (f *follower) follow(ctx context.Context, from uint64, start func() error) 
 		from = last + 1
 		if own != nil && own.Done() {
 			out.Finish()
-			return own.Outcome(id)
+			return own.Outcome(env.Hint("log", id))
 		}
 		if (status == string(session.DriverIdle) || status == event.StatusError) && own != nil {
 			// Idle with the input not answered: a cancellation's drive
@@ -421,7 +421,7 @@ func (f *follower) follow(ctx context.Context, from uint64, start func() error) 
 			// session once for each time it stops.
 			if woke == from {
 				out.Finish()
-				return app.Errorf(app.Failed, "session %s Stopped before this run's input was answered (wagent log %s shows why; wagent resume %s goes on)", id, id, id)
+				return app.Errorf(app.Failed, "session %s Stopped before this run's input was answered (%s shows why; %s goes on)", id, env.Hint("log", id), env.Hint("resume", id))
 			}
 			woke = from
 			if _, err := cl.Resume(ctx, id); err != nil {
@@ -434,7 +434,7 @@ func (f *follower) follow(ctx context.Context, from uint64, start func() error) 
 		}
 		if status != "waiting" {
 			out.Finish()
-			return lastTurnError(ctx, cl, id)
+			return lastTurnError(ctx, cl, id, env.Hint("log", id))
 		}
 		info, err := cl.Session(ctx, id)
 		if err != nil {
@@ -488,7 +488,7 @@ func (f *follower) interrupted(ctx context.Context, last uint64) error {
 		if why.Quiet {
 			return &app.Error{Reason: app.Failed}
 		}
-		return app.Errorf(app.Failed, "%s; stopped following session %s, which goes on with the workers as it is (its input stays queued): %s follows it again", why.Cause.Reason, f.id, f.env.Hint("log", "-f", f.id))
+		return app.Errorf(app.Failed, "%s; stopped following session %s, which the workers go on with as it is (%s follows it again, %s stops its turn)", why.Cause.Reason, f.id, f.env.Hint("log", "-f", f.id), f.env.Hint("cancel", f.id))
 	}
 	bg := context.Background()
 	id, out, own := f.id, f.out, f.own
@@ -504,7 +504,7 @@ func (f *follower) interrupted(ctx context.Context, last uint64) error {
 		f.cl.Cancel(bg, id, req)
 		// The cancellation is recorded; show how the turn ended.
 		Stream(bg, f.cl, id, last+1, out, nil)
-		return Stopped(app.Errorf(app.Failed, "%s; the turn was recorded as aborted (wagent log %s)", why.Cause.Reason, id))
+		return Stopped(app.Errorf(app.Failed, "%s; the turn was recorded as aborted (%s)", why.Cause.Reason, f.env.Hint("log", id)))
 	}
 	if !own.sent {
 		return Stopped(app.Errorf(app.Failed, "%s before the input was sent; nothing was queued", why.Cause.Reason))
@@ -516,7 +516,7 @@ func (f *follower) interrupted(ctx context.Context, last uint64) error {
 		case own.end != nil:
 			return Stopped(app.Errorf(app.Failed, "%s; turn %d had ended (%s%s)", why.Cause.Reason, own.end.Turn, own.end.Reason, render.TurnDetail(*own.end)))
 		}
-		return Stopped(app.Errorf(app.Failed, "%s; this run's input is neither queued nor in an open turn (wagent log %s)", why.Cause.Reason, id))
+		return Stopped(app.Errorf(app.Failed, "%s; this run's input is neither queued nor in an open turn (%s)", why.Cause.Reason, f.env.Hint("log", id)))
 	}
 	if own.Done() {
 		return ended()
@@ -540,7 +540,7 @@ func (f *follower) interrupted(ctx context.Context, last uint64) error {
 	if !res.Recorded {
 		return ended()
 	}
-	return Stopped(app.Errorf(app.Failed, "%s; turn %d was recorded as aborted (wagent log %s)", why.Cause.Reason, res.Turn, id))
+	return Stopped(app.Errorf(app.Failed, "%s; turn %d was recorded as aborted (%s)", why.Cause.Reason, res.Turn, f.env.Hint("log", id)))
 }
 
 // Stream prints the session's stream from seq from until the session is
@@ -635,8 +635,9 @@ type StartError struct{ Err error }
 func (e StartError) Error() string { return e.Err.Error() }
 
 // lastTurnError fails the command when the session's last turn ended in
-// error, so scripts see it in the exit code.
-func lastTurnError(ctx context.Context, cl *server.Client, id string) error {
+// error, so scripts see it in the exit code; logHint is the command that
+// shows the session's log.
+func lastTurnError(ctx context.Context, cl *server.Client, id, logHint string) error {
 	info, err := cl.Session(ctx, id)
 	if err != nil {
 		return APIFail(err)
@@ -653,7 +654,7 @@ func lastTurnError(ctx context.Context, cl *server.Client, id string) error {
 		var te event.TurnEnd
 		json.Unmarshal(e.Data, &te)
 		if te.Reason == event.ReasonError {
-			return app.Errorf(app.Failed, "turn %d ended in error: %s (wagent log %s shows the attempts)", te.Turn, render.OneLine(te.Error, 200), id)
+			return app.Errorf(app.Failed, "turn %d ended in error: %s (%s shows the attempts)", te.Turn, render.OneLine(te.Error, 200), logHint)
 		}
 		return nil
 	}

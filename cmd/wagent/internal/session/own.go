@@ -95,15 +95,16 @@ func (o *OwnTurn) Cancel(ctx context.Context, cl *server.Client, session string,
 // Outcome is the run's result once its input's turn has ended: a failure
 // when the turn ended in error or was cancelled (by another client, the
 // console, wagent cancel: the cause says who), or when the input was
-// discarded before a turn took it.
-func (o *OwnTurn) Outcome(session string) error {
+// discarded before a turn took it. logHint is the command that shows the
+// session's log (env.Hint("log", ID)).
+func (o *OwnTurn) Outcome(logHint string) error {
 	switch {
 	case o.discarded:
-		return app.Errorf(app.Failed, "this run's input was discarded before a turn took it: the session's queued input was cancelled (wagent log %s)", session)
+		return app.Errorf(app.Failed, "this run's input was discarded before a turn took it: the session's queued input was cancelled (%s)", logHint)
 	case o.end.Reason == event.ReasonError:
-		return app.Errorf(app.Failed, "turn %d ended in error: %s (wagent log %s shows the attempts)", o.end.Turn, render.OneLine(o.end.Error, 200), session)
+		return app.Errorf(app.Failed, "turn %d ended in error: %s (%s shows the attempts)", o.end.Turn, render.OneLine(o.end.Error, 200), logHint)
 	case o.end.Reason == event.ReasonAborted:
-		return app.Errorf(app.Failed, "turn %d was cancelled%s (wagent log %s)", o.end.Turn, render.TurnDetail(*o.end), session)
+		return app.Errorf(app.Failed, "turn %d was cancelled%s (%s)", o.end.Turn, render.TurnDetail(*o.end), logHint)
 	}
 	return nil
 }

@@ -290,8 +290,8 @@ func (p *Printer) Waiting(calls []event.WaitingCall) {
 		render.Fprintf(p.NotesW, "  %s  %s %s\n", c.ID, CallTitle(c), render.Arguments(c.Arguments, 120))
 		PrintPreview(p.NotesW, c.Preview, "      ")
 	}
-	render.Fprintf(p.NotesW, "answer with:\n  wagent approve %s %s   (or --all, --always)\n  wagent deny %s %s\nthen: wagent resume %s\n",
-		p.id, calls[0].ID, p.id, calls[0].ID, p.id)
+	render.Fprintf(p.NotesW, "answer with:\n  %s   (or --all, --always)\n  %s\nthen: %s\n",
+		p.env.Hint("approve", p.id, calls[0].ID), p.env.Hint("deny", p.id, calls[0].ID), p.env.Hint("resume", p.id))
 }
 
 func (p *Printer) WaitingIDs(st *event.State) {
