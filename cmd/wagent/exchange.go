@@ -222,7 +222,7 @@ Examples:
 				return session.APIFail(err)
 			}
 			render.Fprintf(env.Stdout, "forked %s at seq %d as %s\n", id, c.Uint64("at"), s.ID)
-			render.Fprintf(env.Stdout, "continue it with: wagent run --session %s \"…\"\n", s.ID)
+			render.Fprintf(env.Stdout, "continue it with: %s\n", env.Hint("run", "--session", s.ID, `"…"`))
 			return nil
 		},
 	}

@@ -54,6 +54,14 @@ func TestHintsCarryTheStore(t *testing.T) {
 	if r.code != exitOK || !strings.Contains(r.stdout, "continue with: wagent resume h1 --store "+dir) {
 		t.Errorf("approve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	r = wag(t, home, "rm", "--store", dir, "h1", "--yes")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "(wagent cancel h1 --store "+dir+")") {
+		t.Errorf("rm of a waiting session: exit %d\n%s", r.code, r.stderr)
+	}
+	r = wag(t, home, "fork", "--store", dir, "h1", "--at", "1", "--as", "h1b")
+	if r.code != exitOK || !strings.Contains(r.stdout, `continue it with: wagent run --session h1b "…" --store `+dir) {
+		t.Errorf("fork: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	r = wag(t, home, "run", "--store", dir, "--detach", "--session", "h2", "--script", testdata("plain-replies.yaml"), "hi")
 	if r.code != exitOK || !strings.Contains(r.stderr, "wagent resume h2 --store "+dir+" runs it") {
 		t.Errorf("run --detach: exit %d\n%s", r.code, r.stderr)

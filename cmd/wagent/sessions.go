@@ -121,7 +121,10 @@ Example:
 				}
 				res, err := cn.Client.Delete(ctx, id)
 				if err != nil {
-					render.Fprintln(env.Stderr, "wagent: "+session.APIFail(err).Error())
+					// The owner's "(wagent cancel ID)" names no store: the
+					// hint names this command's.
+					msg := strings.Replace(session.APIFail(err).Error(), "(wagent cancel "+id+")", "("+env.Hint("cancel", id)+")", 1)
+					render.Fprintln(env.Stderr, "wagent: "+msg)
 					failed = true
 					continue
 				}
