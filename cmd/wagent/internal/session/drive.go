@@ -159,7 +159,11 @@ func Drive(o DriveOptions) error {
 	}
 	// The input goes once the stream is open, so that no live event of
 	// its turn (a streamed word, an op's log line) is missed.
-	return f.follow(ctx, from, start)
+	err = f.follow(ctx, from, start)
+	if f.remote && ctx.Err() != nil {
+		cn.Left()
+	}
+	return err
 }
 
 // OpenSession finds the session id or, when create is set, creates it

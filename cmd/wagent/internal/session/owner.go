@@ -123,6 +123,18 @@ type Owner struct {
 	Client *server.Client
 	unlist func()
 	served chan struct{}
+	// left: the command stopped following (a signal): Shutdown does not
+	// wait for its streams to be sent.
+	left bool
+}
+
+// Left says the command stopped following its session on a signal: its
+// streams need not be sent to their end (a NATS store whose server is gone
+// would hold the exit for seconds).
+func (cn *Conn) Left() {
+	if cn.Own != nil {
+		cn.Own.left = true
+	}
 }
 
 // lockPatience is how long a command waits for a store another process
@@ -221,6 +233,19 @@ func (o *Owner) Shutdown() {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+	if o.left {
+		// The command stopped following on a signal: it leaves now. The
+		// store's orderly close (a NATS consumer deleted on a server that
+		// may be gone) gets a moment, not the request timeout; what it
+		// leaves the server drops by itself.
+		done := make(chan struct{})
+		go func() { o.close(ctx); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
+		return
+	}
 	if o.unlist != nil {
 		// A client following a turn this process ran gets its end before
 		// the connection goes (a few seconds at most for a slow reader).
@@ -228,6 +253,11 @@ func (o *Owner) Shutdown() {
 		o.Server.StreamsSent(wait)
 		cancel()
 	}
+	o.close(ctx)
+}
+
+// close stops the API and closes the node.
+func (o *Owner) close(ctx context.Context) {
 	o.Server.Close(ctx)
 	if o.unlist != nil {
 		o.unlist()
