@@ -50,6 +50,11 @@ queued and the session woken, and run prints the session id and returns at
 once: the store's owner runs it, or on a NATS store any worker (wagent
 worker). wagent log -f SESSION follows it.
 
+On a NATS store, run without --detach follows the session the workers
+drive: Ctrl-C stops following and leaves it to them (its input stays
+queued; wagent cancel SESSION stops its turn), and a session no worker
+claims within --worker-wait makes run say so and exit 1.
+
 Examples:
    wagent run --model gpt-4o-mini "what is 6 times 7?"
    git diff | wagent run --system @review.md
