@@ -1,18 +1,18 @@
 package main
 
 import (
-	"bytes"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
 
+	"github.com/wagent/wagent/cmd/wagent/internal/term/termtest"
 	"github.com/wagent/wagent/internal/fakeopenai"
 )
 
@@ -106,27 +106,15 @@ func TestRunAsksOnTheTerminalWhenOutputIsAFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	tty.Close()
-	var mu sync.Mutex
-	var screen bytes.Buffer
-	go func() {
-		b := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(b)
-			mu.Lock()
-			screen.Write(b[:n])
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	shows := func(want string) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return strings.Contains(screen.String(), want)
-	}
-	for deadline := time.Now().Add(90 * time.Second); !shows(`allow calc_add {"value":2}?`); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
+	var screen termtest.LockedBuffer
+	go io.Copy(&screen, ptmx)
+	// Write by write until the question shows (90 s: a cold compile of the
+	// ops on a loaded machine).
+	timeout := time.After(90 * time.Second)
+	for !strings.Contains(screen.String(), `allow calc_add {"value":2}?`) {
+		select {
+		case <-screen.Writes():
+		case <-timeout:
 			cmd.Process.Kill()
 			t.Fatalf("no question on the terminal; it shows:\n%s", screen.String())
 		}

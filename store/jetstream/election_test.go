@@ -47,7 +47,7 @@ func TestReadsRideOutLeaderLoss(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("stream %s has no leader", stream)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // no event marks an election's end: the servers' state is polled
 	}
 	// lw, on each of the other two servers, gives up sooner: for the end.
 	var l *jetstream.Log
