@@ -2,13 +2,8 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
-	"strings"
 	"testing"
 
-	"github.com/wagent/wagent/app"
-	"github.com/wagent/wagent/event"
 	"github.com/wagent/wagent/server"
 )
 
@@ -17,22 +12,7 @@ import (
 // that new session: who created an id is not remembered past its
 // deletion.
 func TestDeletedIDTakenByAnotherTenantIsNotTheFormerOwners(t *testing.T) {
-	f := newFixture(t, func(o *fixtureOptions) {
-		o.Policy = func(p app.Principal) app.Policy {
-			if p.Kind != "tenant" {
-				return app.DefaultPolicy(p)
-			}
-			return app.Policy{OwnSessionsOnly: true}
-		}
-		o.Prepare = func(ctx context.Context, p app.Principal, req app.Request) (event.SessionCreated, error) {
-			raw, err := json.Marshal(app.Settings{Version: app.SettingsVersion, By: p.String()})
-			return event.SessionCreated{Settings: raw}, err
-		}
-		o.Authenticate = func(r *http.Request) (app.Principal, error) {
-			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			return app.Principal{Kind: "tenant", Name: tok}, nil
-		}
-	})
+	f := tenantFixture(t)
 	ctx := context.Background()
 	alice := server.NewClient(f.http.URL, "alice", nil)
 	bob := server.NewClient(f.http.URL, "bob", nil)

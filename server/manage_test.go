@@ -17,24 +17,7 @@ import (
 // changed), and deletes its own; a session waiting for a decision is
 // refused with 409 and a line saying to cancel it first.
 func TestDeleteAndRenameRespectPrincipals(t *testing.T) {
-	f := newFixture(t, func(o *fixtureOptions) {
-		o.Policy = func(p app.Principal) app.Policy {
-			if p.Kind != "tenant" {
-				return app.DefaultPolicy(p)
-			}
-			return app.Policy{OwnSessionsOnly: true}
-		}
-		// Settings that record who created the session, as the node's
-		// own Prepare does.
-		o.Prepare = func(ctx context.Context, p app.Principal, req app.Request) (event.SessionCreated, error) {
-			raw, err := json.Marshal(app.Settings{Version: app.SettingsVersion, By: p.String()})
-			return event.SessionCreated{Settings: raw}, err
-		}
-		o.Authenticate = func(r *http.Request) (app.Principal, error) {
-			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			return app.Principal{Kind: "tenant", Name: tok}, nil
-		}
-	})
+	f := tenantFixture(t)
 	ctx := context.Background()
 	alice := server.NewClient(f.http.URL, "alice", nil)
 	bob := server.NewClient(f.http.URL, "bob", nil)
@@ -92,4 +75,28 @@ func TestDeleteAndRenameRespectPrincipals(t *testing.T) {
 			t.Errorf("bob's log has a rename: %s", e.Data)
 		}
 	}
+}
+
+// tenantFixture is a server whose clients are tenants named by their
+// token, each limited to the sessions it created.
+func tenantFixture(t *testing.T) *fixture {
+	t.Helper()
+	return newFixture(t, func(o *fixtureOptions) {
+		o.Policy = func(p app.Principal) app.Policy {
+			if p.Kind != "tenant" {
+				return app.DefaultPolicy(p)
+			}
+			return app.Policy{OwnSessionsOnly: true}
+		}
+		// Settings that record who created the session, as the node's
+		// own Prepare does.
+		o.Prepare = func(ctx context.Context, p app.Principal, req app.Request) (event.SessionCreated, error) {
+			raw, err := json.Marshal(app.Settings{Version: app.SettingsVersion, By: p.String()})
+			return event.SessionCreated{Settings: raw}, err
+		}
+		o.Authenticate = func(r *http.Request) (app.Principal, error) {
+			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			return app.Principal{Kind: "tenant", Name: tok}, nil
+		}
+	})
 }
